@@ -1,0 +1,71 @@
+#pragma once
+#include <vector>
+
+#include "pipette/core/cluster.hpp"
+#include "pipette/core/model.hpp"
+#include "pipette/core/plan.hpp"
+#include "pipette/core/training.hpp"
+
+namespace pipette {
+
+// The performance model in three layers, so that placement search and the schedule simulator
+// reuse exactly the same costs:
+//   1. profile_work: what each pipeline stage computes and sends, independent of placement;
+//   2. communication_times: what those messages cost on the links the placement uses;
+//   3. critical_path: the closed-form 1F1B / interleaved iteration time from 1 and 2.
+
+struct StageWork {
+  int first_layer = 0;
+  int num_layers = 0;
+  // One micro-batch through all of this pipeline rank's layers (all its chunks), math only.
+  double forward_compute_seconds = 0;
+  double backward_compute_seconds = 0;   // includes recompute
+  double recompute_seconds = 0;
+  double tp_bytes_per_microbatch = 0;    // bytes each GPU moves in TP collectives, fwd + bwd
+  int tp_collectives_per_microbatch = 0; // count, for latency terms
+  double gradient_bytes_per_gpu = 0;     // what this stage's DP reduction moves per GPU
+  double optimizer_seconds = 0;
+};
+
+struct WorkProfile {
+  std::vector<StageWork> stages;         // size pp
+  double p2p_bytes_per_microbatch = 0;   // activation (= its gradient) message per GPU between stages
+  int num_microbatches = 0;
+  int virtual_stages = 1;
+};
+
+WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, const GpuSpec& gpu,
+                         const ParallelConfig& config);
+
+// Seconds for one GPU to send `bytes` to another, with `concurrent_flows` GPUs of the same node
+// pair sending at once (they share the node pair's rails).
+double p2p_seconds(const Cluster& cluster, int from_gpu, int to_gpu, double bytes, int concurrent_flows);
+
+// Ring all-reduce (or reduce-scatter + all-gather) over the given GPUs, hierarchical when the
+// group spans nodes; α–β cost, bottleneck link.
+double ring_allreduce_seconds(const Cluster& cluster, const std::vector<int>& gpus, double bytes);
+
+struct CommunicationTimes {
+  // p2p_seconds[s][d]: one message between stage s and s + 1 of DP replica d (size pp − 1, dp).
+  std::vector<std::vector<double>> p2p_seconds;
+  // tp_seconds[s][d]: TP collective time per micro-batch (fwd + bwd) of stage s, replica d.
+  std::vector<std::vector<double>> tp_seconds;
+  // dp_seconds[s]: the slowest DP group's gradient reduction of stage s.
+  std::vector<double> dp_seconds;
+};
+
+CommunicationTimes communication_times(const Cluster& cluster, const ParallelConfig& config,
+                                       const WorkProfile& work, const Placement& placement);
+
+// Closed-form critical path of the (interleaved) 1F1B schedule; per replica, slowest replica wins;
+// then the exposed DP reduction and the optimizer step.
+TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& work,
+                            const CommunicationTimes& communication, const TrainingSpec& training);
+
+// Model FLOPs of one iteration (no recompute), for MFU and tokens/s.
+double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& training);
+
+// Megatron-order placement in Slurm's node order: rank r on global GPU r.
+Placement default_placement(const ParallelConfig& config);
+
+}  // namespace pipette

@@ -1,0 +1,83 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipette/core/training.hpp"
+
+namespace pipette {
+
+// The knobs of one parallel layout.
+struct ParallelConfig {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  int micro_batch = 1;        // sequences per micro-batch
+  int virtual_stages = 1;     // model chunks per pipeline rank (1 = plain 1F1B)
+  RecomputeMode recompute = RecomputeMode::none;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;
+  std::vector<int> layers_per_stage;  // size pp, pipeline rank order; sums to the model's layers
+
+  int world_size() const { return tp * pp * dp; }
+};
+
+// Ranks are in Megatron order: tp fastest, then dp, then pp:
+//   rank = tp_index + tp * (dp_index + dp * pp_index)
+struct RankPosition {
+  int tp_index = 0;
+  int dp_index = 0;
+  int pp_index = 0;
+};
+RankPosition position_of_rank(const ParallelConfig& config, int rank);
+int rank_of_position(const ParallelConfig& config, const RankPosition& position);
+
+// Which physical GPU plays each rank. Global GPU index = node_index * gpus_per_node + local_gpu.
+struct Placement {
+  std::vector<int> gpu_of_rank;  // size world_size
+};
+
+struct TimeBreakdown {
+  double iteration_seconds = 0;
+  double compute_seconds = 0;            // forward+backward math on the critical path (incl. recompute)
+  double recompute_seconds = 0;          // part of compute_seconds spent recomputing activations
+  double pipeline_bubble_seconds = 0;    // critical-path time a stage waits with nothing to run
+  double tp_communication_seconds = 0;   // TP collectives on the critical path
+  double pp_communication_seconds = 0;   // exposed pipeline point-to-point
+  double dp_communication_seconds = 0;   // exposed (not overlapped) gradient reduction / param gather
+  double optimizer_seconds = 0;
+  double embedding_imbalance_seconds = 0;  // extra time of first/last stage for embedding and LM head
+};
+
+struct StageMemory {
+  double weights_bytes = 0;
+  double gradients_bytes = 0;
+  double optimizer_state_bytes = 0;
+  double activations_bytes = 0;          // all in-flight micro-batches of all chunks
+  double logits_and_loss_bytes = 0;      // last stage only
+  double runtime_overhead_bytes = 0;     // CUDA context, NCCL buffers, allocator fragmentation
+  double total_bytes() const {
+    return weights_bytes + gradients_bytes + optimizer_state_bytes + activations_bytes +
+           logits_and_loss_bytes + runtime_overhead_bytes;
+  }
+};
+
+struct Plan {
+  ParallelConfig config;
+  int num_microbatches = 0;              // per DP replica per iteration
+  TimeBreakdown time;
+  std::vector<StageMemory> memory_per_stage;  // size pp
+  double peak_memory_bytes = 0;               // busiest stage's total
+  double tokens_per_second = 0;
+  double model_flops_utilization = 0;         // model FLOPs (no recompute) / (time × peak × GPUs)
+  Placement placement;
+  double default_placement_iteration_seconds = 0;  // the same plan in Slurm's node order
+  std::vector<int> node_order;  // node_order[k] = index (in the job's node list) of the node with NODE_RANK k
+  std::vector<std::string> links_assumed;  // human-readable; empty when every link used was measured
+};
+
+// A stable 16-hex-digit hash of the plan's decisions (config, microbatches, placement). Identical
+// on every node for identical inputs; independent of floating-point predictions.
+std::string plan_hash(const Plan& plan);
+
+}  // namespace pipette

@@ -1,0 +1,52 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipette/core/cluster.hpp"
+#include "pipette/core/memory.hpp"
+#include "pipette/core/model.hpp"
+#include "pipette/core/plan.hpp"
+#include "pipette/core/result.hpp"
+#include "pipette/core/training.hpp"
+
+namespace pipette {
+
+struct PlacementEffort {
+  // A work budget, not a time budget: every node must reach the same plan bit for bit.
+  std::int64_t max_moves = 200000;
+  std::uint64_t seed = 0x9E3779B97F4A7C15ULL;
+  int exact_up_to_nodes = 8;     // exhaustive search with pruning at or below this node count
+};
+
+struct SearchOptions {
+  int top_k = 5;
+  double memory_safety_margin_bytes = 0;  // plans over gpu.memory_bytes − margin are rejected
+  RuntimeOverheads overheads;
+  bool optimize_placement = true;
+  int placement_candidates = 8;           // best candidates re-ranked after placement
+  PlacementEffort placement;
+};
+
+// A family of configurations the search dropped and why, e.g. {"pp=2", "stage 0 needs 92.1 GiB > 80 GiB"}.
+struct Rejection {
+  std::string family;
+  std::string reason;
+};
+
+struct SearchResult {
+  std::vector<Plan> plans;          // best first, at most top_k
+  std::vector<Rejection> rejections;
+  int candidates_evaluated = 0;
+};
+
+// Error when nothing fits: names the smallest change that would (more nodes, smaller micro-batch,
+// recompute, ...).
+Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& training,
+                                  const Cluster& cluster, const SearchOptions& options);
+
+// Evaluates one configuration exactly as the search would (memory, time, placement if asked).
+Result<Plan> evaluate_plan(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
+                           const ParallelConfig& config, const SearchOptions& options);
+
+}  // namespace pipette

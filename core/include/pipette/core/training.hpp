@@ -1,0 +1,39 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace pipette {
+
+enum class Precision { fp32, fp16, bf16, fp8 };  // fp8: fp8 GEMMs, bf16 master weights and activations
+enum class RecomputeMode { none, selective, full };
+enum class AttentionKernel { unfused, flash };
+
+// Knobs the search must keep. An empty optional means "the search may choose".
+struct FixedKnobs {
+  std::optional<int> tp;
+  std::optional<int> pp;
+  std::optional<int> dp;
+  std::optional<int> micro_batch;
+  std::optional<int> virtual_stages;  // interleaved schedule chunks per pipeline rank
+  std::optional<RecomputeMode> recompute;
+  std::optional<bool> sequence_parallel;
+  std::optional<bool> distributed_optimizer;
+};
+
+struct TrainingSpec {
+  std::int64_t global_batch_sequences = 0;
+  int sequence_length = 0;
+  Precision precision = Precision::bf16;
+  AttentionKernel attention = AttentionKernel::flash;
+  bool gradients_in_fp32 = true;       // Megatron's fp32 main-grad accumulation buffer
+  bool overlap_gradient_reduce = true; // DP reduction overlapped with the last backward passes
+  FixedKnobs fixed;
+};
+
+std::string validate(const TrainingSpec& training);
+const char* to_string(Precision precision);
+const char* to_string(RecomputeMode mode);
+const char* to_string(AttentionKernel kernel);
+
+}  // namespace pipette
