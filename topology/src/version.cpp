@@ -1,0 +1,7 @@
+#include "pipette/topology/version.hpp"
+
+namespace pipette {
+
+const char* version() { return PIPETTE_VERSION; }
+
+}  // namespace pipette
