@@ -21,8 +21,10 @@ struct StageWork {
   double forward_compute_seconds = 0;
   double backward_compute_seconds = 0;   // includes recompute
   double recompute_seconds = 0;
-  double tp_bytes_per_microbatch = 0;    // bytes each GPU moves in TP collectives, fwd + bwd
-  int tp_collectives_per_microbatch = 0; // count, for latency terms
+  double tp_bytes_per_microbatch = 0;    // bytes each GPU puts on the wire in TP collectives, fwd + bwd
+                                         // (an all-reduce of P bytes over t GPUs: 2(t−1)/t · P)
+  int tp_collectives_per_microbatch = 0; // all-reduce equivalents, for latency: each costs 2(t−1) ring
+                                         // steps; a reduce-scatter + all-gather pair (SP) counts once
   double gradient_bytes_per_gpu = 0;     // what this stage's DP reduction moves per GPU
   double optimizer_seconds = 0;
 };
