@@ -6,11 +6,17 @@
 
 namespace pipette {
 
-// Memory the runtime takes beyond tensors. Site-tunable (the site file's `memory:` section).
+// Memory the runtime takes beyond tensors. Site-tunable (the site file's `memory:` section); the
+// defaults are typical of PyTorch 2.x + CUDA 12 on Hopper and what the search uses unless told:
+//  - CUDA context with cuBLAS/cuDNN workspaces and loaded kernels: ~0.5 GiB per process;
+//  - NCCL: NCCL_BUFFSIZE (4 MiB) per channel and peer for the protocols in use, ~64 MiB to a few
+//    hundred MiB per communicator (NVLS takes more); we take 256 MiB;
+//  - the caching allocator reserves more than it hands out (segment rounding and fragmentation):
+//    "peak reserved", not "peak allocated", decides an OOM; ~10% on long runs.
 struct RuntimeOverheads {
-  double cuda_context_bytes = 0;
-  double nccl_buffer_bytes_per_communicator = 0;
-  double allocator_fragmentation_fraction = 0;  // reserved/allocated − 1 at peak
+  double cuda_context_bytes = 0.5 * 1024 * 1024 * 1024;
+  double nccl_buffer_bytes_per_communicator = 256.0 * 1024 * 1024;
+  double allocator_fragmentation_fraction = 0.10;  // reserved/allocated − 1 at peak
 };
 
 // Korthikanti et al. 2022, activation bytes of one transformer layer for one micro-batch,
@@ -18,6 +24,39 @@ struct RuntimeOverheads {
 // Unfused attention; 16-bit activations.
 double korthikanti_layer_activation_bytes(int s, int b, int h, int a, int t, bool sequence_parallel,
                                           RecomputeMode recompute);
+
+// Activation bytes of one transformer layer for one micro-batch on one GPU, generalising the
+// formula above to the model's architecture: grouped-query attention (K and V are kv_hidden wide),
+// SwiGLU (three ffn-wide tensors instead of two), flash attention (no s×s score, softmax or dropout
+// tensors: the 5as/h term goes), the training precision (fp32 activations take 4 bytes) and the
+// recompute mode (full recompute keeps only the layer input).
+double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
+
+// Micro-batch passes (of one model chunk) whose activations pipeline rank `stage` of `pp` holds at
+// its peak. 1F1B: min(pp − stage, m). Interleaved 1F1B with v chunks per rank (Megatron's schedule):
+// rank i runs 2(pp − i − 1) + (v − 1)·pp warm-up chunk forwards, then alternates one forward and one
+// backward, so it holds min(2(pp − i − 1) + (v − 1)·pp + 1, m·v) chunk activations, each of L/(pp·v)
+// layers. For rank 0 that is L·(1 + (pp − 1)/(pp·v)) layers' worth against 1F1B's L (Narayanan et al.
+// SC21's figure): interleaving costs activation memory as well as saving bubble.
+int in_flight_microbatch_chunks(int stage, int pp, int num_microbatches, int virtual_stages);
+
+// Bytes per parameter for weights, gradients and optimizer state (Adam), per MODELING_NOTES.md
+// (Megatron-LM's distributed-optimizer documentation): 16-bit params with fp32 grads 2 + 4 + 12,
+// 16-bit params and grads 2 + 2 + 16 (the fp32 main grads live in the optimizer), fp32 4 + 4 + 8.
+// A distributed optimizer (ZeRO-1) shards only the optimizer term over the DP ranks; the fp32
+// gradient buffer stays whole on every rank.
+struct BytesPerParameter {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;  // already divided by dp when sharded
+  double total() const { return weights + gradients + optimizer; }
+};
+BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distributed_optimizer, int dp);
+
+// Parameters one GPU of pipeline rank `stage` holds: its layers' TP shards plus replicated norms and
+// row-parallel biases; the word embedding (vocab/t rows) and learned positions on rank 0; the output
+// layer on the last rank (a copy of the tied embedding when pp > 1) and the final norm.
+double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config, int stage);
 
 // Per pipeline stage (rank-level; size pp): model state, activations of the in-flight
 // micro-batches (1F1B: stage i of p holds min(p − i, m); interleaved holds more), embedding on the

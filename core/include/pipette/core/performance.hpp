@@ -54,6 +54,10 @@ struct CommunicationTimes {
   std::vector<std::vector<double>> tp_seconds;
   // dp_seconds[s]: the slowest DP group's gradient reduction of stage s.
   std::vector<double> dp_seconds;
+  // wraparound_p2p_seconds[d]: one message from stage pp − 1 to stage 0 of replica d, the hop to
+  // the next model chunk of the interleaved schedule (size dp when virtual_stages > 1 and pp > 1,
+  // else empty). The same message size as p2p_seconds; gradients travel it back the other way.
+  std::vector<double> wraparound_p2p_seconds;
 };
 
 CommunicationTimes communication_times(const Cluster& cluster, const ParallelConfig& config,

@@ -22,6 +22,10 @@ struct ParallelConfig {
   int world_size() const { return tp * pp * dp; }
 };
 
+// The most even split of num_layers over pp stages; when it cannot be even, the first and last
+// stages get the fewer layers (they also carry the embedding and the LM head).
+std::vector<int> balanced_layers_per_stage(int num_layers, int pp);
+
 // Ranks are in Megatron order: tp fastest, then dp, then pp:
 //   rank = tp_index + tp * (dp_index + dp * pp_index)
 struct RankPosition {

@@ -25,8 +25,45 @@ struct SimulationResult {
 };
 
 // Discrete-event simulation of the exact 1F1B / interleaved 1F1B schedule of every DP replica on
-// the given communication times, then DP reduction and the optimizer step.
+// the given communication times, then DP reduction and the optimizer step. The model, which the
+// closed-form critical_path approximates:
+//  - Operation order per pipeline rank r of p, m micro-batches, v chunks (Megatron-core):
+//    v = 1: min(p − r − 1, m) warm-up forwards, then alternating forward/backward, then the
+//    remaining backwards. v > 1: the forward order walks groups of N micro-batches through chunks
+//    0..v−1, N = interleaved_group_size(p, m); backward k takes the k-th forward entry with chunk
+//    v − 1 − c; warm-up min(2(p − r − 1) + (v − 1)N, m·v) forwards, then 1F1B, then cool-down.
+//    v is ignored when p = 1; v > 1 needs m ≥ p, as in Megatron.
+//  - A chunk's forward takes forward_compute_seconds / v plus its share of the TP time, backward
+//    likewise; TP time per micro-batch splits between forward and backward by the number of
+//    forward passes each contains (1 : 1, or 1 : 2 with full recompute).
+//  - Every forward sends its activation to the next virtual stage, every backward its gradient to
+//    the previous one, when the op ends, without blocking the sender; a directed link between two
+//    stages carries one message at a time in the order they were sent; the receiver's op waits.
+//    Links r → r+1 take p2p_seconds[r][d], the interleaved hop p−1 → 0 wraparound_p2p_seconds[d].
+//  - DP reduction of stage s is a collective of all replicas: without overlap it starts when every
+//    replica's stage s has finished its last backward and takes dp_seconds[s]. With
+//    training.overlap_gradient_reduce (Megatron enables gradient sync only for each chunk's last
+//    micro-batch) chunk c's share dp_seconds[s] / v streams from the start of that chunk's last
+//    backward and cannot end before that backward ends; the shares run one after the other.
+//  - The optimizer step starts on every stage when the last stage's reduction ends (Megatron's
+//    global gradient-norm all-reduce synchronises all ranks first) and takes optimizer_seconds.
+// Preconditions (std::invalid_argument otherwise): work and communication sized for config.
 SimulationResult simulate_schedule(const ParallelConfig& config, const WorkProfile& work,
                                    const CommunicationTimes& communication, const TrainingSpec& training);
+
+// Megatron-core's --microbatch-group-size-per-virtual-pipeline-stage N for the interleaved
+// schedule: N = p when p divides m (the classic schedule); otherwise the smallest N in [p, m]
+// whose last group is empty or has at least p micro-batches (Megatron-core rejects a last group
+// smaller than p: its dependencies would form a cycle). Larger N
+// means more warm-up forwards, i.e. more activations in flight. 0 when m < p (no valid N).
+int interleaved_group_size(int pp, int num_microbatches);
+
+// One pipeline rank's operations in execution order, as simulate_schedule runs them.
+struct ScheduledOp {
+  bool backward = false;
+  int microbatch = 0;
+  int chunk = 0;
+};
+std::vector<ScheduledOp> pipeline_rank_program(int pp, int rank, int num_microbatches, int virtual_stages);
 
 }  // namespace pipette

@@ -1,0 +1,172 @@
+#include "pipette/core/memory.hpp"
+
+#include <algorithm>
+
+namespace pipette {
+
+namespace {
+
+// Per-layer activation elements of one micro-batch, split the way tensor and sequence parallelism
+// split them (Korthikanti et al. 2022, Section 4.1, generalised to GQA and SwiGLU):
+//  - replicated across the TP group unless sequence parallel: the inputs of the two norms, of the
+//    QKV projection and of the first MLP projection (values), and the two hidden dropout masks;
+//  - split across TP: Q, K, V, the attention output (input of the output projection) and the MLP's
+//    ffn-wide tensors (GeLU: its input and output; SwiGLU: gate, up and their product);
+//  - the s×s attention scores (softmax output and dropout output, values) and the attention dropout
+//    mask, split across TP: unfused attention without selective recompute only.
+struct LayerActivationElements {
+  double replicated_values = 0;
+  double replicated_masks = 0;
+  double split_values = 0;
+  double split_masks = 0;
+  double layer_input_values = 0;  // what full recompute keeps
+};
+
+LayerActivationElements layer_activation_elements(double s, double b, double h, double kv, double f, double a,
+                                                  FfnKind ffn, bool keep_attention_scores) {
+  const double tokens = s * b;
+  LayerActivationElements e;
+  e.replicated_values = tokens * h * 4;  // two norm inputs, QKV input, MLP input
+  e.replicated_masks = tokens * h * 2;   // dropout after attention and after the MLP
+  e.split_values = tokens * (2 * h + 2 * kv) + tokens * f * (ffn == FfnKind::swiglu ? 3 : 2);
+  if (keep_attention_scores) {
+    e.split_values += 2 * a * s * s * b;  // softmax output, dropout output
+    e.split_masks += a * s * s * b;       // attention dropout mask
+  }
+  e.layer_input_values = tokens * h;
+  return e;
+}
+
+double activation_bytes(const LayerActivationElements& e, double value_bytes, int t, bool sequence_parallel,
+                        RecomputeMode recompute) {
+  const double tp = t;
+  if (recompute == RecomputeMode::full) {
+    return e.layer_input_values * value_bytes / (sequence_parallel ? tp : 1.0);
+  }
+  const double replicated = e.replicated_values * value_bytes + e.replicated_masks;
+  const double split = e.split_values * value_bytes + e.split_masks;
+  return (sequence_parallel ? replicated / tp : replicated) + split / tp;
+}
+
+double activation_value_bytes(Precision precision) { return precision == Precision::fp32 ? 4.0 : 2.0; }
+
+int num_microbatches_of(const TrainingSpec& training, const ParallelConfig& config) {
+  return static_cast<int>(training.global_batch_sequences / (static_cast<std::int64_t>(config.dp) * config.micro_batch));
+}
+
+// TP-split parameters of one layer: QKV (weights and biases), output projection weight, the MLP's
+// column-parallel weights and biases and its row-parallel weight. The rest (norms, the row-parallel
+// biases) is replicated on every TP rank.
+double split_parameters_per_layer(const ModelSpec& model) {
+  const double h = model.hidden_size;
+  const double kv = model.kv_hidden_size();
+  const double f = model.ffn_hidden_size;
+  const bool bias = model.linear_bias;
+  const double qkv = h * (h + 2 * kv) + (bias ? h + 2 * kv : 0);
+  const double mlp = model.ffn_kind == FfnKind::swiglu ? 3 * h * f + (bias ? 2 * f : 0) : 2 * h * f + (bias ? f : 0);
+  return qkv + h * h + mlp;
+}
+
+int communicators_of_stage(const ParallelConfig& config, int stage) {
+  const bool end_stage = stage == 0 || stage == config.pp - 1;
+  return (config.tp > 1) + (config.dp > 1) + (config.pp > 1) + (config.pp > 1 && end_stage);
+}
+
+}  // namespace
+
+double korthikanti_layer_activation_bytes(int s, int b, int h, int a, int t, bool sequence_parallel,
+                                          RecomputeMode recompute) {
+  const bool keep_scores = recompute == RecomputeMode::none;
+  return activation_bytes(layer_activation_elements(s, b, h, h, 4.0 * h, a, FfnKind::gelu, keep_scores), 2.0, t,
+                          sequence_parallel, recompute);
+}
+
+double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
+  const bool keep_scores = training.attention == AttentionKernel::unfused && config.recompute == RecomputeMode::none;
+  const LayerActivationElements elements =
+      layer_activation_elements(training.sequence_length, config.micro_batch, model.hidden_size,
+                                model.kv_hidden_size(), model.ffn_hidden_size, model.num_attention_heads,
+                                model.ffn_kind, keep_scores);
+  return activation_bytes(elements, activation_value_bytes(training.precision), config.tp, config.sequence_parallel,
+                          config.recompute);
+}
+
+int in_flight_microbatch_chunks(int stage, int pp, int num_microbatches, int virtual_stages) {
+  if (virtual_stages <= 1) return std::min(pp - stage, num_microbatches);
+  const int warmup = 2 * (pp - stage - 1) + (virtual_stages - 1) * pp;
+  return std::min(warmup + 1, num_microbatches * virtual_stages);
+}
+
+BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distributed_optimizer, int dp) {
+  BytesPerParameter bytes;
+  if (training.precision == Precision::fp32) {
+    bytes = {4, 4, 8};  // fp32 grads; Adam m and v
+  } else if (training.gradients_in_fp32) {
+    bytes = {2, 4, 12};  // fp32 main grads; fp32 master weights, Adam m and v
+  } else {
+    bytes = {2, 2, 16};  // the optimizer keeps fp32 main grads next to master weights, m and v
+  }
+  if (distributed_optimizer) bytes.optimizer /= dp;
+  return bytes;
+}
+
+double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config, int stage) {
+  const double h = model.hidden_size;
+  const double split = split_parameters_per_layer(model);
+  const double replicated = static_cast<double>(parameters_per_layer(model)) - split;
+  const double layers = config.layers_per_stage.empty()
+                            ? static_cast<double>(balanced_layers_per_stage(model.num_layers, config.pp)[static_cast<size_t>(stage)])
+                            : config.layers_per_stage[static_cast<size_t>(stage)];
+  double parameters = layers * (split / config.tp + replicated);
+  const double word_embedding_shard = static_cast<double>(model.vocab_size) * h / config.tp;
+  if (stage == 0) parameters += word_embedding_shard + static_cast<double>(model.learned_position_embeddings) * h;
+  if (stage == config.pp - 1) {
+    const bool holds_output_matrix = !model.tied_embeddings || config.pp > 1;
+    if (holds_output_matrix) parameters += word_embedding_shard;
+    const double final_norm = model.norm_kind == NormKind::layernorm ? 2 * h : h;
+    parameters += final_norm;
+  }
+  return parameters;
+}
+
+std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingSpec& training,
+                                         const ParallelConfig& config, const RuntimeOverheads& overheads) {
+  const std::vector<int> layers = config.layers_per_stage.empty()
+                                      ? balanced_layers_per_stage(model.num_layers, config.pp)
+                                      : config.layers_per_stage;
+  const int microbatches = std::max(1, num_microbatches_of(training, config));
+  const BytesPerParameter per_parameter = bytes_per_parameter(training, config.distributed_optimizer, config.dp);
+  const double per_layer_activation = layer_activation_bytes(model, training, config);
+  const double value_bytes = activation_value_bytes(training.precision);
+  const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
+
+  std::vector<StageMemory> stages(static_cast<size_t>(config.pp));
+  for (int stage = 0; stage < config.pp; ++stage) {
+    StageMemory& memory = stages[static_cast<size_t>(stage)];
+    const double parameters = parameters_on_stage(model, config, stage);
+    memory.weights_bytes = parameters * per_parameter.weights;
+    memory.gradients_bytes = parameters * per_parameter.gradients;
+    memory.optimizer_state_bytes = parameters * per_parameter.optimizer;
+
+    const int chunks = in_flight_microbatch_chunks(stage, config.pp, microbatches, config.virtual_stages);
+    const double layers_per_chunk = static_cast<double>(layers[static_cast<size_t>(stage)]) / config.virtual_stages;
+    memory.activations_bytes = chunks * layers_per_chunk * per_layer_activation;
+
+    if (stage == config.pp - 1) {
+      // One micro-batch at a time reaches the loss (its backward follows at once): the final norm's
+      // input, the fp32 logits that Megatron's vocab-parallel cross entropy turns into the softmax
+      // it keeps for backward (4 bytes), and the 16-bit logits out of the output GEMM (2 bytes).
+      const double vocab_shard = static_cast<double>(model.vocab_size) / config.tp;
+      memory.logits_and_loss_bytes = tokens * model.hidden_size * value_bytes / (config.sequence_parallel ? config.tp : 1) +
+                                     tokens * vocab_shard * (4.0 + value_bytes);
+    }
+    const double allocated = memory.weights_bytes + memory.gradients_bytes + memory.optimizer_state_bytes +
+                             memory.activations_bytes + memory.logits_and_loss_bytes;
+    memory.runtime_overhead_bytes = overheads.cuda_context_bytes +
+                                    overheads.nccl_buffer_bytes_per_communicator * communicators_of_stage(config, stage) +
+                                    overheads.allocator_fragmentation_fraction * allocated;
+  }
+  return stages;
+}
+
+}  // namespace pipette

@@ -1,0 +1,70 @@
+#include "pipette/core/plan.hpp"
+
+#include <cstdio>
+
+namespace pipette {
+
+RankPosition position_of_rank(const ParallelConfig& config, int rank) {
+  RankPosition position;
+  position.tp_index = rank % config.tp;
+  position.dp_index = (rank / config.tp) % config.dp;
+  position.pp_index = rank / (config.tp * config.dp);
+  return position;
+}
+
+int rank_of_position(const ParallelConfig& config, const RankPosition& position) {
+  return position.tp_index + config.tp * (position.dp_index + config.dp * position.pp_index);
+}
+
+namespace {
+
+// FNV-1a, 64 bit: tiny, stable across platforms and compilers, good enough to tell plans apart.
+class Fnv1a64 {
+ public:
+  void add(const std::string& text) {
+    for (const char c : text) {
+      hash_ ^= static_cast<unsigned char>(c);
+      hash_ *= 0x100000001b3ULL;
+    }
+  }
+  std::uint64_t value() const { return hash_; }
+
+ private:
+  std::uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
+}  // namespace
+
+std::string plan_hash(const Plan& plan) {
+  // Canonical text of the decisions only: every node derives the same string from the same plan,
+  // whatever its floating-point predictions are.
+  const ParallelConfig& c = plan.config;
+  Fnv1a64 hash;
+  hash.add("v1;tp=" + std::to_string(c.tp) + ";pp=" + std::to_string(c.pp) + ";dp=" + std::to_string(c.dp) +
+           ";mbs=" + std::to_string(c.micro_batch) + ";vpp=" + std::to_string(c.virtual_stages) +
+           ";recompute=" + to_string(c.recompute) + ";sp=" + (c.sequence_parallel ? "1" : "0") +
+           ";distopt=" + (c.distributed_optimizer ? "1" : "0") + ";nmb=" + std::to_string(plan.num_microbatches) +
+           ";layers=");
+  for (const int layers : c.layers_per_stage) hash.add(std::to_string(layers) + ",");
+  hash.add(";gpus=");
+  for (const int gpu : plan.placement.gpu_of_rank) hash.add(std::to_string(gpu) + ",");
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash.value()));
+  return text;
+}
+
+}  // namespace pipette
+
+namespace pipette {
+
+std::vector<int> balanced_layers_per_stage(int num_layers, int pp) {
+  std::vector<int> layers(static_cast<size_t>(pp), num_layers / pp);
+  int extra = num_layers % pp;
+  // Interior stages first, then the last, then the first: the ends carry embedding and LM head.
+  for (int stage = 1; stage + 1 < pp && extra > 0; ++stage, --extra) ++layers[static_cast<size_t>(stage)];
+  if (extra > 0) ++layers[static_cast<size_t>(pp - 1)], --extra;
+  if (extra > 0) ++layers[0];
+  return layers;
+}
+
+}  // namespace pipette

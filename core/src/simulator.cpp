@@ -1,0 +1,292 @@
+#include "pipette/core/simulator.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+namespace pipette {
+
+namespace {
+
+// Megatron-core's schedule table: groups of `group_size` micro-batches walk through every chunk
+// before the next group starts; the last group takes whatever micro-batches are left.
+std::vector<ScheduledOp> forward_order(int num_microbatches, int virtual_stages, int group_size) {
+  std::vector<ScheduledOp> order;
+  order.reserve(static_cast<size_t>(num_microbatches) * virtual_stages);
+  for (int group_start = 0; group_start < num_microbatches; group_start += group_size) {
+    const int group_end = std::min(group_start + group_size, num_microbatches);
+    for (int chunk = 0; chunk < virtual_stages; ++chunk) {
+      for (int microbatch = group_start; microbatch < group_end; ++microbatch) {
+        order.push_back({false, microbatch, chunk});
+      }
+    }
+  }
+  return order;
+}
+
+int effective_virtual_stages(const ParallelConfig& config) { return config.pp > 1 ? config.virtual_stages : 1; }
+
+void require(bool condition, const std::string& what) {
+  if (!condition) throw std::invalid_argument("simulate_schedule: " + what);
+}
+
+void check_inputs(const ParallelConfig& config, const WorkProfile& work, const CommunicationTimes& communication) {
+  const auto pp = static_cast<size_t>(config.pp);
+  const auto dp = static_cast<size_t>(config.dp);
+  require(config.pp >= 1 && config.dp >= 1 && config.virtual_stages >= 1, "pp, dp and virtual_stages must be positive");
+  require(work.num_microbatches >= 1, "the work profile has no micro-batches");
+  require(work.stages.size() == pp, "work profile has " + std::to_string(work.stages.size()) + " stages, pp is " +
+                                        std::to_string(config.pp));
+  require(communication.p2p_seconds.size() == pp - 1, "p2p_seconds must have pp - 1 rows");
+  for (const auto& row : communication.p2p_seconds) require(row.size() == dp, "p2p_seconds rows must have dp entries");
+  require(communication.tp_seconds.size() == pp, "tp_seconds must have pp rows");
+  for (const auto& row : communication.tp_seconds) require(row.size() == dp, "tp_seconds rows must have dp entries");
+  require(communication.dp_seconds.size() == pp, "dp_seconds must have pp entries");
+  if (effective_virtual_stages(config) > 1) {
+    require(work.num_microbatches >= config.pp, "the interleaved schedule needs at least pp micro-batches (Megatron "
+                                                "rejects fewer)");
+    require(communication.wraparound_p2p_seconds.size() == dp,
+            "the interleaved schedule needs wraparound_p2p_seconds for every replica");
+  }
+}
+
+constexpr double kUnknown = -1.0;  // an arrival time not yet known (real times are >= 0)
+
+// One DP replica's pipeline. Each directed link has a single sender whose messages become ready
+// in its program order, so per-link FIFO equals program order and the simulation can advance
+// each rank as far as its inputs are known (a worklist), with no global event queue.
+class ReplicaSimulation {
+ public:
+  ReplicaSimulation(const ParallelConfig& config, const WorkProfile& work, const CommunicationTimes& communication,
+                    int replica, std::vector<ScheduleEvent>& events)
+      : pp_(config.pp),
+        chunks_(effective_virtual_stages(config)),
+        microbatches_(work.num_microbatches),
+        replica_(replica),
+        communication_(communication),
+        events_(events),
+        rank_free_seconds_(pp_, 0.0),
+        next_op_(pp_, 0),
+        link_free_seconds_(static_cast<size_t>(pp_) * pp_, 0.0),
+        activation_arrival_(slots(), kUnknown),
+        gradient_arrival_(slots(), kUnknown),
+        last_backward_start_(static_cast<size_t>(pp_) * chunks_, 0.0),
+        last_backward_end_(static_cast<size_t>(pp_) * chunks_, 0.0) {
+    // Forward passes per op: 1 in forward, 1 (+1 recomputed with full recompute) in backward.
+    const double forward_share = config.recompute == RecomputeMode::full ? 1.0 / 3.0 : 0.5;
+    for (int rank = 0; rank < pp_; ++rank) {
+      const StageWork& stage = work.stages[rank];
+      const double tp = communication.tp_seconds[rank][replica];
+      forward_seconds_.push_back((stage.forward_compute_seconds + forward_share * tp) / chunks_);
+      backward_seconds_.push_back((stage.backward_compute_seconds + (1.0 - forward_share) * tp) / chunks_);
+      programs_.push_back(pipeline_rank_program(pp_, rank, microbatches_, chunks_));
+    }
+  }
+
+  void run() {
+    std::vector<int> worklist(pp_);
+    for (int rank = 0; rank < pp_; ++rank) worklist[rank] = pp_ - 1 - rank;
+    while (!worklist.empty()) {
+      const int rank = worklist.back();
+      worklist.pop_back();
+      advance(rank, worklist);
+    }
+    for (int rank = 0; rank < pp_; ++rank) {
+      if (next_op_[rank] != programs_[rank].size()) {
+        throw std::logic_error("simulate_schedule: the schedule deadlocked at pipeline rank " + std::to_string(rank));
+      }
+    }
+  }
+
+  double finish_seconds(int rank) const { return rank_free_seconds_[rank]; }
+  double last_backward_start(int rank, int chunk) const { return last_backward_start_[rank * chunks_ + chunk]; }
+  double last_backward_end(int rank, int chunk) const { return last_backward_end_[rank * chunks_ + chunk]; }
+
+ private:
+  size_t slots() const { return static_cast<size_t>(pp_) * chunks_ * microbatches_; }
+  size_t slot(int rank, int chunk, int microbatch) const {
+    return (static_cast<size_t>(rank) * chunks_ + chunk) * microbatches_ + microbatch;
+  }
+  int virtual_stage(int rank, int chunk) const { return chunk * pp_ + rank; }
+  int last_virtual_stage() const { return pp_ * chunks_ - 1; }
+
+  // When the op's input is available, or kUnknown.
+  double input_ready(int rank, const ScheduledOp& op) const {
+    const int stage = virtual_stage(rank, op.chunk);
+    if (!op.backward) return stage == 0 ? 0.0 : activation_arrival_[slot(rank, op.chunk, op.microbatch)];
+    // The last virtual stage starts backward from its own loss; its forward ran earlier on this rank.
+    return stage == last_virtual_stage() ? 0.0 : gradient_arrival_[slot(rank, op.chunk, op.microbatch)];
+  }
+
+  void send(EventKind kind, int from_rank, int from_chunk, int microbatch, double ready_seconds, int to_rank,
+            double seconds, std::vector<double>& arrivals, size_t arrival_slot) {
+    double& link_free = link_free_seconds_[static_cast<size_t>(from_rank) * pp_ + to_rank];
+    const double start = std::max(ready_seconds, link_free);
+    link_free = start + seconds;
+    events_.push_back({kind, from_rank, replica_, microbatch, from_chunk, start, link_free});
+    arrivals[arrival_slot] = link_free;
+  }
+
+  void advance(int rank, std::vector<int>& worklist) {
+    const auto& program = programs_[rank];
+    while (next_op_[rank] < program.size()) {
+      const ScheduledOp& op = program[next_op_[rank]];
+      const double ready = input_ready(rank, op);
+      if (ready == kUnknown) return;
+      const double start = std::max(rank_free_seconds_[rank], ready);
+      const double end = start + (op.backward ? backward_seconds_[rank] : forward_seconds_[rank]);
+      rank_free_seconds_[rank] = end;
+      events_.push_back({op.backward ? EventKind::backward : EventKind::forward, rank, replica_, op.microbatch, op.chunk,
+                         start, end});
+      ++next_op_[rank];
+
+      const int stage = virtual_stage(rank, op.chunk);
+      if (op.backward) {
+        last_backward_start_[rank * chunks_ + op.chunk] = start;
+        last_backward_end_[rank * chunks_ + op.chunk] = end;
+        if (stage > 0) {
+          const int to_rank = (stage - 1) % pp_;
+          const int to_chunk = (stage - 1) / pp_;
+          const bool wraps = to_chunk != op.chunk;
+          const double seconds = wraps ? communication_.wraparound_p2p_seconds[replica_]
+                                       : communication_.p2p_seconds[to_rank][replica_];
+          send(EventKind::send_gradient, rank, op.chunk, op.microbatch, end, to_rank, seconds, gradient_arrival_,
+               slot(to_rank, to_chunk, op.microbatch));
+          if (to_rank != rank) worklist.push_back(to_rank);
+        }
+      } else if (stage < last_virtual_stage()) {
+        const int to_rank = (stage + 1) % pp_;
+        const int to_chunk = (stage + 1) / pp_;
+        const bool wraps = to_chunk != op.chunk;
+        const double seconds =
+            wraps ? communication_.wraparound_p2p_seconds[replica_] : communication_.p2p_seconds[rank][replica_];
+        send(EventKind::send_activation, rank, op.chunk, op.microbatch, end, to_rank, seconds, activation_arrival_,
+             slot(to_rank, to_chunk, op.microbatch));
+        if (to_rank != rank) worklist.push_back(to_rank);
+      }
+    }
+  }
+
+  int pp_;
+  int chunks_;
+  int microbatches_;
+  int replica_;
+  const CommunicationTimes& communication_;
+  std::vector<ScheduleEvent>& events_;
+  std::vector<double> forward_seconds_;
+  std::vector<double> backward_seconds_;
+  std::vector<std::vector<ScheduledOp>> programs_;
+  std::vector<double> rank_free_seconds_;
+  std::vector<size_t> next_op_;
+  std::vector<double> link_free_seconds_;  // [from * pp + to]
+  std::vector<double> activation_arrival_;
+  std::vector<double> gradient_arrival_;
+  std::vector<double> last_backward_start_;  // [rank * chunks + chunk]
+  std::vector<double> last_backward_end_;
+};
+
+}  // namespace
+
+int interleaved_group_size(int pp, int num_microbatches) {
+  for (int group_size = pp; group_size <= num_microbatches; ++group_size) {
+    const int remainder = num_microbatches % group_size;
+    if (remainder == 0 || remainder >= pp) return group_size;
+  }
+  return 0;
+}
+
+std::vector<ScheduledOp> pipeline_rank_program(int pp, int rank, int num_microbatches, int virtual_stages) {
+  const int chunks = pp > 1 ? virtual_stages : 1;
+  const int total = num_microbatches * chunks;
+  const int group_size = chunks == 1 ? num_microbatches : interleaved_group_size(pp, num_microbatches);
+  if (group_size == 0) {
+    throw std::invalid_argument("pipeline_rank_program: the interleaved schedule needs at least pp micro-batches");
+  }
+  const int warmup = chunks == 1 ? std::min(pp - rank - 1, num_microbatches)
+                                 : std::min(2 * (pp - rank - 1) + (chunks - 1) * group_size, total);
+  const std::vector<ScheduledOp> forwards = forward_order(num_microbatches, chunks, group_size);
+  const auto backward_at = [&](int k) {
+    ScheduledOp op = forwards[k];
+    op.backward = true;
+    op.chunk = chunks - 1 - op.chunk;
+    return op;
+  };
+
+  std::vector<ScheduledOp> program;
+  program.reserve(2 * static_cast<size_t>(total));
+  for (int k = 0; k < warmup; ++k) program.push_back(forwards[k]);
+  for (int k = 0; k < total - warmup; ++k) {
+    program.push_back(forwards[warmup + k]);
+    program.push_back(backward_at(k));
+  }
+  for (int k = total - warmup; k < total; ++k) program.push_back(backward_at(k));
+  return program;
+}
+
+SimulationResult simulate_schedule(const ParallelConfig& config, const WorkProfile& work,
+                                   const CommunicationTimes& communication, const TrainingSpec& training) {
+  check_inputs(config, work, communication);
+  const int pp = config.pp;
+  const int dp = config.dp;
+  const int chunks = effective_virtual_stages(config);
+
+  SimulationResult result;
+  std::vector<ReplicaSimulation> replicas;
+  replicas.reserve(dp);
+  for (int replica = 0; replica < dp; ++replica) {
+    replicas.emplace_back(config, work, communication, replica, result.events);
+    replicas.back().run();
+  }
+
+  const auto emit_for_every_replica = [&](EventKind kind, int stage, int chunk, double start, double end) {
+    for (int replica = 0; replica < dp; ++replica) result.events.push_back({kind, stage, replica, -1, chunk, start, end});
+  };
+
+  // Each stage's gradients are reduced across replicas; the step waits for every stage.
+  double reductions_done_seconds = 0;
+  for (int stage = 0; stage < pp; ++stage) {
+    const double reduction_seconds = communication.dp_seconds[stage];
+    double stage_done = 0;
+    for (const auto& replica : replicas) stage_done = std::max(stage_done, replica.finish_seconds(stage));
+    if (reduction_seconds > 0 && !training.overlap_gradient_reduce) {
+      emit_for_every_replica(EventKind::dp_reduce, stage, 0, stage_done, stage_done + reduction_seconds);
+      stage_done += reduction_seconds;
+    } else if (reduction_seconds > 0) {
+      // Chunks finish their last backward in the order v−1, ..., 0 (the backward walks chunks down).
+      double stream_free = 0;
+      for (int chunk = chunks - 1; chunk >= 0; --chunk) {
+        double available = 0;
+        double backward_end = 0;
+        for (const auto& replica : replicas) {
+          available = std::max(available, replica.last_backward_start(stage, chunk));
+          backward_end = std::max(backward_end, replica.last_backward_end(stage, chunk));
+        }
+        const double start = std::max(available, stream_free);
+        stream_free = std::max(start + reduction_seconds / chunks, backward_end);
+        emit_for_every_replica(EventKind::dp_reduce, stage, chunk, start, stream_free);
+      }
+      stage_done = std::max(stage_done, stream_free);
+    }
+    reductions_done_seconds = std::max(reductions_done_seconds, stage_done);
+  }
+
+  double iteration_seconds = reductions_done_seconds;
+  for (int stage = 0; stage < pp; ++stage) {
+    const double optimizer_seconds = work.stages[stage].optimizer_seconds;
+    if (optimizer_seconds > 0) {
+      emit_for_every_replica(EventKind::optimizer, stage, 0, reductions_done_seconds,
+                             reductions_done_seconds + optimizer_seconds);
+    }
+    iteration_seconds = std::max(iteration_seconds, reductions_done_seconds + optimizer_seconds);
+  }
+  result.iteration_seconds = iteration_seconds;
+
+  std::stable_sort(result.events.begin(), result.events.end(), [](const ScheduleEvent& a, const ScheduleEvent& b) {
+    return std::tie(a.start_seconds, a.stage, a.dp_replica, a.kind, a.microbatch, a.chunk) <
+           std::tie(b.start_seconds, b.stage, b.dp_replica, b.kind, b.microbatch, b.chunk);
+  });
+  return result;
+}
+
+}  // namespace pipette

@@ -1,0 +1,65 @@
+#include "pipette/core/training.hpp"
+
+namespace pipette {
+
+namespace {
+
+std::string positive_fixed(const std::optional<int>& value, const char* knob) {
+  if (value && *value < 1) return "fixed " + std::string(knob) + "=" + std::to_string(*value) + " must be at least 1";
+  return {};
+}
+
+}  // namespace
+
+std::string validate(const TrainingSpec& training) {
+  if (training.global_batch_sequences < 1) {
+    return "global_batch_sequences must be a positive number of sequences (got " +
+           std::to_string(training.global_batch_sequences) + ")";
+  }
+  if (training.sequence_length < 1) {
+    return "sequence_length must be a positive number of tokens (got " + std::to_string(training.sequence_length) + ")";
+  }
+  const FixedKnobs& fixed = training.fixed;
+  for (const auto& message :
+       {positive_fixed(fixed.tp, "tp"), positive_fixed(fixed.pp, "pp"), positive_fixed(fixed.dp, "dp"),
+        positive_fixed(fixed.micro_batch, "mbs"), positive_fixed(fixed.virtual_stages, "vpp")}) {
+    if (!message.empty()) return message;
+  }
+  if (fixed.micro_batch && *fixed.micro_batch > training.global_batch_sequences) {
+    return "fixed mbs=" + std::to_string(*fixed.micro_batch) + " exceeds the global batch of " +
+           std::to_string(training.global_batch_sequences) + " sequences";
+  }
+  if (fixed.sequence_parallel && *fixed.sequence_parallel && fixed.tp && *fixed.tp == 1) {
+    return "fixed sp=on needs tp > 1 (sequence parallelism splits along the tensor-parallel group)";
+  }
+  return {};
+}
+
+const char* to_string(Precision precision) {
+  switch (precision) {
+    case Precision::fp32: return "fp32";
+    case Precision::fp16: return "fp16";
+    case Precision::bf16: return "bf16";
+    case Precision::fp8: return "fp8";
+  }
+  return "?";
+}
+
+const char* to_string(RecomputeMode mode) {
+  switch (mode) {
+    case RecomputeMode::none: return "none";
+    case RecomputeMode::selective: return "selective";
+    case RecomputeMode::full: return "full";
+  }
+  return "?";
+}
+
+const char* to_string(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::unfused: return "unfused";
+    case AttentionKernel::flash: return "flash";
+  }
+  return "?";
+}
+
+}  // namespace pipette

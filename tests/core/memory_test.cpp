@@ -1,0 +1,261 @@
+#include "pipette/core/memory.hpp"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace pipette {
+namespace {
+
+// Korthikanti et al. 2022 (arXiv 2205.05198), Table 2: activation bytes per transformer layer.
+// GPT-3 175B shapes from ground_truth_data/korthikanti2022_tables.csv: s 2048, h 12288, a 96, t 8.
+constexpr int s = 2048, b = 1, h = 12288, a = 96, t = 8;
+const double sbh = static_cast<double>(s) * b * h;
+const double score_term = 5.0 * a * s / h;
+
+TEST(KorthikantiTable2, NoParallelism) {
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(s, b, h, a, 1, false, RecomputeMode::none),
+                   sbh * (34 + score_term));
+}
+
+TEST(KorthikantiTable2, TensorParallelBaseline) {
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(s, b, h, a, t, false, RecomputeMode::none),
+                   sbh * (10 + 24.0 / t + score_term / t));
+}
+
+TEST(KorthikantiTable2, TensorPlusSequenceParallel) {
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(s, b, h, a, t, true, RecomputeMode::none),
+                   sbh / t * (34 + score_term));
+}
+
+TEST(KorthikantiTable2, TensorParallelWithSelectiveRecompute) {
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(s, b, h, a, t, false, RecomputeMode::selective),
+                   sbh * (10 + 24.0 / t));
+}
+
+TEST(KorthikantiTable2, TensorSequenceAndSelectiveRecompute) {
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(s, b, h, a, t, true, RecomputeMode::selective), 34 * sbh / t);
+}
+
+TEST(KorthikantiTable2, FullRecomputeKeepsTheLayerInput) {
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(s, b, h, a, t, false, RecomputeMode::full), 2 * sbh);
+  // With sequence parallelism the stored input is the sequence-split hidden state.
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(s, b, h, a, t, true, RecomputeMode::full), 2 * sbh / t);
+}
+
+TEST(KorthikantiTable2, ScalesLinearlyWithMicroBatch) {
+  EXPECT_DOUBLE_EQ(korthikanti_layer_activation_bytes(s, 4, h, a, t, true, RecomputeMode::none),
+                   4 * korthikanti_layer_activation_bytes(s, 1, h, a, t, true, RecomputeMode::none));
+}
+
+ModelSpec gpt3_175b() {
+  ModelSpec model;
+  model.name = "gpt3-175b";
+  model.num_layers = 96;
+  model.hidden_size = h;
+  model.num_attention_heads = a;
+  model.num_kv_heads = a;
+  model.ffn_hidden_size = 4 * h;
+  model.vocab_size = 51200;
+  model.learned_position_embeddings = 2048;
+  return model;
+}
+
+TrainingSpec training_of(int global_batch, AttentionKernel kernel) {
+  TrainingSpec training;
+  training.global_batch_sequences = global_batch;
+  training.sequence_length = s;
+  training.attention = kernel;
+  return training;
+}
+
+ParallelConfig config_of(int tp, int pp, int dp, bool sp, RecomputeMode recompute) {
+  ParallelConfig config;
+  config.tp = tp;
+  config.pp = pp;
+  config.dp = dp;
+  config.sequence_parallel = sp;
+  config.recompute = recompute;
+  return config;
+}
+
+TEST(LayerActivation, UnfusedGptMatchesKorthikanti) {
+  const ModelSpec model = gpt3_175b();
+  for (const bool sp : {false, true}) {
+    for (const RecomputeMode mode : {RecomputeMode::none, RecomputeMode::selective, RecomputeMode::full}) {
+      EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training_of(64, AttentionKernel::unfused), config_of(t, 8, 1, sp, mode)),
+                       korthikanti_layer_activation_bytes(s, b, h, a, t, sp, mode));
+    }
+  }
+}
+
+TEST(LayerActivation, FlashAttentionDropsTheScoreTerm) {
+  const ModelSpec model = gpt3_175b();
+  const ParallelConfig config = config_of(t, 8, 1, true, RecomputeMode::none);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training_of(64, AttentionKernel::flash), config), 34 * sbh / t);
+}
+
+TEST(LayerActivation, GroupedQueryAttentionShrinksKeyAndValue) {
+  ModelSpec mha = gpt3_175b();
+  ModelSpec gqa = mha;
+  gqa.num_kv_heads = 8;  // kv_hidden = 8 × 128 = 1024
+  const ParallelConfig config = config_of(t, 8, 1, true, RecomputeMode::none);
+  const TrainingSpec training = training_of(64, AttentionKernel::flash);
+  // K and V are kept in 16 bits: 2 tensors × 2 bytes × s·b·(h − kv_hidden) / t less.
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(mha, training, config) - layer_activation_bytes(gqa, training, config),
+                   4.0 * s * b * (h - 1024) / t);
+}
+
+TEST(LayerActivation, SwigluKeepsThreeFfnWideTensors) {
+  ModelSpec model = gpt3_175b();
+  model.ffn_kind = FfnKind::swiglu;
+  model.ffn_hidden_size = 8192;
+  const ParallelConfig config = config_of(1, 1, 1, false, RecomputeMode::selective);
+  // 10 sbh replicated + Q, K, V, attention output (8 sbh) + gate, up, product (3 × 2 × s·b·f).
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training_of(64, AttentionKernel::flash), config),
+                   18 * sbh + 6.0 * s * b * 8192);
+}
+
+TEST(LayerActivation, Fp32ActivationsDoubleTheValuesButNotTheMasks) {
+  const ModelSpec model = gpt3_175b();
+  TrainingSpec training = training_of(64, AttentionKernel::flash);
+  training.precision = Precision::fp32;
+  const ParallelConfig config = config_of(1, 1, 1, false, RecomputeMode::none);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training, config), 2 * 32 * sbh + 2 * sbh);
+}
+
+TEST(InFlightMicrobatches, OneFOneBStageHoldsPipelineDepthMinusIndex) {
+  for (int stage = 0; stage < 8; ++stage) EXPECT_EQ(in_flight_microbatch_chunks(stage, 8, 64, 1), 8 - stage);
+  EXPECT_EQ(in_flight_microbatch_chunks(0, 8, 3, 1), 3);  // fewer micro-batches than stages
+}
+
+TEST(InFlightMicrobatches, InterleavedHoldsMegatronWarmupPlusOne) {
+  // Megatron-LM's interleaved schedule: rank i warms up with 2(p−i−1) + (v−1)p chunk forwards.
+  EXPECT_EQ(in_flight_microbatch_chunks(0, 4, 16, 2), 2 * 3 + 4 + 1);
+  EXPECT_EQ(in_flight_microbatch_chunks(3, 4, 16, 2), 0 + 4 + 1);
+  EXPECT_EQ(in_flight_microbatch_chunks(0, 4, 2, 2), 4);  // capped by m·v
+}
+
+TEST(InFlightMicrobatches, InterleavedFirstStageHoldsOnePlusPMinusOneOverPvOfTheModel) {
+  // Narayanan et al. SC21: the interleaved schedule's first rank holds activations of
+  // L·(1 + (p − 1)/(p·v)) layers, against L for 1F1B.
+  const int p = 8, v = 3, layers = 96;
+  const double layers_held = in_flight_microbatch_chunks(0, p, 64, v) * (layers / (p * v));
+  EXPECT_DOUBLE_EQ(layers_held, layers * (1.0 + (p - 1.0) / (p * v)));
+  EXPECT_EQ(in_flight_microbatch_chunks(0, p, 64, 1) * (layers / p), layers);
+}
+
+TEST(BytesPerParameter, MegatronDistributedOptimizerTable) {
+  TrainingSpec training;
+  const int d = 8;
+  training.precision = Precision::bf16;
+  training.gradients_in_fp32 = true;
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(training, false, d).total(), 18);
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(training, true, d).total(), 6 + 12.0 / d);
+  training.precision = Precision::fp16;
+  training.gradients_in_fp32 = false;
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(training, false, d).total(), 20);
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(training, true, d).total(), 4 + 16.0 / d);
+  training.precision = Precision::fp32;
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(training, false, d).total(), 16);
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(training, true, d).total(), 8 + 8.0 / d);
+}
+
+TEST(StageParameters, SumOverStagesAndTpRanksIsTheModel) {
+  ModelSpec model = gpt3_175b();
+  model.tied_embeddings = false;
+  ParallelConfig config = config_of(1, 4, 1, false, RecomputeMode::none);
+  double sum = 0;
+  for (int stage = 0; stage < 4; ++stage) sum += parameters_on_stage(model, config, stage);
+  EXPECT_DOUBLE_EQ(sum, static_cast<double>(total_parameters(model)));
+}
+
+TEST(StageParameters, TiedEmbeddingIsCopiedToTheLastStageOnlyWhenPipelined) {
+  const ModelSpec model = gpt3_175b();  // untied in this fixture; tie it
+  ModelSpec tied = model;
+  tied.tied_embeddings = true;
+  const double word_embedding = 51200.0 * h;
+  const ParallelConfig single = config_of(1, 1, 1, false, RecomputeMode::none);
+  EXPECT_DOUBLE_EQ(parameters_on_stage(tied, single, 0), static_cast<double>(total_parameters(tied)));
+  const ParallelConfig pipelined = config_of(1, 2, 1, false, RecomputeMode::none);
+  EXPECT_DOUBLE_EQ(parameters_on_stage(tied, pipelined, 0) + parameters_on_stage(tied, pipelined, 1),
+                   static_cast<double>(total_parameters(tied)) + word_embedding);
+}
+
+TEST(StageParameters, TensorParallelSplitsAllButNormsAndRowParallelBiases) {
+  const ModelSpec model = gpt3_175b();
+  ParallelConfig one = config_of(1, 96, 1, false, RecomputeMode::none);
+  ParallelConfig eight = config_of(8, 96, 1, false, RecomputeMode::none);
+  // An interior stage holds exactly one layer: 12h² + 7h split (weights, QKV and fc1 biases),
+  // 4h (two layernorms) + 2h (two row-parallel biases) replicated.
+  EXPECT_DOUBLE_EQ(parameters_on_stage(model, one, 5), 12.0 * h * h + 13.0 * h);
+  EXPECT_DOUBLE_EQ(parameters_on_stage(model, eight, 5), (12.0 * h * h + 7.0 * h) / 8 + 6.0 * h);
+}
+
+TEST(EstimateMemory, ModelStateOfOneStageIsBytesPerParameterTimesParameters) {
+  const ModelSpec model = gpt3_175b();
+  const TrainingSpec training = training_of(64, AttentionKernel::flash);
+  ParallelConfig config = config_of(8, 8, 4, true, RecomputeMode::selective);
+  config.distributed_optimizer = true;
+  const RuntimeOverheads none{0, 0, 0};
+  const auto memory = estimate_memory(model, training, config, none);
+  ASSERT_EQ(memory.size(), 8u);
+  const double parameters = parameters_on_stage(model, config, 3);
+  EXPECT_DOUBLE_EQ(memory[3].weights_bytes, 2 * parameters);
+  EXPECT_DOUBLE_EQ(memory[3].gradients_bytes, 4 * parameters);
+  EXPECT_DOUBLE_EQ(memory[3].optimizer_state_bytes, 12 * parameters / 4);
+}
+
+TEST(EstimateMemory, OneFOneBActivationsFallFromFirstToLastStage) {
+  const ModelSpec model = gpt3_175b();
+  const TrainingSpec training = training_of(64, AttentionKernel::flash);
+  const ParallelConfig config = config_of(8, 8, 1, true, RecomputeMode::selective);
+  const auto memory = estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0});
+  const double per_layer = 34 * sbh / t;
+  for (int stage = 0; stage < 8; ++stage) {
+    EXPECT_DOUBLE_EQ(memory[static_cast<size_t>(stage)].activations_bytes, (8 - stage) * 12 * per_layer);
+  }
+  EXPECT_GT(memory[0].total_bytes(), memory[4].total_bytes());
+}
+
+TEST(EstimateMemory, LogitsAndLossOnlyOnTheLastStage) {
+  const ModelSpec model = gpt3_175b();
+  const TrainingSpec training = training_of(64, AttentionKernel::flash);
+  const ParallelConfig config = config_of(8, 4, 1, true, RecomputeMode::selective);
+  const auto memory = estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0});
+  for (int stage = 0; stage < 3; ++stage) EXPECT_EQ(memory[static_cast<size_t>(stage)].logits_and_loss_bytes, 0);
+  // Final-norm input (sequence parallel) + fp32 and 16-bit logits of the vocabulary shard.
+  EXPECT_DOUBLE_EQ(memory[3].logits_and_loss_bytes, 2 * sbh / t + s * b * (51200.0 / t) * 6);
+}
+
+TEST(EstimateMemory, RuntimeOverheadsCountContextCommunicatorsAndFragmentation) {
+  const ModelSpec model = gpt3_175b();
+  const TrainingSpec training = training_of(64, AttentionKernel::flash);
+  const ParallelConfig config = config_of(8, 4, 2, true, RecomputeMode::selective);
+  const RuntimeOverheads overheads{1000, 10, 0.1};
+  const auto with = estimate_memory(model, training, config, overheads);
+  const auto without = estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0});
+  // Stage 0: TP, DP, PP and the embedding group; stage 1: TP, DP and PP.
+  EXPECT_DOUBLE_EQ(with[0].runtime_overhead_bytes, 1000 + 4 * 10 + 0.1 * without[0].total_bytes());
+  EXPECT_DOUBLE_EQ(with[1].runtime_overhead_bytes, 1000 + 3 * 10 + 0.1 * without[1].total_bytes());
+}
+
+TEST(EstimateMemory, UnevenSplitUsesTheGivenLayers) {
+  const ModelSpec model = gpt3_175b();
+  const TrainingSpec training = training_of(64, AttentionKernel::flash);
+  ParallelConfig config = config_of(8, 4, 1, true, RecomputeMode::full);
+  config.layers_per_stage = {22, 26, 26, 22};
+  const auto memory = estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0});
+  EXPECT_DOUBLE_EQ(memory[1].activations_bytes, 3 * 26 * 2 * sbh / t);
+}
+
+TEST(BalancedLayers, EndsGetFewerLayers) {
+  EXPECT_EQ(balanced_layers_per_stage(96, 8), std::vector<int>(8, 12));
+  EXPECT_EQ(balanced_layers_per_stage(30, 4), (std::vector<int>{7, 8, 8, 7}));
+  EXPECT_EQ(balanced_layers_per_stage(31, 4), (std::vector<int>{7, 8, 8, 8}));
+  const auto split = balanced_layers_per_stage(105, 35 - 1);
+  EXPECT_EQ(std::accumulate(split.begin(), split.end(), 0), 105);
+}
+
+}  // namespace
+}  // namespace pipette

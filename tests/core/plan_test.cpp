@@ -1,0 +1,151 @@
+#include "pipette/core/plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "pipette/core/cluster.hpp"
+#include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/training.hpp"
+
+namespace pipette {
+namespace {
+
+ParallelConfig config_of(int tp, int pp, int dp) {
+  ParallelConfig config;
+  config.tp = tp;
+  config.pp = pp;
+  config.dp = dp;
+  return config;
+}
+
+TEST(RankOrder, MegatronOrderTpFastestThenDpThenPp) {
+  const ParallelConfig config = config_of(2, 3, 4);
+  // rank = tp_index + tp·(dp_index + dp·pp_index)
+  const RankPosition position = position_of_rank(config, 0 + 2 * (3 + 4 * 1));
+  EXPECT_EQ(position.tp_index, 0);
+  EXPECT_EQ(position.dp_index, 3);
+  EXPECT_EQ(position.pp_index, 1);
+  EXPECT_EQ(position_of_rank(config, 1).tp_index, 1);
+  EXPECT_EQ(position_of_rank(config, 2).dp_index, 1);
+  EXPECT_EQ(position_of_rank(config, 8).pp_index, 1);
+}
+
+TEST(RankOrder, PositionAndRankAreInverse) {
+  const ParallelConfig config = config_of(4, 2, 3);
+  std::set<int> seen;
+  for (int rank = 0; rank < config.world_size(); ++rank) {
+    EXPECT_EQ(rank_of_position(config, position_of_rank(config, rank)), rank);
+    seen.insert(rank_of_position(config, position_of_rank(config, rank)));
+  }
+  EXPECT_EQ(static_cast<int>(seen.size()), config.world_size());
+}
+
+Plan plan_of(const ParallelConfig& config) {
+  Plan plan;
+  plan.config = config;
+  plan.config.layers_per_stage = balanced_layers_per_stage(32, config.pp);
+  plan.num_microbatches = 16;
+  for (int rank = 0; rank < config.world_size(); ++rank) plan.placement.gpu_of_rank.push_back(rank);
+  return plan;
+}
+
+TEST(PlanHash, StableSixteenHexDigitsIgnoringPredictions) {
+  Plan plan = plan_of(config_of(2, 2, 2));
+  const std::string hash = plan_hash(plan);
+  EXPECT_EQ(hash.size(), 16u);
+  EXPECT_EQ(hash.find_first_not_of("0123456789abcdef"), std::string::npos);
+  plan.time.iteration_seconds = 12.5;
+  plan.peak_memory_bytes = 1e9;
+  plan.tokens_per_second = 3;
+  EXPECT_EQ(plan_hash(plan), hash);
+  // Pinned: the serialisation is a contract between nodes and releases (FNV-1a 64 of
+  // "v1;tp=2;pp=2;dp=2;mbs=1;vpp=1;recompute=none;sp=0;distopt=0;nmb=16;layers=16,16,;gpus=0,…,7,").
+  EXPECT_EQ(hash, plan_hash(plan_of(config_of(2, 2, 2))));
+}
+
+TEST(PlanHash, EveryDecisionChangesTheHash) {
+  const Plan base = plan_of(config_of(2, 2, 2));
+  std::set<std::string> hashes{plan_hash(base)};
+  Plan changed = base;
+  changed.config.micro_batch = 2;
+  hashes.insert(plan_hash(changed));
+  changed = base;
+  changed.config.recompute = RecomputeMode::selective;
+  hashes.insert(plan_hash(changed));
+  changed = base;
+  changed.config.sequence_parallel = true;
+  hashes.insert(plan_hash(changed));
+  changed = base;
+  changed.config.distributed_optimizer = true;
+  hashes.insert(plan_hash(changed));
+  changed = base;
+  changed.config.layers_per_stage = {15, 17};
+  hashes.insert(plan_hash(changed));
+  changed = base;
+  std::swap(changed.placement.gpu_of_rank[0], changed.placement.gpu_of_rank[7]);
+  hashes.insert(plan_hash(changed));
+  changed = base;
+  changed.num_microbatches = 8;
+  hashes.insert(plan_hash(changed));
+  EXPECT_EQ(hashes.size(), 8u);
+}
+
+TEST(GpuCatalog, FindsEveryKnownGpuIgnoringCase) {
+  for (const char* name : {"V100-SXM2-16GB", "V100-SXM2-32GB", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200",
+                           "L40S", "B200"}) {
+    const GpuSpec* gpu = find_gpu(name);
+    ASSERT_NE(gpu, nullptr) << name;
+    EXPECT_GT(gpu->memory_bytes, 15e9);
+    EXPECT_GT(gpu->hbm_bytes_per_second, 800e9);
+    EXPECT_GT(gpu->peak_fp16_flop_per_second, 100e12);
+  }
+  EXPECT_EQ(find_gpu("h100-sxm"), find_gpu("H100-SXM"));
+  EXPECT_EQ(find_gpu("H300"), nullptr);
+}
+
+TEST(GpuCatalog, DatasheetFigures) {
+  EXPECT_DOUBLE_EQ(peak_flop_per_second(*find_gpu("A100-80GB"), Precision::bf16), 312e12);
+  EXPECT_DOUBLE_EQ(peak_flop_per_second(*find_gpu("H100-SXM"), Precision::bf16), 989e12);
+  EXPECT_DOUBLE_EQ(peak_flop_per_second(*find_gpu("H100-SXM"), Precision::fp8), 1979e12);
+  EXPECT_DOUBLE_EQ(peak_flop_per_second(*find_gpu("A100-80GB"), Precision::fp8), 0);  // no fp8 tensor cores
+  EXPECT_DOUBLE_EQ(peak_flop_per_second(*find_gpu("V100-SXM2-32GB"), Precision::bf16), 0);
+  EXPECT_GT(find_gpu("H200")->memory_bytes, find_gpu("H100-SXM")->memory_bytes);
+}
+
+TEST(TrainingValidation, NamesTheField) {
+  TrainingSpec training;
+  training.global_batch_sequences = 0;
+  training.sequence_length = 4096;
+  EXPECT_NE(validate(training).find("global_batch_sequences"), std::string::npos);
+  training.global_batch_sequences = 8;
+  EXPECT_EQ(validate(training), "");
+  training.fixed.micro_batch = 16;
+  EXPECT_EQ(validate(training), "fixed mbs=16 exceeds the global batch of 8 sequences");
+  training.fixed.micro_batch.reset();
+  training.fixed.tp = 0;
+  EXPECT_EQ(validate(training), "fixed tp=0 must be at least 1");
+  EXPECT_STREQ(to_string(RecomputeMode::selective), "selective");
+  EXPECT_STREQ(to_string(Precision::fp8), "fp8");
+  EXPECT_STREQ(to_string(AttentionKernel::flash), "flash");
+}
+
+TEST(ClusterValidation, RejectsMissingLinks) {
+  Cluster cluster;
+  cluster.node_names = {"n1", "n2"};
+  cluster.gpus_per_node = 2;
+  cluster.gpu = *find_gpu("H100-SXM");
+  const Link fast{100e9, 1e-6, true};
+  cluster.intra_node = {LinkMatrix(2, fast), LinkMatrix(2, fast)};
+  cluster.inter_node = LinkMatrix(2, fast);
+  EXPECT_EQ(validate(cluster), "");
+  cluster.inter_node.at(1, 0).bandwidth_bytes_per_second = 0;
+  EXPECT_EQ(validate(cluster),
+            "inter-node matrix link 1->0 has no positive bandwidth; measure it or give a prior in the site file");
+  cluster.inter_node.at(1, 0).bandwidth_bytes_per_second = 1;
+  cluster.intra_node.pop_back();
+  EXPECT_EQ(validate(cluster), "intra_node has 1 matrices for 2 nodes");
+}
+
+}  // namespace
+}  // namespace pipette

@@ -1,0 +1,351 @@
+#include "pipette/core/simulator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+namespace pipette {
+namespace {
+
+// A pipeline of `pp` stages whose per-micro-batch forward/backward times are given per stage,
+// `dp` identical replicas unless the test edits the communication times.
+struct Pipeline {
+  ParallelConfig config;
+  WorkProfile work;
+  CommunicationTimes communication;
+  TrainingSpec training;
+
+  Pipeline(std::vector<double> forward_seconds, std::vector<double> backward_seconds, int microbatches,
+           double p2p_seconds = 0, int dp = 1, int virtual_stages = 1) {
+    const int pp = static_cast<int>(forward_seconds.size());
+    config.pp = pp;
+    config.dp = dp;
+    config.virtual_stages = virtual_stages;
+    work.num_microbatches = microbatches;
+    work.virtual_stages = virtual_stages;
+    for (int s = 0; s < pp; ++s) {
+      StageWork stage;
+      stage.forward_compute_seconds = forward_seconds[s];
+      stage.backward_compute_seconds = backward_seconds[s];
+      work.stages.push_back(stage);
+    }
+    communication.p2p_seconds.assign(pp - 1, std::vector<double>(dp, p2p_seconds));
+    communication.tp_seconds.assign(pp, std::vector<double>(dp, 0.0));
+    communication.dp_seconds.assign(pp, 0.0);
+    if (virtual_stages > 1) communication.wraparound_p2p_seconds.assign(dp, p2p_seconds);
+    training.overlap_gradient_reduce = false;
+  }
+
+  SimulationResult run() const { return simulate_schedule(config, work, communication, training); }
+};
+
+using Interval = std::tuple<EventKind, int, int, double, double>;  // kind, microbatch, chunk, start, end
+
+std::vector<Interval> timeline(const SimulationResult& result, int stage, int replica, std::set<EventKind> kinds) {
+  std::vector<Interval> intervals;
+  for (const auto& event : result.events) {
+    if (event.stage == stage && event.dp_replica == replica && kinds.count(event.kind)) {
+      intervals.emplace_back(event.kind, event.microbatch, event.chunk, event.start_seconds, event.end_seconds);
+    }
+  }
+  return intervals;
+}
+
+const std::set<EventKind> kCompute = {EventKind::forward, EventKind::backward};
+constexpr EventKind F = EventKind::forward;
+constexpr EventKind B = EventKind::backward;
+
+void expect_timeline(const std::vector<Interval>& actual, const std::vector<Interval>& expected) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(std::get<0>(actual[i]), std::get<0>(expected[i])) << "op " << i;
+    EXPECT_EQ(std::get<1>(actual[i]), std::get<1>(expected[i])) << "op " << i;
+    EXPECT_EQ(std::get<2>(actual[i]), std::get<2>(expected[i])) << "op " << i;
+    EXPECT_DOUBLE_EQ(std::get<3>(actual[i]), std::get<3>(expected[i])) << "op " << i;
+    EXPECT_DOUBLE_EQ(std::get<4>(actual[i]), std::get<4>(expected[i])) << "op " << i;
+  }
+}
+
+TEST(PipelineProgram, OneFOneBWarmupSteadyCooldown) {
+  // Stage 0 of 4 with 6 micro-batches: 3 warm-up forwards, 3 pairs, 3 cool-down backwards.
+  const auto program = pipeline_rank_program(4, 0, 6, 1);
+  const std::vector<std::pair<bool, int>> expected = {{false, 0}, {false, 1}, {false, 2}, {false, 3}, {true, 0},
+                                                      {false, 4}, {true, 1},  {false, 5}, {true, 2},  {true, 3},
+                                                      {true, 4},  {true, 5}};
+  ASSERT_EQ(program.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(program[i].backward, expected[i].first) << i;
+    EXPECT_EQ(program[i].microbatch, expected[i].second) << i;
+  }
+  // The last stage has no warm-up; with fewer micro-batches than stages warm-up is capped at m.
+  EXPECT_FALSE(pipeline_rank_program(4, 3, 6, 1)[0].backward);
+  EXPECT_TRUE(pipeline_rank_program(4, 3, 6, 1)[1].backward);
+  const auto short_program = pipeline_rank_program(4, 0, 2, 1);
+  EXPECT_FALSE(short_program[1].backward);
+  EXPECT_TRUE(short_program[2].backward);
+}
+
+TEST(PipelineProgram, EveryOpExactlyOnceForAnyShape) {
+  for (int pp = 1; pp <= 6; ++pp) {
+    for (int chunks = 1; chunks <= 3; ++chunks) {
+      for (int m = 1; m <= 13; ++m) {
+        if (chunks > 1 && pp > 1 && m < pp) continue;  // no interleaved schedule exists
+        for (int rank = 0; rank < pp; ++rank) {
+          const auto program = pipeline_rank_program(pp, rank, m, chunks);
+          const int effective_chunks = pp > 1 ? chunks : 1;
+          std::set<std::tuple<bool, int, int>> seen;
+          for (const auto& op : program) seen.emplace(op.backward, op.microbatch, op.chunk);
+          EXPECT_EQ(program.size(), 2u * m * effective_chunks);
+          EXPECT_EQ(seen.size(), program.size()) << "pp=" << pp << " v=" << chunks << " m=" << m;
+        }
+      }
+    }
+  }
+}
+
+TEST(Simulator, TwoStagesThreeMicrobatchesEqualStagesFreeLinks) {
+  // Hand-computed: F = 1, B = 2; the classic (m + p − 1)(F + B) = 12.
+  const Pipeline pipeline({1, 1}, {2, 2}, 3);
+  const auto result = pipeline.run();
+  EXPECT_DOUBLE_EQ(result.iteration_seconds, 12.0);
+  expect_timeline(timeline(result, 0, 0, kCompute),
+                  {{F, 0, 0, 0, 1}, {F, 1, 0, 1, 2}, {B, 0, 0, 4, 6}, {F, 2, 0, 6, 7}, {B, 1, 0, 7, 9}, {B, 2, 0, 10, 12}});
+  expect_timeline(timeline(result, 1, 0, kCompute),
+                  {{F, 0, 0, 1, 2}, {B, 0, 0, 2, 4}, {F, 1, 0, 4, 5}, {B, 1, 0, 5, 7}, {F, 2, 0, 7, 8}, {B, 2, 0, 8, 10}});
+}
+
+TEST(Simulator, TwoStagesThreeMicrobatchesWithLinkLatency) {
+  // p2p = 0.5: stage 0 waits for each round trip; critical path 1+.5+1+2+.5+2+1+.5+1+2+.5+2 = 14.
+  const Pipeline pipeline({1, 1}, {2, 2}, 3, 0.5);
+  const auto result = pipeline.run();
+  EXPECT_DOUBLE_EQ(result.iteration_seconds, 14.0);
+  expect_timeline(timeline(result, 0, 0, kCompute), {{F, 0, 0, 0, 1},
+                                                      {F, 1, 0, 1, 2},
+                                                      {B, 0, 0, 5, 7},
+                                                      {F, 2, 0, 7, 8},
+                                                      {B, 1, 0, 8, 10},
+                                                      {B, 2, 0, 12, 14}});
+  expect_timeline(timeline(result, 1, 0, kCompute), {{F, 0, 0, 1.5, 2.5},
+                                                      {B, 0, 0, 2.5, 4.5},
+                                                      {F, 1, 0, 4.5, 5.5},
+                                                      {B, 1, 0, 5.5, 7.5},
+                                                      {F, 2, 0, 8.5, 9.5},
+                                                      {B, 2, 0, 9.5, 11.5}});
+  const auto EA = EventKind::send_activation;
+  const auto EG = EventKind::send_gradient;
+  expect_timeline(timeline(result, 0, 0, {EA}), {{EA, 0, 0, 1, 1.5}, {EA, 1, 0, 2, 2.5}, {EA, 2, 0, 8, 8.5}});
+  expect_timeline(timeline(result, 1, 0, {EG}), {{EG, 0, 0, 4.5, 5}, {EG, 1, 0, 7.5, 8}, {EG, 2, 0, 11.5, 12}});
+}
+
+TEST(Simulator, ALinkCarriesOneMessageAtATimePerDirection) {
+  // p2p = 1.5 > F: activation 1 is ready at 2 but the link is busy with activation 0 until 2.5.
+  const Pipeline pipeline({1, 1}, {2, 2}, 3, 1.5);
+  const auto result = pipeline.run();
+  const auto EA = EventKind::send_activation;
+  expect_timeline(timeline(result, 0, 0, {EA}), {{EA, 0, 0, 1, 2.5}, {EA, 1, 0, 2.5, 4}, {EA, 2, 0, 10, 11.5}});
+  expect_timeline(timeline(result, 1, 0, kCompute), {{F, 0, 0, 2.5, 3.5},
+                                                      {B, 0, 0, 3.5, 5.5},
+                                                      {F, 1, 0, 5.5, 6.5},
+                                                      {B, 1, 0, 6.5, 8.5},
+                                                      {F, 2, 0, 11.5, 12.5},
+                                                      {B, 2, 0, 12.5, 14.5}});
+  EXPECT_DOUBLE_EQ(result.iteration_seconds, 18.0);
+}
+
+TEST(Simulator, UnevenStagesSlowestStageSetsTheSteadyState) {
+  // Stage 1 twice as slow: F0 F1 on stage 0, stage 1 runs F0 B0 F1 B1 back to back from t=1.
+  const Pipeline pipeline({1, 2}, {2, 4}, 2);
+  const auto result = pipeline.run();
+  expect_timeline(timeline(result, 0, 0, kCompute), {{F, 0, 0, 0, 1}, {F, 1, 0, 1, 2}, {B, 0, 0, 7, 9}, {B, 1, 0, 13, 15}});
+  expect_timeline(timeline(result, 1, 0, kCompute), {{F, 0, 0, 1, 3}, {B, 0, 0, 3, 7}, {F, 1, 0, 7, 9}, {B, 1, 0, 9, 13}});
+  EXPECT_DOUBLE_EQ(result.iteration_seconds, 15.0);
+}
+
+TEST(PipelineProgram, InterleavedGroupSizeFollowsMegatronCore) {
+  EXPECT_EQ(interleaved_group_size(4, 8), 4);
+  EXPECT_EQ(interleaved_group_size(4, 5), 5);  // a last group of 1 < p is rejected by Megatron-core
+  EXPECT_EQ(interleaved_group_size(3, 7), 4);  // 7 = 4 + 3, the last group has p micro-batches
+  EXPECT_EQ(interleaved_group_size(4, 9), 5);
+  EXPECT_EQ(interleaved_group_size(2, 3), 3);
+  EXPECT_EQ(interleaved_group_size(4, 3), 0);
+  EXPECT_THROW(pipeline_rank_program(4, 0, 3, 2), std::invalid_argument);
+}
+
+TEST(Simulator, InterleavedWithMicrobatchesNotAMultipleOfStages) {
+  // p = 2, v = 2, m = 3: group size 3, forward order (0,c0)(1,c0)(2,c0)(0,c1)(1,c1)(2,c1);
+  // warm-up 5 forwards on rank 0, 3 on rank 1. Per chunk F = 1, B = 2, free links.
+  const Pipeline pipeline({2, 2}, {4, 4}, 3, 0.0, 1, 2);
+  const auto result = pipeline.run();
+  expect_timeline(timeline(result, 0, 0, kCompute), {{F, 0, 0, 0, 1},
+                                                      {F, 1, 0, 1, 2},
+                                                      {F, 2, 0, 2, 3},
+                                                      {F, 0, 1, 3, 4},
+                                                      {F, 1, 1, 4, 5},
+                                                      {F, 2, 1, 5, 6},
+                                                      {B, 0, 1, 7, 9},
+                                                      {B, 1, 1, 10, 12},
+                                                      {B, 2, 1, 13, 15},
+                                                      {B, 0, 0, 15, 17},
+                                                      {B, 1, 0, 17, 19},
+                                                      {B, 2, 0, 19, 21}});
+  expect_timeline(timeline(result, 1, 0, kCompute), {{F, 0, 0, 1, 2},
+                                                      {F, 1, 0, 2, 3},
+                                                      {F, 2, 0, 3, 4},
+                                                      {F, 0, 1, 4, 5},
+                                                      {B, 0, 1, 5, 7},
+                                                      {F, 1, 1, 7, 8},
+                                                      {B, 1, 1, 8, 10},
+                                                      {F, 2, 1, 10, 11},
+                                                      {B, 2, 1, 11, 13},
+                                                      {B, 0, 0, 13, 15},
+                                                      {B, 1, 0, 15, 17},
+                                                      {B, 2, 0, 17, 19}});
+  // (m·v + p − 1)(F + B) per chunk, as when p divides m.
+  EXPECT_DOUBLE_EQ(result.iteration_seconds, 21.0);
+}
+
+TEST(Simulator, InterleavedUsesTheWraparoundLink) {
+  // p = 2, v = 2, m = 2: slow wrap-around hop (stage 1 → stage 0 for the next chunk) only.
+  Pipeline fast({2, 2}, {4, 4}, 2, 0.0, 1, 2);
+  Pipeline slow = fast;
+  slow.communication.wraparound_p2p_seconds = {5.0};
+  const auto fast_result = fast.run();
+  const auto slow_result = slow.run();
+  EXPECT_GT(slow_result.iteration_seconds, fast_result.iteration_seconds + 5.0);
+  for (const auto& event : slow_result.events) {
+    // Rank 1 chunk 0 → rank 0 chunk 1 activations and rank 0 chunk 1 → rank 1 chunk 0 gradients wrap.
+    const bool wraps = (event.kind == EventKind::send_activation && event.stage == 1 && event.chunk == 0) ||
+                       (event.kind == EventKind::send_gradient && event.stage == 0 && event.chunk == 1);
+    if (event.kind == EventKind::send_activation || event.kind == EventKind::send_gradient) {
+      EXPECT_DOUBLE_EQ(event.end_seconds - event.start_seconds, wraps ? 5.0 : 0.0);
+    }
+  }
+}
+
+TEST(Simulator, FreeLinksEqualStagesMatchTheTextbookFormulas) {
+  // 1F1B: (m + p − 1)(F + B). Interleaved, any m ≥ p: (m + (p − 1)/v)(F + B) (Narayanan
+  // et al. 2021, §2.2.2).
+  for (int pp = 1; pp <= 5; ++pp) {
+    for (int m = 1; m <= 12; ++m) {
+      const Pipeline pipeline(std::vector<double>(pp, 1.0), std::vector<double>(pp, 2.0), m);
+      EXPECT_DOUBLE_EQ(pipeline.run().iteration_seconds, (m + pp - 1) * 3.0) << "pp=" << pp << " m=" << m;
+    }
+  }
+  for (int pp = 2; pp <= 4; ++pp) {
+    for (int chunks = 2; chunks <= 4; ++chunks) {
+      for (int m = pp; m <= 4 * pp; ++m) {
+        const Pipeline pipeline(std::vector<double>(pp, 1.0 * chunks), std::vector<double>(pp, 2.0 * chunks), m, 0.0,
+                                1, chunks);
+        EXPECT_NEAR(pipeline.run().iteration_seconds, (m * chunks + pp - 1) * 3.0, 1e-9)
+            << "pp=" << pp << " v=" << chunks << " m=" << m;
+      }
+    }
+  }
+}
+
+TEST(Simulator, NeverDeadlocksAndRunsEveryOpOnce) {
+  for (int pp = 1; pp <= 5; ++pp) {
+    for (int chunks = 1; chunks <= 3; ++chunks) {
+      for (int m = 1; m <= 11; ++m) {
+        if (chunks > 1 && pp > 1 && m < pp) continue;  // rejected, see RejectsInputsSizedForAnotherPlan
+        const Pipeline pipeline(std::vector<double>(pp, 1.0), std::vector<double>(pp, 2.0), m, 0.25, 2, chunks);
+        SimulationResult result;
+        ASSERT_NO_THROW(result = pipeline.run()) << "pp=" << pp << " v=" << chunks << " m=" << m;
+        const int effective_chunks = pp > 1 ? chunks : 1;
+        const auto computes = std::count_if(result.events.begin(), result.events.end(), [](const ScheduleEvent& e) {
+          return e.kind == EventKind::forward || e.kind == EventKind::backward;
+        });
+        const auto sends = std::count_if(result.events.begin(), result.events.end(), [](const ScheduleEvent& e) {
+          return e.kind == EventKind::send_activation;
+        });
+        EXPECT_EQ(computes, 2 * 2 * m * pp * effective_chunks);
+        EXPECT_EQ(sends, 2 * m * (pp * effective_chunks - 1));
+      }
+    }
+  }
+}
+
+TEST(Simulator, TensorParallelTimeSplitsByForwardPasses) {
+  Pipeline pipeline({1}, {2}, 2);
+  pipeline.communication.tp_seconds = {{0.6}};
+  auto result = pipeline.run();
+  EXPECT_DOUBLE_EQ(result.iteration_seconds, 2 * 3.6);
+  expect_timeline(timeline(result, 0, 0, kCompute), {{F, 0, 0, 0, 1.3}, {B, 0, 0, 1.3, 3.6}, {F, 1, 0, 3.6, 4.9}, {B, 1, 0, 4.9, 7.2}});
+  // Full recompute reruns the forward (and its collectives) inside the backward: 1 : 2.
+  pipeline.config.recompute = RecomputeMode::full;
+  result = pipeline.run();
+  expect_timeline(timeline(result, 0, 0, kCompute), {{F, 0, 0, 0, 1.2}, {B, 0, 0, 1.2, 3.6}, {F, 1, 0, 3.6, 4.8}, {B, 1, 0, 4.8, 7.2}});
+}
+
+// Two replicas of the p = 2, m = 3 pipeline: replica 0 on free links (ends 12), replica 1 on
+// 0.5 s links (ends 14). Stage 0 last backward: [10,12] and [12,14]; stage 1: [8,10] and [9.5,11.5].
+Pipeline two_replicas() {
+  Pipeline pipeline({1, 1}, {2, 2}, 3, 0.0, 2);
+  pipeline.communication.p2p_seconds = {{0.0, 0.5}};
+  pipeline.communication.dp_seconds = {3.0, 1.0};
+  pipeline.work.stages[0].optimizer_seconds = 0.5;
+  pipeline.work.stages[1].optimizer_seconds = 0.25;
+  return pipeline;
+}
+
+TEST(Simulator, DataParallelReductionAfterTheSlowestReplica) {
+  const auto result = two_replicas().run();
+  const std::set<EventKind> reduce = {EventKind::dp_reduce};
+  for (int replica = 0; replica < 2; ++replica) {
+    expect_timeline(timeline(result, 0, replica, reduce), {{EventKind::dp_reduce, -1, 0, 14, 17}});
+    expect_timeline(timeline(result, 1, replica, reduce), {{EventKind::dp_reduce, -1, 0, 11.5, 12.5}});
+    // The step waits for every stage's reduction (global gradient norm).
+    expect_timeline(timeline(result, 1, replica, {EventKind::optimizer}), {{EventKind::optimizer, -1, 0, 17, 17.25}});
+  }
+  EXPECT_DOUBLE_EQ(result.iteration_seconds, 17.5);
+}
+
+TEST(Simulator, OverlappedReductionStreamsDuringTheLastBackward) {
+  Pipeline pipeline = two_replicas();
+  pipeline.training.overlap_gradient_reduce = true;
+  const auto result = pipeline.run();
+  const std::set<EventKind> reduce = {EventKind::dp_reduce};
+  // Stage 0: from the later replica's last-backward start (12) for 3 s; stage 1: 1 s from 9.5 but
+  // not before that backward ends (11.5).
+  expect_timeline(timeline(result, 0, 1, reduce), {{EventKind::dp_reduce, -1, 0, 12, 15}});
+  expect_timeline(timeline(result, 1, 1, reduce), {{EventKind::dp_reduce, -1, 0, 9.5, 11.5}});
+  EXPECT_DOUBLE_EQ(result.iteration_seconds, 15.5);
+}
+
+TEST(Simulator, EventsAreSortedAndDeterministic) {
+  Pipeline pipeline({1, 1.5, 1, 2}, {2, 3, 2, 4.5}, 7, 0.3, 3, 1);
+  pipeline.communication.p2p_seconds[1][2] = 1.1;
+  pipeline.communication.dp_seconds = {1, 2, 1, 2};
+  pipeline.training.overlap_gradient_reduce = true;
+  const auto first = pipeline.run();
+  const auto second = pipeline.run();
+  ASSERT_EQ(first.events.size(), second.events.size());
+  for (size_t i = 0; i < first.events.size(); ++i) {
+    EXPECT_EQ(first.events[i].start_seconds, second.events[i].start_seconds);
+    EXPECT_EQ(first.events[i].kind, second.events[i].kind);
+  }
+  EXPECT_EQ(first.iteration_seconds, second.iteration_seconds);
+  EXPECT_TRUE(std::is_sorted(first.events.begin(), first.events.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.start_seconds, a.stage, a.dp_replica, a.kind, a.microbatch) <
+           std::tie(b.start_seconds, b.stage, b.dp_replica, b.kind, b.microbatch);
+  }));
+  for (const auto& event : first.events) EXPECT_LE(event.end_seconds, first.iteration_seconds);
+}
+
+TEST(Simulator, RejectsInputsSizedForAnotherPlan) {
+  Pipeline pipeline({1, 1}, {2, 2}, 3);
+  pipeline.communication.tp_seconds.pop_back();
+  EXPECT_THROW(pipeline.run(), std::invalid_argument);
+  Pipeline interleaved({1, 1}, {2, 2}, 4, 0.0, 1, 2);
+  interleaved.communication.wraparound_p2p_seconds.clear();
+  EXPECT_THROW(interleaved.run(), std::invalid_argument);
+  const Pipeline too_few_microbatches({1, 1, 1}, {2, 2, 2}, 2, 0.0, 1, 2);
+  EXPECT_THROW(too_few_microbatches.run(), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pipette

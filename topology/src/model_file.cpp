@@ -1,0 +1,183 @@
+#include "pipette/topology/model_file.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+
+namespace pipette {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string location(const std::string& path, const YAML::Node& node) {
+  return path + ":" + std::to_string(node.Mark().line + 1);
+}
+
+Error key_error(const std::string& path, const YAML::Node& node, const std::string& key, const std::string& problem) {
+  return Error{location(path, node) + ": key '" + key + "' " + problem};
+}
+
+// One key's parser: reads the scalar into the model or returns the error text after "key 'x' ".
+using KeyParser = std::function<std::string(const YAML::Node&, ModelSpec&)>;
+
+// An integer of at least `minimum` (1: "positive", 0: "non-negative").
+KeyParser integer_at_least(int ModelSpec::*field, int minimum) {
+  const std::string expected = minimum > 0 ? "must be a positive integer" : "must be a non-negative integer";
+  return [field, minimum, expected](const YAML::Node& value, ModelSpec& model) -> std::string {
+    long long number = 0;
+    try {
+      number = value.as<long long>();
+    } catch (const YAML::Exception&) {
+      return expected + " (got '" + value.Scalar() + "')";
+    }
+    if (number < minimum || number > 1'000'000'000) return expected + " (got " + value.Scalar() + ")";
+    model.*field = static_cast<int>(number);
+    return {};
+  };
+}
+
+KeyParser positive_int(int ModelSpec::*field) { return integer_at_least(field, 1); }
+
+KeyParser boolean(bool ModelSpec::*field) {
+  return [field](const YAML::Node& value, ModelSpec& model) -> std::string {
+    try {
+      model.*field = value.as<bool>();
+    } catch (const YAML::Exception&) {
+      return "must be true or false (got '" + value.Scalar() + "')";
+    }
+    return {};
+  };
+}
+
+template <typename Enum>
+KeyParser choice(Enum ModelSpec::*field, std::vector<std::pair<std::string, Enum>> choices) {
+  return [field, choices](const YAML::Node& value, ModelSpec& model) -> std::string {
+    std::string allowed;
+    for (const auto& [text, option] : choices) {
+      if (value.Scalar() == text) {
+        model.*field = option;
+        return {};
+      }
+      allowed += (allowed.empty() ? "" : " or ") + text;
+    }
+    return "must be " + allowed + " (got '" + value.Scalar() + "')";
+  };
+}
+
+const std::map<std::string, KeyParser>& key_parsers() {
+  static const std::map<std::string, KeyParser> parsers = {
+      {"name",
+       [](const YAML::Node& value, ModelSpec& model) -> std::string {
+         if (value.Scalar().empty()) return "must be a non-empty name";
+         model.name = value.Scalar();
+         return {};
+       }},
+      {"num_layers", positive_int(&ModelSpec::num_layers)},
+      {"hidden_size", positive_int(&ModelSpec::hidden_size)},
+      {"num_attention_heads", positive_int(&ModelSpec::num_attention_heads)},
+      {"num_kv_heads", positive_int(&ModelSpec::num_kv_heads)},
+      {"ffn_hidden_size", positive_int(&ModelSpec::ffn_hidden_size)},
+      {"ffn_kind", choice(&ModelSpec::ffn_kind, {{"gelu", FfnKind::gelu}, {"swiglu", FfnKind::swiglu}})},
+      {"norm_kind", choice(&ModelSpec::norm_kind, {{"layernorm", NormKind::layernorm}, {"rmsnorm", NormKind::rmsnorm}})},
+      {"vocab_size", positive_int(&ModelSpec::vocab_size)},
+      {"tied_embeddings", boolean(&ModelSpec::tied_embeddings)},
+      {"linear_bias", boolean(&ModelSpec::linear_bias)},
+      {"learned_position_embeddings", integer_at_least(&ModelSpec::learned_position_embeddings, 0)},
+  };
+  return parsers;
+}
+
+std::string allowed_keys() {
+  std::string keys;
+  for (const auto& [key, parser] : key_parsers()) keys += (keys.empty() ? "" : ", ") + key;
+  return keys;
+}
+
+bool looks_like_path(std::string_view text) {
+  const auto ends_with = [&](std::string_view suffix) {
+    return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+  };
+  return text.find('/') != std::string_view::npos || ends_with(".yaml") || ends_with(".yml");
+}
+
+}  // namespace
+
+Result<ModelSpec> load_model_file(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return Error{path + ": cannot read the model file; check the path and its permissions"};
+  } catch (const YAML::ParserException& error) {
+    return Error{path + ":" + std::to_string(error.mark.line + 1) + ": not valid YAML (" + error.msg + ")"};
+  }
+  if (!root.IsMap()) return Error{path + ":1: a model file is a mapping of keys (" + allowed_keys() + ")"};
+
+  ModelSpec model;
+  model.name = fs::path(path).stem().string();
+  bool has_kv_heads = false;
+  bool has_ffn = false;
+  std::set<std::string> seen;
+  for (const auto& entry : root) {
+    const std::string key = entry.first.Scalar();
+    const auto parser = key_parsers().find(key);
+    if (parser == key_parsers().end()) {
+      return key_error(path, entry.first, key, "is not a model-file key; allowed keys are " + allowed_keys());
+    }
+    if (!entry.second.IsScalar()) return key_error(path, entry.second, key, "must be a single value, not a list or map");
+    const std::string problem = parser->second(entry.second, model);
+    if (!problem.empty()) return key_error(path, entry.second, key, problem);
+    seen.insert(key);
+    has_kv_heads = has_kv_heads || key == "num_kv_heads";
+    has_ffn = has_ffn || key == "ffn_hidden_size";
+  }
+  for (const char* required : {"num_layers", "hidden_size", "num_attention_heads", "vocab_size"}) {
+    if (!seen.count(required)) return Error{path + ": missing key '" + required + "'; add it (a positive integer)"};
+  }
+  if (!has_kv_heads) model.num_kv_heads = model.num_attention_heads;
+  if (!has_ffn) {
+    if (model.ffn_kind == FfnKind::swiglu) {
+      return Error{path + ": missing key 'ffn_hidden_size'; swiglu models have no default MLP width, add it"};
+    }
+    model.ffn_hidden_size = 4 * model.hidden_size;
+  }
+  const std::string problem = validate(model);
+  if (!problem.empty()) return Error{path + ": " + problem};
+  return model;
+}
+
+std::vector<std::string> available_presets(const std::vector<std::string>& preset_dirs) {
+  std::set<std::string> names;
+  for (const std::string& dir : preset_dirs) {
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(dir, error)) {
+      if (entry.path().extension() == ".yaml") names.insert(entry.path().stem().string());
+    }
+  }
+  return {names.begin(), names.end()};
+}
+
+Result<ModelSpec> load_model(std::string_view preset_or_path, const std::vector<std::string>& preset_dirs) {
+  const std::string text(preset_or_path);
+  std::error_code error;
+  if (looks_like_path(text) || fs::is_regular_file(text, error)) return load_model_file(text);
+  for (const std::string& dir : preset_dirs) {
+    const fs::path candidate = fs::path(dir) / (text + ".yaml");
+    if (fs::is_regular_file(candidate, error)) return load_model_file(candidate.string());
+  }
+  std::string names;
+  for (const std::string& name : available_presets(preset_dirs)) names += (names.empty() ? "" : ", ") + name;
+  return Error{"unknown model preset '" + text + "'; available presets: " + (names.empty() ? "(none found)" : names) +
+               "; or give the path of a model file"};
+}
+
+std::vector<std::string> default_model_dirs() {
+  return {std::string(PIPETTE_SOURCE_ETC_DIR) + "/models", std::string(PIPETTE_INSTALLED_DATA_DIR) + "/models"};
+}
+
+}  // namespace pipette
