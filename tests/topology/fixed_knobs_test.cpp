@@ -1,0 +1,56 @@
+#include <gtest/gtest.h>
+
+#include "pipette/topology/job_planner.hpp"
+
+namespace pipette {
+namespace {
+
+TEST(FixedKnobs, ParsesEveryKnob) {
+  auto knobs = parse_fixed_knobs("tp=8,pp=4,dp=2,mbs=1,vpp=2,recompute=selective,sp=on,distopt=off");
+  ASSERT_TRUE(knobs.ok()) << knobs.error().message;
+  EXPECT_EQ(knobs->tp, 8);
+  EXPECT_EQ(knobs->pp, 4);
+  EXPECT_EQ(knobs->dp, 2);
+  EXPECT_EQ(knobs->micro_batch, 1);
+  EXPECT_EQ(knobs->virtual_stages, 2);
+  EXPECT_EQ(knobs->recompute, RecomputeMode::selective);
+  EXPECT_EQ(knobs->sequence_parallel, true);
+  EXPECT_EQ(knobs->distributed_optimizer, false);
+  EXPECT_EQ(format_fixed_knobs(*knobs), "tp=8,pp=4,dp=2,mbs=1,vpp=2,recompute=selective,sp=on,distopt=off");
+}
+
+TEST(FixedKnobs, EmptyFixesNothingAndSpacesAreIgnored) {
+  auto none = parse_fixed_knobs("  ");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->tp);
+  EXPECT_EQ(format_fixed_knobs(*none), "");
+  auto spaced = parse_fixed_knobs(" tp = 4 , recompute=full ");
+  ASSERT_TRUE(spaced.ok()) << spaced.error().message;
+  EXPECT_EQ(format_fixed_knobs(*spaced), "tp=4,recompute=full");
+}
+
+TEST(FixedKnobs, ErrorsNameTheBadItem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"tp=x", "\"tp=x\": tp needs a positive integer"},
+      {"tp=0", "\"tp=0\": tp needs a positive integer"},
+      {"tp=8,pp=-1", "\"pp=-1\""},
+      {"tp=8,tp=4", "\"tp=4\": tp is given twice"},
+      {"tp=8,,pp=2", "empty item"},
+      {"tp=8,", "empty item"},
+      {"tensor=8", "unknown knob \"tensor\""},
+      {"tp", "expected key=value"},
+      {"recompute=some", "recompute must be none, selective or full"},
+      {"sp=yes", "sp must be on or off"},
+      {"mbs=1.5", "\"mbs=1.5\": mbs needs a positive integer"},
+      {"tp=99999999999", "tp needs a positive integer"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto knobs = parse_fixed_knobs(text);
+    ASSERT_FALSE(knobs.ok()) << text;
+    EXPECT_NE(knobs.error().message.find(expected), std::string::npos) << knobs.error().message;
+    EXPECT_EQ(knobs.error().message.rfind("--pipette-fix: ", 0), 0u);
+  }
+}
+
+}  // namespace
+}  // namespace pipette

@@ -1,0 +1,87 @@
+#include "pipette/topology/site_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/units.hpp"
+
+namespace pipette {
+namespace {
+
+TEST(SiteConfig, ShippedFileLoadsAndSetsEveryKey) {
+  auto site = load_site_config(PIPETTE_SOURCE_DIR "/etc/pipette.yaml");
+  ASSERT_TRUE(site.ok()) << site.error().message;
+  EXPECT_EQ(site->default_mode, PipetteMode::off);
+  EXPECT_EQ(site->failure_policy, FailurePolicy::run_unplanned);
+  EXPECT_EQ(site->link_cache, "/var/lib/pipette/links.yaml");
+  EXPECT_DOUBLE_EQ(site->priors.nic_bandwidth_bytes_per_second, 25e9);  // 200 Gb/s = 25 GB/s
+  EXPECT_DOUBLE_EQ(site->staleness.half_life_seconds, 336 * 3600.0);
+  EXPECT_DOUBLE_EQ(site->search.memory_safety_margin_bytes, 2 * units::gibibyte);
+  EXPECT_EQ(site->search.placement.seed, 0x9E3779B97F4A7C15ULL);
+  EXPECT_EQ(site->defaults.sequence_length, 4096);
+  ASSERT_EQ(site->gpus.size(), 2u);
+  // A catalog GPU with one field changed keeps the rest of its datasheet.
+  const GpuSpec* h100 = find_site_gpu(*site, "h100-sxm");
+  ASSERT_NE(h100, nullptr);
+  EXPECT_DOUBLE_EQ(h100->memory_bytes, 79.6 * units::gibibyte);
+  EXPECT_DOUBLE_EQ(h100->peak_bf16_flop_per_second, find_gpu("H100-SXM")->peak_bf16_flop_per_second);
+  const GpuSpec* added = find_site_gpu(*site, "Example-GPU-96GB");
+  ASSERT_NE(added, nullptr);
+  EXPECT_DOUBLE_EQ(added->hbm_bytes_per_second, 4000e9);
+  EXPECT_EQ(find_site_gpu(*site, "A100-80GB"), find_gpu("A100-80GB"));
+}
+
+TEST(SiteConfig, EmptyFileGivesTheDefaults) {
+  auto site = parse_site_config("", "empty.yaml");
+  ASSERT_TRUE(site.ok()) << site.error().message;
+  EXPECT_EQ(site->default_mode, PipetteMode::off);
+  EXPECT_EQ(site->search.top_k, SearchOptions{}.top_k);
+  auto comments = parse_site_config("# nothing here\n", "c.yaml");
+  EXPECT_TRUE(comments.ok());
+}
+
+TEST(SiteConfig, GbitPerSecondIsConvertedExplicitly) {
+  auto site = parse_site_config("priors:\n  nic_gbit_per_s: 400\n  rails: 8\n", "s.yaml");
+  ASSERT_TRUE(site.ok()) << site.error().message;
+  EXPECT_DOUBLE_EQ(site->priors.nic_bandwidth_bytes_per_second, 50e9);
+  EXPECT_EQ(site->priors.rails, 8);
+}
+
+TEST(SiteConfig, ErrorsNameFileLineKeyAndFix) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"mode: sometimes\n", "s.yaml:1: key 'mode' must be auto | plan | off (got 'sometimes')"},
+      {"links:\n  cache: /x\n  fresh_for: 3\n", "s.yaml:3: key 'links.fresh_for' is not a known key; expected one of: cache,"},
+      {"priors:\n  nic_gbit_per_s: fast\n", "s.yaml:2: key 'priors.nic_gbit_per_s' must be a number from 1 to 1000000 (got 'fast')"},
+      {"priors:\n  nic_gbit_per_s: .nan\n", "s.yaml:2: key 'priors.nic_gbit_per_s' must be a number"},
+      {"priors:\n  rails: 2.5\n", "s.yaml:2: key 'priors.rails' must be an integer from 0 to 64"},
+      {"priors:\n  switch_level_factors: [1, 2]\n", "s.yaml:2: key 'priors.switch_level_factors' must hold factors in (0, 1]"},
+      {"memory: 3\n", "s.yaml:1: key 'memory' must be a mapping of keys (safety_margin_gib,"},
+      {"search:\n  top_k: 0\n", "key 'search.top_k' must be an integer from 1 to 1000 (got '0')"},
+      {"links:\n  require_measurements: maybe\n", "s.yaml:2: key 'links.require_measurements' must be true or false"},
+      {"gpu: [a]\n", "s.yaml:1: key 'gpu' must be a string (got a list)"},
+      {"gpus:\n  - name: Z100\n    memory_gib: 80\n", "s.yaml:2: key 'gpus[0]' describes GPU 'Z100', which the built-in catalog does not know"},
+      {"gpus:\n  - memory_gib: 80\n", "key 'gpus[0].name' is required"},
+      {"gpus:\n  - name: H100-SXM\n    colour: green\n", "s.yaml:3: key 'gpus[0].colour' is not a known key"},
+      {"defaults:\n  fixed: tp=eight\n", "s.yaml:2: key 'defaults.fixed' is not valid: --pipette-fix: \"tp=eight\""},
+      {"mode: auto\nmode: off\n", "s.yaml:2: key 'mode' appears twice"},
+      {"mode: [auto\n", "s.yaml:2: not valid YAML"},
+      {"- a\n- b\n", "s.yaml:1: key '(top level)' must be a mapping"},
+      {"placement:\n  seed: -1\n", "key 'placement.seed' must be an integer from 0 to 18446744073709551615"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto site = parse_site_config(text, "s.yaml");
+    ASSERT_FALSE(site.ok()) << text;
+    EXPECT_NE(site.error().message.find(expected), std::string::npos) << "got:    " << site.error().message
+                                                                       << "\nwanted: " << expected;
+    EXPECT_EQ(site.error().message.find('\n'), std::string::npos);
+  }
+}
+
+TEST(SiteConfig, UnreadableFileIsAnError) {
+  auto site = load_site_config("/nonexistent/pipette.yaml");
+  ASSERT_FALSE(site.ok());
+  EXPECT_NE(site.error().message.find("/nonexistent/pipette.yaml: cannot read the site file"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipette

@@ -1,0 +1,63 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipette/core/cluster.hpp"
+#include "pipette/core/model.hpp"
+#include "pipette/core/result.hpp"
+#include "pipette/core/search.hpp"
+#include "pipette/core/training.hpp"
+#include "pipette/topology/hwloc_inspect.hpp"
+#include "pipette/topology/site_config.hpp"
+
+namespace pipette {
+
+// The one entry point the SPANK plugin and the `pipette` CLI share: request + site file → plans.
+
+// "tp=8,pp=4,dp=2,mbs=1,vpp=2,recompute=selective,sp=on,distopt=off": comma-separated key=value,
+// whitespace around items ignored, each key at most once. Keys: tp pp dp mbs vpp (positive
+// integers), recompute (none|selective|full), sp and distopt (on|off|true|false|1|0). An empty
+// string fixes nothing. Errors name the offending item: `--pipette-fix: "tp=x": tp needs a
+// positive integer`.
+Result<FixedKnobs> parse_fixed_knobs(std::string_view text);
+// The inverse, in the order above, only the knobs that are set ("tp=8,recompute=selective").
+std::string format_fixed_knobs(const FixedKnobs& knobs);
+
+struct JobRequest {
+  std::string model;                      // preset or file; "" = site default
+  std::int64_t global_batch = 0;          // sequences; 0 = site default
+  int sequence_length = 0;                // tokens; 0 = site default
+  std::string fixed;                      // parse_fixed_knobs syntax; "" = site default
+  std::vector<std::string> node_names;    // expanded (expand_hostlist), Slurm's order
+  int gpus_per_node = 0;                  // 0 = the GPUs hwloc finds on this node
+  std::string gpu;                        // GPU model name; "" = detect, then the site's `gpu`
+  std::optional<NodeInspection> inspection;  // given: used as is; else topology_xml or this machine
+  std::string topology_xml;               // hwloc XML to inspect instead of this machine
+  std::string link_cache;                 // overrides the site's links.cache; "" = the site's
+  std::vector<std::string> model_dirs;    // searched before the site's and the built-in presets
+  int top_k = 0;                          // 0 = the site's search.top_k
+  // Staleness reference, identical on every node of a job (the plugin passes the job's start
+  // time); 0 = now.
+  std::int64_t reference_time_unix_seconds = 0;
+};
+
+struct JobPlan {
+  ModelSpec model;
+  TrainingSpec training;
+  Cluster cluster;
+  SearchResult search;                    // plans best first, rejections; every plan's links_assumed is filled
+  std::vector<std::string> links_assumed; // which links were assumed, and why (summarised)
+  std::vector<std::string> notes;         // e.g. "no link cache at /var/…: every link is a prior"
+  int measured_node_pairs = 0;
+  int assumed_node_pairs = 0;
+};
+
+// Loads the model, reads the link cache (missing: priors and a note, or an error when the site
+// requires measurements), inspects the node, assembles the cluster, and searches. Never throws;
+// every error is one line naming the input and what would fix it.
+Result<JobPlan> plan_job(const JobRequest& request, const SiteConfig& site);
+
+}  // namespace pipette

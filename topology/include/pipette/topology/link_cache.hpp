@@ -1,0 +1,105 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipette/core/cluster.hpp"
+#include "pipette/core/result.hpp"
+
+namespace pipette {
+
+// The link-measurement cache: what pipette-probe (and `pipette links import`) measured, read by the
+// plugin and the CLI at plan time.
+//
+// File format, version 1. A YAML document (yaml-cpp and any YAML 1.2 reader load it) restricted
+// to the shape below so that a 1024-node cache (523,776 pairs) reads in milliseconds with a
+// line-oriented reader: three top-level keys, then one entry per line as a flow mapping. Comments
+// (`#` lines) and blank lines may appear anywhere. Units are in the field names: GB/s = 1e9
+// bytes/s (as nccl-tests reports), µs, bytes. Times are UTC ISO-8601 (`2026-12-01T17:00:00Z`).
+//
+//   pipette_link_cache: 1            # format version; readers reject versions they do not know
+//   nodes:                           # per node; `{}` when empty
+//     gpu001: {measured_at: 2026-12-01T17:00:00Z, nccl_version: 2.21.5, fingerprint: H100-SXM-80GB.8.nvswitch.8xmlx5,
+//              gpus: 2, bandwidth_gb_per_s: [[0, 360], [360, 0]], latency_us: [[0, 3.1], [3.1, 0]]}
+//   pairs:                           # per unordered node pair, names sorted; `{}` when empty
+//     gpu001 gpu002: {measured_at: 2026-12-01T17:05:00Z, nccl_version: 2.21.5, bandwidth_gb_per_s: 45.2,
+//                     latency_us: 12.3, message_bytes: [1048576, 67108864], time_us: [35.5, 1497.1]}
+//
+// (Each entry is on ONE line in the file; it is wrapped above only for reading.)
+// Node entries: measured_at is required; nccl_version, fingerprint and the intra-node matrices
+// (gpus × gpus, row = sender, diagonal ignored) are optional — a node can be known by fingerprint
+// alone. Pair entries: bandwidth_gb_per_s (β, the asymptotic bandwidth of the α–β fit with every
+// rail in use), latency_us (α) and measured_at are required; message_bytes/time_us hold the raw
+// points (≥ 2 sizes when present, the time of one message of that size). A pair is the
+// bidirectional measurement of both directions at once, so it fills both directions of the
+// cluster's link matrix.
+//
+// Readers accept partial caches (any subset of nodes and pairs). NaN, inf, negative or zero
+// bandwidths, negative latencies, malformed lines and unknown fields are errors that name the file,
+// line and entry. Writers replace the file atomically (temporary file in the same directory, fsync,
+// rename, fsync of the directory) and merge with what is there: per node and per pair the newer
+// measured_at wins (ties: the incoming entry), nothing is dropped.
+
+inline constexpr int kLinkCacheFormatVersion = 1;
+
+struct MessageTiming {
+  double message_bytes = 0;
+  double time_seconds = 0;  // one message of that size
+};
+
+struct PairMeasurement {
+  std::string node_a;  // node_a < node_b (byte order); write_link_cache sorts them
+  std::string node_b;
+  std::int64_t measured_at_unix_seconds = 0;
+  std::string nccl_version;
+  double bandwidth_bytes_per_second = 0;  // β
+  double latency_seconds = 0;             // α
+  std::vector<MessageTiming> points;      // raw measurements behind the fit
+};
+
+struct NodeMeasurement {
+  std::string name;
+  std::int64_t measured_at_unix_seconds = 0;
+  std::string nccl_version;
+  std::string fingerprint;  // hardware_fingerprint() of the node when measured
+  int gpus = 0;             // 0: no intra-node matrix recorded
+  std::vector<double> bandwidth_bytes_per_second;  // gpus × gpus, row-major
+  std::vector<double> latency_seconds;             // gpus × gpus, row-major
+};
+
+struct LinkCache {
+  std::vector<NodeMeasurement> nodes;  // sorted by name after read/merge
+  std::vector<PairMeasurement> pairs;  // sorted by (node_a, node_b) after read/merge
+};
+
+// Reads a cache. A missing file is an error (callers decide whether that means "use priors").
+Result<LinkCache> read_link_cache(const std::string& path);
+Result<LinkCache> parse_link_cache(std::string_view text, const std::string& source_name);
+std::string format_link_cache(const LinkCache& cache);
+
+// Merges `incoming` into `base`: newer measured_at wins per node and per pair; nothing dropped.
+LinkCache merge_link_caches(LinkCache base, const LinkCache& incoming);
+
+// Reads the cache at `path` if it exists, merges `incoming`, and replaces the file atomically.
+// Concurrent writers are serialised with an flock on `path` + ".lock". Returns an error (never
+// throws) naming the path and the failing step.
+Result<LinkCache> update_link_cache(const std::string& path, const LinkCache& incoming);
+
+// UTC ISO-8601 <-> Unix seconds. Accepted: YYYY-MM-DDTHH:MM:SS[.fraction](Z|+00:00).
+Result<std::int64_t> parse_utc_timestamp(std::string_view text);
+std::string format_utc_timestamp(std::int64_t unix_seconds);
+
+// How much an entry measured `age_seconds` ago still counts: 1 while fresh, then halving every
+// half-life, 0 past max_age (when max_age_seconds > 0). Assembly blends a measured link toward the
+// site's prior with this weight, geometrically: bandwidth = measured^w · prior^(1−w), the same for
+// latency. So a 2-half-lives-old 40 GB/s measurement with a 50 GB/s prior counts as 40^0.25·50^0.75.
+struct StalenessPolicy {
+  double fresh_for_seconds = 7 * 24 * 3600.0;
+  double half_life_seconds = 14 * 24 * 3600.0;
+  double max_age_seconds = 0;  // 0: never discarded, only down-weighted
+};
+double staleness_weight(const StalenessPolicy& policy, double age_seconds);
+Link blend_toward_prior(const Link& measured, const Link& prior, double weight);
+
+}  // namespace pipette

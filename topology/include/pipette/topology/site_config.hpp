@@ -1,0 +1,68 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipette/core/cluster.hpp"
+#include "pipette/core/result.hpp"
+#include "pipette/core/search.hpp"
+#include "pipette/core/training.hpp"
+#include "pipette/topology/link_cache.hpp"
+
+namespace pipette {
+
+// The site-defaults file (/etc/slurm/pipette.yaml; every key is shown and explained in
+// etc/pipette.yaml). Strict: an unknown key, a wrong type or an out-of-range value is an error
+// "FILE:LINE: key 'a.b': what is wrong and what to write instead". Absent keys keep the defaults
+// below, so an empty file is valid.
+
+enum class PipetteMode { automatic, plan, off };  // file spelling: auto | plan | off
+enum class FailurePolicy { run_unplanned, fail_job };  // file spelling: run-unplanned | fail
+
+const char* to_string(PipetteMode mode);
+const char* to_string(FailurePolicy policy);
+
+// Links never measured get these. Network gear quotes Gb/s, so the file does too
+// (priors.nic_gbit_per_s); it is converted once, here, with units::gigabit.
+struct LinkPriors {
+  double nic_bandwidth_bytes_per_second = 200 * 1e9 / 8;  // one rail (NIC port), nominal
+  int rails = 0;             // NICs per node used by the job; 0: count the node's InfiniBand/RoCE NICs
+  double attained_fraction = 0.8;  // what NCCL attains of the nominal rate
+  double inter_node_latency_seconds = 10e-6;
+  double intra_node_bandwidth_bytes_per_second = 0;  // 0: from the hardware (NVLink / NVSwitch / PCIe)
+  double intra_node_latency_seconds = 3e-6;
+  std::string topology_conf;                // Slurm topology.conf ("" = none)
+  std::vector<double> switch_level_factors = {1.0, 0.75, 0.5};  // by level of the lowest common switch
+};
+
+struct JobDefaults {
+  std::string model;                 // preset or file; "" = the user must give one
+  std::int64_t global_batch_sequences = 0;
+  int sequence_length = 0;
+  std::string fixed;                 // parse_fixed_knobs syntax
+  Precision precision = Precision::bf16;
+};
+
+struct SiteConfig {
+  std::string source;                        // the file it came from; "" = built-in defaults
+  PipetteMode default_mode = PipetteMode::off;   // installing Pipette changes no job until asked
+  FailurePolicy failure_policy = FailurePolicy::run_unplanned;
+  bool require_measurements = false;         // no usable cache → error instead of priors
+  std::string gpu;                           // GPU model when hwloc cannot tell ("" = detect)
+  std::vector<GpuSpec> gpus;                 // site additions to / overrides of the core catalog
+  std::vector<std::string> model_dirs;       // searched before the built-in presets
+  std::string link_cache;                    // path of the link cache ("" = none)
+  StalenessPolicy staleness;
+  LinkPriors priors;
+  SearchOptions search;                      // memory margin, runtime overheads, placement effort, top_k
+  JobDefaults defaults;
+};
+
+Result<SiteConfig> load_site_config(const std::string& path);
+Result<SiteConfig> parse_site_config(std::string_view text, const std::string& source_name);
+
+// The site's own GPU list first, then the core catalog (case-insensitive); nullptr when unknown.
+const GpuSpec* find_site_gpu(const SiteConfig& site, std::string_view name);
+
+}  // namespace pipette
