@@ -165,18 +165,21 @@ double forward_share_of_tp(RecomputeMode recompute) { return recompute == Recomp
 // 16-bit copy (30 bytes), plus zeroing the grad buffer and the gradient-norm read (8 bytes).
 constexpr double optimizer_bytes_per_parameter = 38;
 
+// Weight-matrix elements of one layer (each does one multiply-add per token): QKV, output
+// projection and the two (GeLU) or three (SwiGLU) MLP matrices.
+double weight_elements_per_layer(const ModelSpec& model) {
+  const double h = model.hidden_size;
+  const double f = model.ffn_hidden_size;
+  return h * (h + 2.0 * model.kv_hidden_size()) + h * h + (model.ffn_kind == FfnKind::swiglu ? 3 : 2) * h * f;
+}
+
 }  // namespace
 
 double layer_forward_flops(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
-  const double t = config.tp;
-  const double s = training.sequence_length;
-  const double tokens = s * config.micro_batch;
-  const double h = model.hidden_size;
-  const double kv = model.kv_hidden_size();
-  const double f = model.ffn_hidden_size;
-  const double matrices = h * (h + 2 * kv) + h * h + (model.ffn_kind == FfnKind::swiglu ? 3 : 2) * h * f;
-  const double attention = 4 * tokens * s * h * (training.attention == AttentionKernel::flash ? 0.5 : 1.0);
-  return (2 * tokens * matrices + attention) / t;
+  const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
+  const double causal_share = training.attention == AttentionKernel::flash ? 0.5 : 1.0;
+  const double attention = 4 * tokens * training.sequence_length * model.hidden_size * causal_share;
+  return (2 * tokens * weight_elements_per_layer(model) + attention) / config.tp;
 }
 
 WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, const GpuSpec& gpu,
@@ -248,10 +251,8 @@ double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& tra
   // matrix, the full s×s attention, and the LM head; no recompute.
   const double s = training.sequence_length;
   const double h = model.hidden_size;
-  const double kv = model.kv_hidden_size();
-  const double f = model.ffn_hidden_size;
-  const double matrices = h * (h + 2 * kv) + h * h + (model.ffn_kind == FfnKind::swiglu ? 3 : 2) * h * f;
-  const double per_token_forward = model.num_layers * (2 * matrices + 4 * s * h) + 2 * h * model.vocab_size;
+  const double per_token_forward =
+      model.num_layers * (2 * weight_elements_per_layer(model) + 4 * s * h) + 2 * h * model.vocab_size;
   return 3 * per_token_forward * s * static_cast<double>(training.global_batch_sequences);
 }
 
