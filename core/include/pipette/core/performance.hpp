@@ -21,10 +21,15 @@ struct StageWork {
   double forward_compute_seconds = 0;
   double backward_compute_seconds = 0;   // includes recompute
   double recompute_seconds = 0;
-  double tp_bytes_per_microbatch = 0;    // bytes each GPU moves in TP collectives, fwd + bwd
-  int tp_collectives_per_microbatch = 0; // count, for latency terms
+  double tp_bytes_per_microbatch = 0;    // bytes each GPU puts on the wire in TP collectives, fwd + bwd
+                                         // (an all-reduce of P bytes over t GPUs: 2(t−1)/t · P)
+  int tp_collectives_per_microbatch = 0; // all-reduce equivalents, for latency: each costs 2(t−1) ring
+                                         // steps; a reduce-scatter + all-gather pair (SP) counts once
   double gradient_bytes_per_gpu = 0;     // what this stage's DP reduction moves per GPU
   double optimizer_seconds = 0;
+  // Part of forward + backward compute spent in the embedding (first stage) and the LM head with
+  // its cross entropy (last stage); the reason end stages are slower than the rest.
+  double embedding_and_head_seconds = 0;
 };
 
 struct WorkProfile {
@@ -36,6 +41,27 @@ struct WorkProfile {
 
 WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, const GpuSpec& gpu,
                          const ParallelConfig& config);
+
+// How fast the kernels of a transformer layer run on a GPU, as fractions of its datasheet peaks.
+// A GEMM of M×N×K takes 2MNK / (gemm_fraction · peak) + its operand and result bytes /
+// (memory_fraction · HBM bandwidth): small per-GPU shapes (hidden/tp, micro-batch × sequence) are
+// memory bound and slow, large ones approach the compute roof. Elementwise kernels (norms, bias,
+// activation, dropout, residual, fp8 casts, softmax of unfused attention, cross entropy, Adam) are
+// memory bound. Fitted on published measurements: see fitted_compute_efficiency().
+struct ComputeEfficiency {
+  double gemm_fraction_16bit = 0;        // of the fp16/bf16 (or fp32) dense peak
+  double gemm_fraction_fp8 = 0;          // of the fp8 dense peak
+  double attention_fraction = 0;         // flash attention's share of the 16-bit peak
+  double memory_fraction = 0;            // of HBM bandwidth, for memory-bound kernels
+  double layer_overhead_seconds = 0;     // launch and synchronisation gaps per layer forward (2× backward)
+};
+ComputeEfficiency fitted_compute_efficiency();
+WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, const GpuSpec& gpu,
+                         const ParallelConfig& config, const ComputeEfficiency& efficiency);
+
+// Forward FLOPs of one transformer layer for one micro-batch on one GPU, with the attention core
+// as the kernel runs it (causal flash attention skips the masked half of the s×s work).
+double layer_forward_flops(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 
 // Seconds for one GPU to send `bytes` to another, with `concurrent_flows` GPUs of the same node
 // pair sending at once (they share the node pair's rails).

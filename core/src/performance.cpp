@@ -1,0 +1,452 @@
+#include "pipette/core/performance.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/memory.hpp"
+#include "pipette/core/simulator.hpp"
+
+namespace pipette {
+
+ComputeEfficiency fitted_compute_efficiency() {
+  // FITTED_CONSTANTS (bench/fidelity, `fidelity --fit`): see bench/RESULTS.md for the data, the
+  // split into fitting and held-out rows and the errors of both.
+  ComputeEfficiency efficiency;
+  efficiency.gemm_fraction_16bit = 0.80;
+  efficiency.gemm_fraction_fp8 = 0.60;
+  efficiency.attention_fraction = 0.45;
+  efficiency.memory_fraction = 0.70;
+  efficiency.layer_overhead_seconds = 40e-6;
+  return efficiency;
+}
+
+namespace {
+
+// Bytes of one activation element as the kernels read and write it.
+double activation_bytes_of(Precision precision) { return precision == Precision::fp32 ? 4.0 : 2.0; }
+
+struct Roofs {
+  double gemm_flop_per_second = 0;       // matrix math in the training precision
+  double attention_flop_per_second = 0;  // attention core (16-bit even in fp8 recipes)
+  double memory_bytes_per_second = 0;
+  double gemm_input_bytes = 2;           // per operand element
+};
+
+Roofs roofs_of(const GpuSpec& gpu, Precision precision, const ComputeEfficiency& efficiency) {
+  Roofs roofs;
+  const double peak16 = std::max(gpu.peak_bf16_flop_per_second, gpu.peak_fp16_flop_per_second);
+  if (precision == Precision::fp8 && gpu.peak_fp8_flop_per_second > 0) {
+    roofs.gemm_flop_per_second = efficiency.gemm_fraction_fp8 * gpu.peak_fp8_flop_per_second;
+    roofs.gemm_input_bytes = 1;
+  } else {
+    const double peak = precision == Precision::fp32 ? gpu.peak_fp32_flop_per_second
+                                                     : std::max(peak_flop_per_second(gpu, precision), peak16);
+    roofs.gemm_flop_per_second = efficiency.gemm_fraction_16bit * peak;
+    roofs.gemm_input_bytes = activation_bytes_of(precision);
+  }
+  roofs.attention_flop_per_second =
+      efficiency.attention_fraction * (precision == Precision::fp32 ? gpu.peak_fp32_flop_per_second : peak16);
+  roofs.memory_bytes_per_second = efficiency.memory_fraction * gpu.hbm_bytes_per_second;
+  return roofs;
+}
+
+// One GEMM C[M×N] = A[M×K]·B[K×N]: compute roof plus operand traffic (an additive roofline, so
+// small shapes are memory bound and large ones approach the compute roof smoothly).
+double gemm_seconds(double m, double n, double k, const Roofs& roofs, double output_bytes) {
+  return 2 * m * n * k / roofs.gemm_flop_per_second +
+         (roofs.gemm_input_bytes * (m * k + k * n) + output_bytes * m * n) / roofs.memory_bytes_per_second;
+}
+
+// Forward and backward (dgrad + wgrad) of a linear layer with `tokens` rows.
+struct PassSeconds {
+  double forward = 0;
+  double backward = 0;
+};
+
+PassSeconds linear_seconds(double tokens, double out_features, double in_features, const Roofs& roofs,
+                           double activation_bytes) {
+  return {gemm_seconds(tokens, out_features, in_features, roofs, activation_bytes),
+          gemm_seconds(tokens, in_features, out_features, roofs, activation_bytes) +
+              gemm_seconds(in_features, out_features, tokens, roofs, 4.0 /* fp32 main grad */)};
+}
+
+struct LayerCost {
+  PassSeconds total;
+  double recompute_seconds = 0;  // added to the backward pass
+};
+
+LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                     const Roofs& roofs, const ComputeEfficiency& efficiency) {
+  const double t = config.tp;
+  const double s = training.sequence_length;
+  const double tokens = s * config.micro_batch;
+  const double h = model.hidden_size;
+  const double kv = model.kv_hidden_size();
+  const double f = model.ffn_hidden_size;
+  const double a = model.num_attention_heads;
+  const double value_bytes = activation_bytes_of(training.precision);
+  const bool swiglu = model.ffn_kind == FfnKind::swiglu;
+
+  PassSeconds gemms;
+  for (const PassSeconds& linear :
+       {linear_seconds(tokens, (h + 2 * kv) / t, h, roofs, value_bytes), linear_seconds(tokens, h, h / t, roofs, value_bytes),
+        linear_seconds(tokens, (swiglu ? 2 : 1) * f / t, h, roofs, value_bytes),
+        linear_seconds(tokens, h, f / t, roofs, value_bytes)}) {
+    gemms.forward += linear.forward;
+    gemms.backward += linear.backward;
+  }
+
+  // Attention core of a/t heads.
+  PassSeconds attention;
+  const double score_elements = config.micro_batch * (a / t) * s * s;
+  const double core_flops = 2 * 2 * score_elements * (h / a);  // QK^T and attention·V
+  if (training.attention == AttentionKernel::flash) {
+    // Causal flash attention skips the masked half; its backward recomputes the scores (2.5×).
+    attention.forward = 0.5 * core_flops / roofs.attention_flop_per_second;
+    attention.backward = 2.5 * attention.forward;
+  } else {
+    // Megatron's unfused path: full s×s batched GEMMs, then scale-mask-softmax and dropout passes
+    // over the score tensor (write scores, softmax read/write, dropout read/write + mask, read by
+    // the second GEMM: 13 bytes per score element forward, twice that backward).
+    const double traffic = 13 * score_elements / roofs.memory_bytes_per_second;
+    attention.forward = core_flops / roofs.attention_flop_per_second + traffic;
+    attention.backward = 2 * attention.forward;
+  }
+
+  // Memory-bound elementwise work per token: two norms and two dropout + residual adds over the
+  // hidden state (~20 bytes per element; computed once per TP rank, so split only with sequence
+  // parallelism), the MLP activation (bias-GeLU reads and writes f, SwiGLU reads 2f writes f), and
+  // in fp8 the casts of the GEMM inputs that are not fused into a norm (read 2, write 1 byte).
+  const double hidden_per_rank = config.sequence_parallel ? h / t : h;
+  double elementwise_bytes = tokens * (20 * hidden_per_rank + value_bytes * (swiglu ? 3 : 2) * f / t);
+  if (training.precision == Precision::fp8) elementwise_bytes += tokens * 3 * (h / t + f / t);
+  const double elementwise = elementwise_bytes / roofs.memory_bytes_per_second;
+
+  LayerCost cost;
+  cost.total.forward = gemms.forward + attention.forward + elementwise + efficiency.layer_overhead_seconds;
+  cost.total.backward = gemms.backward + attention.backward + 2 * elementwise + 2 * efficiency.layer_overhead_seconds;
+  if (config.recompute == RecomputeMode::full) cost.recompute_seconds = cost.total.forward;
+  if (config.recompute == RecomputeMode::selective) cost.recompute_seconds = attention.forward;
+  return cost;
+}
+
+// The LM head (output GEMM in 16 bits, as Transformer Engine keeps it, and the vocab-parallel
+// cross entropy: ~30 bytes per logit over forward and backward) on the last stage; the embedding
+// lookup and its fp32 gradient scatter on the first.
+PassSeconds head_cost(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                      const GpuSpec& gpu, const ComputeEfficiency& efficiency) {
+  const Precision head_precision = training.precision == Precision::fp8 ? Precision::bf16 : training.precision;
+  const Roofs roofs = roofs_of(gpu, head_precision, efficiency);
+  const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
+  const double vocab_shard = static_cast<double>(model.vocab_size) / config.tp;
+  PassSeconds head = linear_seconds(tokens, vocab_shard, model.hidden_size, roofs, activation_bytes_of(head_precision));
+  head.forward += 20 * tokens * vocab_shard / roofs.memory_bytes_per_second;
+  head.backward += 10 * tokens * vocab_shard / roofs.memory_bytes_per_second;
+  return head;
+}
+
+PassSeconds embedding_cost(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                           const Roofs& roofs) {
+  const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
+  const double elements = tokens * model.hidden_size;
+  return {8 * elements / roofs.memory_bytes_per_second, 10 * elements / roofs.memory_bytes_per_second};
+}
+
+int num_microbatches_of(const TrainingSpec& training, const ParallelConfig& config) {
+  return static_cast<int>(training.global_batch_sequences / (static_cast<std::int64_t>(config.dp) * config.micro_batch));
+}
+
+// Share of a micro-batch's TP collectives in its forward pass: one forward against one backward,
+// or against a backward that also reruns the forward (full recompute). Same rule as the simulator.
+double forward_share_of_tp(RecomputeMode recompute) { return recompute == RecomputeMode::full ? 1.0 / 3.0 : 0.5; }
+
+// Adam step traffic per parameter: read fp32 master, grad, m, v and write master, m, v and the
+// 16-bit copy (30 bytes), plus zeroing the grad buffer and the gradient-norm read (8 bytes).
+constexpr double optimizer_bytes_per_parameter = 38;
+
+// Weight-matrix elements of one layer (each does one multiply-add per token): QKV, output
+// projection and the two (GeLU) or three (SwiGLU) MLP matrices.
+double weight_elements_per_layer(const ModelSpec& model) {
+  const double h = model.hidden_size;
+  const double f = model.ffn_hidden_size;
+  return h * (h + 2.0 * model.kv_hidden_size()) + h * h + (model.ffn_kind == FfnKind::swiglu ? 3 : 2) * h * f;
+}
+
+}  // namespace
+
+double layer_forward_flops(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
+  const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
+  const double causal_share = training.attention == AttentionKernel::flash ? 0.5 : 1.0;
+  const double attention = 4 * tokens * training.sequence_length * model.hidden_size * causal_share;
+  return (2 * tokens * weight_elements_per_layer(model) + attention) / config.tp;
+}
+
+WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, const GpuSpec& gpu,
+                         const ParallelConfig& config) {
+  return profile_work(model, training, gpu, config, fitted_compute_efficiency());
+}
+
+WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, const GpuSpec& gpu,
+                         const ParallelConfig& config, const ComputeEfficiency& efficiency) {
+  const std::vector<int> layers = config.layers_per_stage.empty()
+                                      ? balanced_layers_per_stage(model.num_layers, config.pp)
+                                      : config.layers_per_stage;
+  const Roofs roofs = roofs_of(gpu, training.precision, efficiency);
+  const LayerCost layer = layer_cost(model, training, config, roofs, efficiency);
+  const PassSeconds head = head_cost(model, training, config, gpu, efficiency);
+  const PassSeconds embedding = embedding_cost(model, training, config, roofs);
+  const double value_bytes = activation_bytes_of(training.precision);
+  const double activation_message = static_cast<double>(training.sequence_length) * config.micro_batch *
+                                    model.hidden_size * value_bytes;
+  const int layer_all_reduces = config.recompute == RecomputeMode::full ? 6 : 4;
+  const double gradient_bytes = training.precision == Precision::fp32 || training.gradients_in_fp32 ? 4.0 : 2.0;
+  const double optimizer_shard = config.distributed_optimizer ? 1.0 / config.dp : 1.0;
+
+  WorkProfile work;
+  work.num_microbatches = num_microbatches_of(training, config);
+  work.virtual_stages = config.virtual_stages;
+  work.p2p_bytes_per_microbatch = activation_message / (config.sequence_parallel ? config.tp : 1);
+  int first_layer = 0;
+  for (int stage = 0; stage < config.pp; ++stage) {
+    const int stage_layers = layers[static_cast<size_t>(stage)];
+    StageWork& work_of_stage = work.stages.emplace_back();
+    work_of_stage.first_layer = first_layer;
+    work_of_stage.num_layers = stage_layers;
+    first_layer += stage_layers;
+    work_of_stage.forward_compute_seconds = stage_layers * layer.total.forward;
+    work_of_stage.recompute_seconds = stage_layers * layer.recompute_seconds;
+    work_of_stage.backward_compute_seconds = stage_layers * layer.total.backward + work_of_stage.recompute_seconds;
+    int all_reduces = stage_layers * layer_all_reduces;
+    if (stage == 0) {
+      work_of_stage.forward_compute_seconds += embedding.forward;
+      work_of_stage.backward_compute_seconds += embedding.backward;
+      work_of_stage.embedding_and_head_seconds += embedding.forward + embedding.backward;
+      all_reduces += 1;  // the vocab-parallel embedding's output
+    }
+    if (stage == config.pp - 1) {
+      work_of_stage.forward_compute_seconds += head.forward;
+      work_of_stage.backward_compute_seconds += head.backward;
+      work_of_stage.embedding_and_head_seconds += head.forward + head.backward;
+      all_reduces += 1;  // the LM head's input gradient
+    }
+    if (config.tp > 1) {
+      // Megatron all-reduces the b·s·h activation twice per layer forward and twice backward (and
+      // again in a recomputed forward), plus the embedding output on the first stage and the LM
+      // head's input gradient on the last; sequence parallelism turns each into a reduce-scatter +
+      // all-gather pair with the same ring traffic.
+      work_of_stage.tp_bytes_per_microbatch = all_reduces * activation_message * 2.0 * (config.tp - 1) / config.tp;
+      work_of_stage.tp_collectives_per_microbatch = all_reduces;
+    }
+    const double parameters = parameters_on_stage(model, config, stage);
+    work_of_stage.gradient_bytes_per_gpu = parameters * gradient_bytes;
+    work_of_stage.optimizer_seconds =
+        parameters * optimizer_shard * optimizer_bytes_per_parameter / roofs.memory_bytes_per_second;
+  }
+  return work;
+}
+
+double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& training) {
+  // Narayanan et al. SC21's count, generalised to GQA and SwiGLU: forward + 2× backward of every
+  // matrix, the full s×s attention, and the LM head; no recompute.
+  const double s = training.sequence_length;
+  const double h = model.hidden_size;
+  const double per_token_forward =
+      model.num_layers * (2 * weight_elements_per_layer(model) + 4 * s * h) + 2 * h * model.vocab_size;
+  return 3 * per_token_forward * s * static_cast<double>(training.global_batch_sequences);
+}
+
+Placement default_placement(const ParallelConfig& config) {
+  Placement placement;
+  placement.gpu_of_rank.resize(static_cast<size_t>(config.world_size()));
+  std::iota(placement.gpu_of_rank.begin(), placement.gpu_of_rank.end(), 0);
+  return placement;
+}
+
+namespace {
+
+// One replica's pipeline in per-chunk times: forward f[i], backward b[i] of one chunk of one
+// micro-batch on rank i (compute + its TP share), link times c[i] between rank i and i + 1, and the
+// interleaved schedule's hop from the last rank back to the first.
+struct ReplicaPipeline {
+  std::vector<double> forward;
+  std::vector<double> backward;
+  std::vector<double> link;
+  double wraparound = 0;
+};
+
+struct PipelineTimes {
+  double total_seconds = 0;
+  double cycle_seconds = 0;         // steady-state time per (chunk) forward + backward pair
+  std::vector<double> stage_end;    // when each rank finishes its last backward
+};
+
+// Closed form of the (interleaved) 1F1B schedule that simulate_schedule runs op by op:
+//  - steady state: every rank alternates one forward and one backward, at the pace P of the most
+//    constrained of (a) the slowest rank, P ≥ f_i + b_i, and (b) the dependency loops: in 1F1B rank i
+//    has p − i micro-batches in flight, and micro-batch k's backward on rank i needs its forward to
+//    have gone down to rank p − 1 and its gradient back, so P ≥ (Σ_{j≥i}(f_j + b_j) + 2Σ_{j≥i}c_j)/(p − i);
+//    in the interleaved schedule a micro-batch must go round all p ranks (and the wraparound link)
+//    while the first rank works through the other micro-batches of its group of N ≥ p
+//    (interleaved_group_size; the last group may be smaller), P ≥ (Σ_j(f_j + b_j) + (Σ c + c_wrap)/2)/N
+//    (the forward and the backward wave each cross every link once per round; against the
+//    simulator the links' share of that loop is half, the two waves' transfers overlapping).
+//  - fill and drain: the m·v forward/backward pairs of a rank take m·v·P; around them the first
+//    micro-batch's forward must reach, and the last one's gradient come back from, the far end:
+//    Σ_i (f_i + b_i) − P of rank work plus every link twice. For equal stages and free links this is
+//    the textbook (m·v + p − 1)(f + b).
+// No ⌊m/p⌋ shortcut: m enters linearly and through N, whatever its remainder.
+PipelineTimes pipeline_times(const ReplicaPipeline& pipe, int microbatches, int chunks) {
+  const int p = static_cast<int>(pipe.forward.size());
+  PipelineTimes times;
+  double cycle = 0;
+  double work_sum = 0;
+  for (int i = 0; i < p; ++i) {
+    cycle = std::max(cycle, pipe.forward[i] + pipe.backward[i]);
+    work_sum += pipe.forward[i] + pipe.backward[i];
+  }
+  const double link_sum = std::accumulate(pipe.link.begin(), pipe.link.end(), 0.0);
+  if (chunks == 1) {
+    double loop = 0;
+    for (int i = p - 1; i >= 0; --i) {
+      loop += pipe.forward[i] + pipe.backward[i] + (i < p - 1 ? 2 * pipe.link[i] : 0.0);
+      cycle = std::max(cycle, loop / (p - i));
+    }
+  } else {
+    const int group = interleaved_group_size(p, microbatches);
+    const int last_group = microbatches % group == 0 ? group : microbatches % group;
+    cycle = std::max(cycle, (work_sum + (link_sum + pipe.wraparound) / 2) / std::min(group, last_group));
+    // Neighbouring ranks run the same op one pair apart: a hop must fit in one period.
+    for (int i = 0; i < p; ++i) {
+      const int next = (i + 1) % p;
+      const double hop = next == 0 ? pipe.wraparound : pipe.link[i];
+      cycle = std::max({cycle, pipe.forward[i] + hop, pipe.backward[next] + hop});
+    }
+  }
+  times.cycle_seconds = cycle;
+  const double chunk_passes = static_cast<double>(microbatches) * chunks;
+  times.total_seconds = work_sum - cycle + 2 * link_sum + chunk_passes * cycle;
+  // The last backward on rank i ends when the last gradient has still to cross ranks i−1 .. 0.
+  times.stage_end.resize(static_cast<size_t>(p));
+  double drain = 0;
+  for (int i = 0; i < p; ++i) {
+    times.stage_end[static_cast<size_t>(i)] = times.total_seconds - drain;
+    drain += pipe.backward[i] + (i < p - 1 ? pipe.link[i] : 0.0);
+  }
+  return times;
+}
+
+ReplicaPipeline replica_pipeline(const ParallelConfig& config, const WorkProfile& work,
+                                 const CommunicationTimes& communication, int replica, bool with_links,
+                                 bool with_embedding_and_head) {
+  const int chunks = config.pp > 1 ? config.virtual_stages : 1;
+  const double forward_share = forward_share_of_tp(config.recompute);
+  ReplicaPipeline pipe;
+  for (int stage = 0; stage < config.pp; ++stage) {
+    const StageWork& stage_work = work.stages[static_cast<size_t>(stage)];
+    const double tp = communication.tp_seconds.empty() ? 0.0
+                                                       : communication.tp_seconds[static_cast<size_t>(stage)][static_cast<size_t>(replica)];
+    // Embedding and head time split as the forward/backward totals do.
+    const double total = stage_work.forward_compute_seconds + stage_work.backward_compute_seconds;
+    const double removed = with_embedding_and_head || total <= 0 ? 0.0 : stage_work.embedding_and_head_seconds / total;
+    pipe.forward.push_back((stage_work.forward_compute_seconds * (1 - removed) + forward_share * tp) / chunks);
+    pipe.backward.push_back((stage_work.backward_compute_seconds * (1 - removed) + (1 - forward_share) * tp) / chunks);
+    if (stage + 1 < config.pp) {
+      pipe.link.push_back(with_links ? communication.p2p_seconds[static_cast<size_t>(stage)][static_cast<size_t>(replica)] : 0.0);
+    }
+  }
+  if (chunks > 1 && with_links) {
+    // Without a measured hop from the last rank back to the first, assume the slowest boundary.
+    pipe.wraparound = communication.wraparound_p2p_seconds.empty()
+                          ? *std::max_element(pipe.link.begin(), pipe.link.end())
+                          : communication.wraparound_p2p_seconds[static_cast<size_t>(replica)];
+  }
+  return pipe;
+}
+
+// The slowest replica's pipeline (all replicas wait for it at the DP reduction).
+struct SlowestReplica {
+  int replica = 0;
+  PipelineTimes times;
+};
+
+SlowestReplica slowest_replica(const ParallelConfig& config, const WorkProfile& work,
+                               const CommunicationTimes& communication, bool with_links, bool with_embedding_and_head) {
+  const int chunks = config.pp > 1 ? config.virtual_stages : 1;
+  SlowestReplica slowest;
+  for (int replica = 0; replica < config.dp; ++replica) {
+    PipelineTimes times = pipeline_times(
+        replica_pipeline(config, work, communication, replica, with_links, with_embedding_and_head),
+        work.num_microbatches, chunks);
+    if (replica == 0 || times.total_seconds > slowest.times.total_seconds) slowest = {replica, std::move(times)};
+  }
+  return slowest;
+}
+
+}  // namespace
+
+TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& work,
+                            const CommunicationTimes& communication, const TrainingSpec& training) {
+  const int chunks = config.pp > 1 ? config.virtual_stages : 1;
+  const int m = work.num_microbatches;
+  const SlowestReplica slowest = slowest_replica(config, work, communication, true, true);
+  const double pipeline = slowest.times.total_seconds;
+
+  // Gradient reduction of each stage, as the simulator schedules it: without overlap after the
+  // stage's last backward; with overlap each chunk's share streams from the start of that chunk's
+  // last backward (chunk c's last backward comes c groups of backward passes before the end).
+  double reductions_done = pipeline;
+  for (int stage = 0; stage < config.pp; ++stage) {
+    const double reduction = communication.dp_seconds.empty() ? 0.0 : communication.dp_seconds[static_cast<size_t>(stage)];
+    const double end = slowest.times.stage_end[static_cast<size_t>(stage)];
+    double done = end;
+    if (reduction > 0 && !training.overlap_gradient_reduce) {
+      done = end + reduction;
+    } else if (reduction > 0) {
+      const double backward = (work.stages[static_cast<size_t>(stage)].backward_compute_seconds) / chunks;
+      const int group = chunks > 1 ? std::max(config.pp, interleaved_group_size(config.pp, m)) : 1;
+      double stream_free = 0;
+      for (int chunk = chunks - 1; chunk >= 0; --chunk) {
+        const double chunk_end = end - chunk * std::min(group, m) * slowest.times.cycle_seconds;
+        const double start = std::max(chunk_end - backward, stream_free);
+        stream_free = std::max(start + reduction / chunks, chunk_end);
+      }
+      done = stream_free;
+    }
+    reductions_done = std::max(reductions_done, done);
+  }
+  double optimizer = 0;
+  for (const StageWork& stage : work.stages) optimizer = std::max(optimizer, stage.optimizer_seconds);
+
+  TimeBreakdown time;
+  time.iteration_seconds = reductions_done + optimizer;
+  time.optimizer_seconds = optimizer;
+  time.dp_communication_seconds = reductions_done - pipeline;
+
+  // Attribution: the busiest stage of the slowest replica does m·v chunk pairs of compute and TP;
+  // links cost what removing them saves; the rest of the pipeline time is bubble.
+  const SlowestReplica without_links = slowest_replica(config, work, communication, false, true);
+  time.pp_communication_seconds = pipeline - without_links.times.total_seconds;
+  int busiest = 0;
+  double busiest_seconds = -1;
+  for (int stage = 0; stage < config.pp; ++stage) {
+    const StageWork& stage_work = work.stages[static_cast<size_t>(stage)];
+    const double tp = communication.tp_seconds.empty()
+                          ? 0.0
+                          : communication.tp_seconds[static_cast<size_t>(stage)][static_cast<size_t>(slowest.replica)];
+    const double seconds = stage_work.forward_compute_seconds + stage_work.backward_compute_seconds + tp;
+    if (seconds > busiest_seconds) busiest = stage, busiest_seconds = seconds;
+  }
+  const StageWork& busiest_work = work.stages[static_cast<size_t>(busiest)];
+  time.compute_seconds = m * (busiest_work.forward_compute_seconds + busiest_work.backward_compute_seconds);
+  time.recompute_seconds = m * busiest_work.recompute_seconds;
+  time.tp_communication_seconds = m * (busiest_seconds - busiest_work.forward_compute_seconds -
+                                       busiest_work.backward_compute_seconds);
+  time.pipeline_bubble_seconds =
+      std::max(0.0, without_links.times.total_seconds - time.compute_seconds - time.tp_communication_seconds);
+  time.embedding_imbalance_seconds =
+      pipeline - slowest_replica(config, work, communication, true, false).times.total_seconds;
+  return time;
+}
+
+}  // namespace pipette

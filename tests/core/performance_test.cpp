@@ -1,0 +1,343 @@
+#include "pipette/core/performance.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/memory.hpp"
+#include "pipette/core/simulator.hpp"
+
+namespace pipette {
+namespace {
+
+ModelSpec gpt(int layers, int hidden, int heads) {
+  ModelSpec model;
+  model.name = "gpt";
+  model.num_layers = layers;
+  model.hidden_size = hidden;
+  model.num_attention_heads = heads;
+  model.num_kv_heads = heads;
+  model.ffn_hidden_size = 4 * hidden;
+  model.vocab_size = 51200;
+  model.tied_embeddings = true;
+  model.learned_position_embeddings = 2048;
+  return model;
+}
+
+TrainingSpec training_of(std::int64_t global_batch, int sequence, AttentionKernel kernel = AttentionKernel::flash) {
+  TrainingSpec training;
+  training.global_batch_sequences = global_batch;
+  training.sequence_length = sequence;
+  training.attention = kernel;
+  return training;
+}
+
+ParallelConfig config_of(int tp, int pp, int dp, int micro_batch = 1) {
+  ParallelConfig config;
+  config.tp = tp;
+  config.pp = pp;
+  config.dp = dp;
+  config.micro_batch = micro_batch;
+  return config;
+}
+
+TEST(Flops, UnfusedGptLayerIs24bsh2Plus4bs2h) {
+  const double b = 2, s = 2048, h = 4096;
+  const ModelSpec model = gpt(32, 4096, 32);
+  // Narayanan et al. SC21: 24bsh² (QKV 6, projection 2, MLP 16) + 4bs²h (QKᵀ and attention·V).
+  EXPECT_DOUBLE_EQ(layer_forward_flops(model, training_of(8, 2048, AttentionKernel::unfused), config_of(1, 1, 1, 2)),
+                   24 * b * s * h * h + 4 * b * s * s * h);
+  // Causal flash attention does half the s² work; TP splits everything.
+  EXPECT_DOUBLE_EQ(layer_forward_flops(model, training_of(8, 2048), config_of(4, 1, 1, 2)),
+                   (24 * b * s * h * h + 2 * b * s * s * h) / 4);
+}
+
+TEST(Flops, GqaAndSwigluChangeTheMatrices) {
+  ModelSpec model = gpt(32, 4096, 32);
+  model.num_kv_heads = 8;  // kv hidden 1024
+  model.ffn_kind = FfnKind::swiglu;
+  model.ffn_hidden_size = 14336;
+  const double s = 4096, h = 4096;
+  const double matrices = h * (h + 2 * 1024) + h * h + 3 * h * 14336;
+  EXPECT_DOUBLE_EQ(layer_forward_flops(model, training_of(8, 4096, AttentionKernel::unfused), config_of(1, 1, 1)),
+                   2 * s * matrices + 4 * s * s * h);
+}
+
+TEST(Flops, ModelFlopsMatchNarayananFormula) {
+  // 72·B·s·L·h²·(1 + s/(6h) + V/(12hL)) for GPT (SC21 Section 5.1), no recompute.
+  const ModelSpec model = gpt(96, 12288, 96);
+  const double B = 1536, s = 2048, L = 96, h = 12288, V = 51200;
+  const double expected = 72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * h * L));
+  EXPECT_NEAR(model_flops_per_iteration(model, training_of(1536, 2048)), expected, 1e-9 * expected);
+}
+
+const GpuSpec& h100() { return *find_gpu("H100-SXM"); }
+const GpuSpec& a100() { return *find_gpu("A100-80GB"); }
+
+TEST(ProfileWork, TpCollectivesPerMicrobatch) {
+  const ModelSpec model = gpt(24, 4096, 32);
+  ParallelConfig config = config_of(4, 2, 1, 2);
+  const WorkProfile work = profile_work(model, training_of(64, 2048), h100(), config);
+  const double message = 2.0 * 2048 * 2 * 4096;  // b·s·h 16-bit values
+  ASSERT_EQ(work.stages.size(), 2u);
+  // 12 layers × 4 all-reduces, plus the embedding output (first) and the head's input gradient
+  // (last); on the wire each all-reduce of P bytes over t GPUs moves 2(t − 1)/t · P per GPU.
+  const double wire = 2.0 * 3 / 4;
+  EXPECT_DOUBLE_EQ(work.stages[0].tp_bytes_per_microbatch, 49 * message * wire);
+  EXPECT_EQ(work.stages[0].tp_collectives_per_microbatch, 49);
+  EXPECT_EQ(work.stages[1].tp_collectives_per_microbatch, 49);
+  EXPECT_DOUBLE_EQ(work.p2p_bytes_per_microbatch, message);
+
+  config.sequence_parallel = true;  // RS + AG pairs: same ring traffic and steps; p2p split over TP
+  const WorkProfile sp = profile_work(model, training_of(64, 2048), h100(), config);
+  EXPECT_DOUBLE_EQ(sp.stages[0].tp_bytes_per_microbatch, 49 * message * wire);
+  EXPECT_EQ(sp.stages[0].tp_collectives_per_microbatch, 49);
+  EXPECT_DOUBLE_EQ(sp.p2p_bytes_per_microbatch, message / 4);
+
+  config.recompute = RecomputeMode::full;  // the recomputed forward all-reduces again
+  EXPECT_EQ(profile_work(model, training_of(64, 2048), h100(), config).stages[1].tp_collectives_per_microbatch,
+            12 * 6 + 1);
+  EXPECT_EQ(profile_work(model, training_of(64, 2048), h100(), config_of(1, 2, 1)).stages[0].tp_bytes_per_microbatch, 0);
+}
+
+TEST(ProfileWork, MicrobatchesGradientsAndOptimizer) {
+  const ModelSpec model = gpt(24, 4096, 32);
+  ParallelConfig config = config_of(2, 2, 4, 2);
+  const TrainingSpec training = training_of(64, 2048);
+  const WorkProfile plain = profile_work(model, training, h100(), config);
+  EXPECT_EQ(plain.num_microbatches, 8);
+  EXPECT_DOUBLE_EQ(plain.stages[1].gradient_bytes_per_gpu, 4 * parameters_on_stage(model, config, 1));
+  config.distributed_optimizer = true;
+  const WorkProfile sharded = profile_work(model, training, h100(), config);
+  EXPECT_NEAR(sharded.stages[1].optimizer_seconds, plain.stages[1].optimizer_seconds / 4, 1e-15);
+}
+
+TEST(ProfileWork, RecomputeAddsToBackwardOnly) {
+  const ModelSpec model = gpt(24, 4096, 32);
+  ParallelConfig config = config_of(2, 1, 1, 1);
+  const TrainingSpec training = training_of(8, 4096);
+  const StageWork none = profile_work(model, training, h100(), config).stages[0];
+  config.recompute = RecomputeMode::selective;
+  const StageWork selective = profile_work(model, training, h100(), config).stages[0];
+  config.recompute = RecomputeMode::full;
+  const StageWork full = profile_work(model, training, h100(), config).stages[0];
+  EXPECT_EQ(none.recompute_seconds, 0);
+  EXPECT_DOUBLE_EQ(selective.forward_compute_seconds, none.forward_compute_seconds);
+  EXPECT_GT(selective.recompute_seconds, 0);
+  EXPECT_LT(selective.recompute_seconds, 0.2 * none.forward_compute_seconds);
+  EXPECT_DOUBLE_EQ(selective.backward_compute_seconds, none.backward_compute_seconds + selective.recompute_seconds);
+  // Full recompute reruns every layer's forward (not the LM head).
+  EXPECT_GT(full.recompute_seconds, 0.9 * none.forward_compute_seconds);
+  EXPECT_DOUBLE_EQ(full.backward_compute_seconds, none.backward_compute_seconds + full.recompute_seconds);
+}
+
+double achieved_flop_per_second(const ModelSpec& model, const TrainingSpec& training, const GpuSpec& gpu,
+                                const ParallelConfig& config) {
+  const StageWork stage = profile_work(model, training, gpu, config).stages[0];
+  const double per_layer_seconds = (stage.forward_compute_seconds - stage.embedding_and_head_seconds) / model.num_layers;
+  return layer_forward_flops(model, training, config) / per_layer_seconds;
+}
+
+TEST(Efficiency, DependsOnGemmShape) {
+  // Wide layers on few TP ranks run closer to the roof than thin shards; longer micro-batches too.
+  ModelSpec model = gpt(1, 12288, 96);
+  model.vocab_size = 1;  // isolate the layers (no head on a 1-stage pipeline is impossible; make it tiny)
+  const TrainingSpec training = training_of(64, 2048);
+  const double wide = achieved_flop_per_second(model, training, h100(), config_of(1, 1, 1, 4));
+  const double thin = achieved_flop_per_second(gpt(1, 2048, 16), training, h100(), config_of(8, 1, 1, 4));
+  const double short_batch = achieved_flop_per_second(gpt(1, 2048, 16), training_of(64, 256), h100(), config_of(8, 1, 1, 1));
+  EXPECT_GT(wide, 1.3 * thin);
+  EXPECT_GT(thin, 1.3 * short_batch);
+  EXPECT_LT(wide, h100().peak_bf16_flop_per_second);
+}
+
+TEST(Efficiency, Fp8IsFasterButNotTwiceAsFast) {
+  const ModelSpec model = gpt(8, 8192, 64);
+  TrainingSpec training = training_of(64, 4096);
+  const ParallelConfig config = config_of(4, 1, 1, 1);
+  const double bf16 = profile_work(model, training, h100(), config).stages[0].forward_compute_seconds;
+  training.precision = Precision::fp8;
+  const double fp8 = profile_work(model, training, h100(), config).stages[0].forward_compute_seconds;
+  EXPECT_LT(fp8, 0.85 * bf16);
+  EXPECT_GT(fp8, 0.5 * bf16);
+}
+
+TEST(Efficiency, FasterGpuIsFaster) {
+  const ModelSpec model = gpt(8, 8192, 64);
+  const TrainingSpec training = training_of(64, 2048);
+  const ParallelConfig config = config_of(8, 1, 1, 1);
+  EXPECT_LT(profile_work(model, training, h100(), config).stages[0].forward_compute_seconds,
+            0.5 * profile_work(model, training, a100(), config).stages[0].forward_compute_seconds);
+}
+
+TEST(Efficiency, EndStagesCarryEmbeddingAndHead) {
+  ModelSpec model = gpt(32, 4096, 32);
+  model.vocab_size = 128256;
+  const WorkProfile work = profile_work(model, training_of(64, 4096), h100(), config_of(1, 4, 1));
+  EXPECT_GT(work.stages[3].embedding_and_head_seconds, work.stages[0].embedding_and_head_seconds);
+  EXPECT_EQ(work.stages[1].embedding_and_head_seconds, 0);
+  EXPECT_GT(work.stages[3].forward_compute_seconds, work.stages[1].forward_compute_seconds);
+}
+
+// Hand-built work and links, as the network model would give them.
+struct Pipeline {
+  ParallelConfig config;
+  WorkProfile work;
+  CommunicationTimes communication;
+};
+
+Pipeline uniform_pipeline(int pp, int dp, int chunks, int microbatches, double forward, double backward, double link) {
+  Pipeline pipeline;
+  pipeline.config = config_of(1, pp, dp);
+  pipeline.config.virtual_stages = chunks;
+  pipeline.work.num_microbatches = microbatches;
+  pipeline.work.virtual_stages = chunks;
+  for (int stage = 0; stage < pp; ++stage) {
+    StageWork stage_work;
+    stage_work.forward_compute_seconds = forward;
+    stage_work.backward_compute_seconds = backward;
+    pipeline.work.stages.push_back(stage_work);
+    pipeline.communication.tp_seconds.emplace_back(dp, 0.0);
+    pipeline.communication.dp_seconds.push_back(0);
+  }
+  for (int stage = 0; stage + 1 < pp; ++stage) pipeline.communication.p2p_seconds.emplace_back(dp, link);
+  if (chunks > 1) pipeline.communication.wraparound_p2p_seconds.assign(dp, link);
+  return pipeline;
+}
+
+double closed_form(const Pipeline& pipeline, const TrainingSpec& training = TrainingSpec()) {
+  return critical_path(pipeline.config, pipeline.work, pipeline.communication, training).iteration_seconds;
+}
+
+double simulated(const Pipeline& pipeline, const TrainingSpec& training = TrainingSpec()) {
+  return simulate_schedule(pipeline.config, pipeline.work, pipeline.communication, training).iteration_seconds;
+}
+
+TEST(CriticalPath, OneFOneBTextbookBubble) {
+  // Equal stages, free links: (m + p − 1)(F + B), whatever m is against p.
+  for (const int m : {1, 3, 8, 13}) {
+    const Pipeline pipeline = uniform_pipeline(8, 1, 1, m, 1.0, 2.0, 0.0);
+    EXPECT_DOUBLE_EQ(closed_form(pipeline), (m + 8 - 1) * 3.0) << "m=" << m;
+  }
+}
+
+TEST(CriticalPath, InterleavedBubbleShrinksByV) {
+  // (m·v + p − 1)(f + b) with per-chunk f = F/v, b = B/v.
+  const Pipeline pipeline = uniform_pipeline(4, 1, 2, 8, 1.0, 2.0, 0.0);
+  EXPECT_DOUBLE_EQ(closed_form(pipeline), (8 * 2 + 3) * 1.5);
+  const TimeBreakdown time = critical_path(pipeline.config, pipeline.work, pipeline.communication, TrainingSpec());
+  EXPECT_DOUBLE_EQ(time.pipeline_bubble_seconds, 3 * 1.5);
+  EXPECT_DOUBLE_EQ(time.compute_seconds, 8 * 3.0);
+}
+
+TEST(CriticalPath, InterleavedWithMicrobatchesNotAMultipleOfP) {
+  // m = 10, p = 4: Megatron groups 5 micro-batches per chunk; no ⌊m/p⌋ in the answer.
+  for (const int m : {4, 5, 6, 7, 9, 10, 11}) {
+    const Pipeline pipeline = uniform_pipeline(4, 1, 3, m, 1.0, 2.0, 0.0);
+    EXPECT_NEAR(closed_form(pipeline), simulated(pipeline), 1e-9) << "m=" << m;
+  }
+}
+
+TEST(CriticalPath, SlowestStageDominates) {
+  Pipeline pipeline = uniform_pipeline(4, 1, 1, 32, 1.0, 2.0, 0.0);
+  const double balanced = closed_form(pipeline);
+  pipeline.work.stages[2].forward_compute_seconds = 1.5;
+  pipeline.work.stages[2].backward_compute_seconds = 3.0;
+  const double skewed = closed_form(pipeline);
+  EXPECT_NEAR(skewed - balanced, 31 * 1.5 + 1.5, 1e-9);  // every steady-state pair runs at the slow pace
+}
+
+TEST(CriticalPath, SlowestLinkDominates) {
+  Pipeline pipeline = uniform_pipeline(4, 1, 1, 32, 1.0, 2.0, 0.01);
+  const double fast = closed_form(pipeline);
+  pipeline.communication.p2p_seconds[1][0] = 1.0;  // one degraded link
+  const double slow = closed_form(pipeline);
+  EXPECT_GT(slow - fast, 32 * (2 * 0.99) / 4 * 0.9);
+  EXPECT_NEAR(slow, simulated(pipeline), 0.08 * slow);
+}
+
+TEST(CriticalPath, SlowestReplicaWins) {
+  Pipeline pipeline = uniform_pipeline(4, 3, 1, 16, 1.0, 2.0, 0.01);
+  const double even = closed_form(pipeline);
+  pipeline.communication.tp_seconds[1][2] = 0.6;  // replica 2's stage 1 has a slow TP group
+  const double uneven = closed_form(pipeline);
+  EXPECT_GT(uneven, even + 16 * 0.5);
+  const TimeBreakdown time = critical_path(pipeline.config, pipeline.work, pipeline.communication, TrainingSpec());
+  EXPECT_NEAR(time.tp_communication_seconds, 16 * 0.6, 1e-9);
+}
+
+TEST(CriticalPath, DataParallelReductionOverlapsWithBackwardWhenAsked) {
+  Pipeline pipeline = uniform_pipeline(2, 2, 1, 8, 1.0, 2.0, 0.0);
+  const double pipeline_only = closed_form(pipeline);
+  pipeline.communication.dp_seconds = {1.5, 1.5};
+  TrainingSpec overlapped;
+  overlapped.overlap_gradient_reduce = true;
+  TrainingSpec exposed;
+  exposed.overlap_gradient_reduce = false;
+  // Without overlap the reduction follows the last backward; with overlap it hides in stage 0's
+  // last backward (2 s) entirely, and stage 1's finished earlier.
+  EXPECT_DOUBLE_EQ(closed_form(pipeline, exposed), pipeline_only + 1.5);
+  EXPECT_DOUBLE_EQ(closed_form(pipeline, overlapped), pipeline_only);
+  pipeline.communication.dp_seconds = {3.0, 0.5};
+  EXPECT_DOUBLE_EQ(closed_form(pipeline, overlapped), pipeline_only + 1.0);
+  EXPECT_DOUBLE_EQ(closed_form(pipeline, overlapped), simulated(pipeline, overlapped));
+  EXPECT_DOUBLE_EQ(closed_form(pipeline, exposed), simulated(pipeline, exposed));
+}
+
+TEST(CriticalPath, OptimizerStepFollowsTheReductions) {
+  Pipeline pipeline = uniform_pipeline(2, 1, 1, 4, 1.0, 2.0, 0.0);
+  const double before = closed_form(pipeline);
+  pipeline.work.stages[0].optimizer_seconds = 0.25;
+  pipeline.work.stages[1].optimizer_seconds = 0.5;
+  const TimeBreakdown time = critical_path(pipeline.config, pipeline.work, pipeline.communication, TrainingSpec());
+  EXPECT_DOUBLE_EQ(time.iteration_seconds, before + 0.5);
+  EXPECT_DOUBLE_EQ(time.optimizer_seconds, 0.5);
+}
+
+TEST(CriticalPath, EmbeddingAndHeadImbalanceIsAttributed) {
+  Pipeline pipeline = uniform_pipeline(4, 1, 1, 16, 1.0, 2.0, 0.0);
+  pipeline.work.stages[3].forward_compute_seconds += 0.3;
+  pipeline.work.stages[3].backward_compute_seconds += 0.6;
+  pipeline.work.stages[3].embedding_and_head_seconds = 0.9;
+  const TimeBreakdown time = critical_path(pipeline.config, pipeline.work, pipeline.communication, TrainingSpec());
+  EXPECT_NEAR(time.embedding_imbalance_seconds, 16 * 0.9, 1e-9);
+}
+
+TEST(CriticalPath, ClosedFormTracksTheSimulator) {
+  // 300 random pipelines in the regime real plans live in: stages within ±15% of each other,
+  // links up to 16% of a chunk's forward + backward time.
+  std::mt19937 random(7);
+  std::uniform_real_distribution<double> spread(0.85, 1.15);
+  double sum = 0, worst = 0;
+  const int trials = 300;
+  for (int trial = 0; trial < trials; ++trial) {
+    const int pp = 2 + static_cast<int>(random() % 7);
+    const int dp = 1 + static_cast<int>(random() % 3);
+    const int chunks = trial % 2 ? 1 : 2 + static_cast<int>(random() % 3);
+    const int m = chunks == 1 && trial % 4 == 1 ? 1 + static_cast<int>(random() % pp) : pp + static_cast<int>(random() % (3 * pp));
+    Pipeline pipeline = uniform_pipeline(pp, dp, chunks, m, 1.0, 2.0, 0.0);
+    for (StageWork& stage : pipeline.work.stages) {
+      stage.forward_compute_seconds = spread(random);
+      stage.backward_compute_seconds = 2 * spread(random);
+    }
+    const double link = (trial % 5) * 0.12 / chunks;
+    for (auto& row : pipeline.communication.p2p_seconds) for (double& seconds : row) seconds = link * spread(random);
+    for (double& seconds : pipeline.communication.wraparound_p2p_seconds) seconds = link;
+    const double error = std::abs(closed_form(pipeline) - simulated(pipeline)) / simulated(pipeline);
+    sum += error;
+    worst = std::max(worst, error);
+  }
+  EXPECT_LT(sum / trials, 0.02);
+  EXPECT_LT(worst, 0.12);
+}
+
+TEST(DefaultPlacement, RankRunsOnGpuOfTheSameIndex) {
+  const Placement placement = default_placement(config_of(2, 2, 3));
+  ASSERT_EQ(placement.gpu_of_rank.size(), 12u);
+  for (int rank = 0; rank < 12; ++rank) EXPECT_EQ(placement.gpu_of_rank[static_cast<size_t>(rank)], rank);
+}
+
+}  // namespace
+}  // namespace pipette
