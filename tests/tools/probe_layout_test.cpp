@@ -16,7 +16,8 @@ std::vector<TaskIdentity> tasks_for(int nodes, int gpus, bool cyclic) {
   for (int rank = 0; rank < nodes * gpus; ++rank) {
     const int node = cyclic ? rank % nodes : rank / gpus;
     const int local = cyclic ? rank / nodes : rank % gpus;
-    tasks.push_back({rank, node, local, "n" + std::to_string(node), "fp"});
+    // Only local rank 0 inspects the node; the others report no fingerprint.
+    tasks.push_back({rank, node, local, "n" + std::to_string(node), local == 0 ? "fp" + std::to_string(node) : ""});
   }
   return tasks;
 }
@@ -28,6 +29,7 @@ TEST(ProbeLayout, MapsBlockAndCyclicDistributions) {
     EXPECT_EQ(layout->num_nodes(), 3);
     EXPECT_EQ(layout->gpus_per_node, 4);
     EXPECT_EQ(layout->node_names, (std::vector<std::string>{"n0", "n1", "n2"}));
+    EXPECT_EQ(layout->fingerprints, (std::vector<std::string>{"fp0", "fp1", "fp2"}));
     for (int rank = 0; rank < 12; ++rank) {
       EXPECT_EQ(layout->rank_at(layout->node_of_rank[static_cast<size_t>(rank)],
                                 layout->local_of_rank[static_cast<size_t>(rank)]),

@@ -1,6 +1,10 @@
 #include "pipette/topology/site_config.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/units.hpp"
@@ -19,6 +23,15 @@ TEST(SiteConfig, ShippedFileLoadsAndSetsEveryKey) {
   EXPECT_DOUBLE_EQ(site->search.memory_safety_margin_bytes, 2 * units::gibibyte);
   EXPECT_EQ(site->search.placement.seed, 0x9E3779B97F4A7C15ULL);
   EXPECT_EQ(site->defaults.sequence_length, 4096);
+  EXPECT_TRUE(site->gpus.empty());
+}
+
+TEST(SiteConfig, SiteGpusOverrideAndExtendTheCatalog) {
+  auto site = parse_site_config(
+      "gpus:\n  - name: H100-SXM\n    memory_gib: 79.6\n  - name: Example-GPU-96GB\n    memory_gib: 94.5\n"
+      "    peak_fp32_tflops: 60\n    peak_fp16_tflops: 800\n    peak_bf16_tflops: 800\n    hbm_gb_per_s: 4000\n",
+      "s.yaml");
+  ASSERT_TRUE(site.ok()) << site.error().message;
   ASSERT_EQ(site->gpus.size(), 2u);
   // A catalog GPU with one field changed keeps the rest of its datasheet.
   const GpuSpec* h100 = find_site_gpu(*site, "h100-sxm");
@@ -28,7 +41,22 @@ TEST(SiteConfig, ShippedFileLoadsAndSetsEveryKey) {
   const GpuSpec* added = find_site_gpu(*site, "Example-GPU-96GB");
   ASSERT_NE(added, nullptr);
   EXPECT_DOUBLE_EQ(added->hbm_bytes_per_second, 4000e9);
+  EXPECT_EQ(added->peak_fp8_flop_per_second, 0);
   EXPECT_EQ(find_site_gpu(*site, "A100-80GB"), find_gpu("A100-80GB"));
+  EXPECT_EQ(find_site_gpu(*site, "Z100"), nullptr);
+}
+
+TEST(SiteConfig, RelativePathsAreTakenFromTheSiteFilesDirectory) {
+  const auto dir = std::filesystem::temp_directory_path() / ("pipette-site-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "site.yaml") << "links:\n  cache: links.yaml\npriors:\n  topology_conf: /etc/slurm/topology.conf\n"
+                                      "model_dirs: [models, /abs]\n";
+  auto site = load_site_config((dir / "site.yaml").string());
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(site.ok()) << site.error().message;
+  EXPECT_EQ(site->link_cache, (dir / "links.yaml").string());
+  EXPECT_EQ(site->priors.topology_conf, "/etc/slurm/topology.conf");
+  EXPECT_EQ(site->model_dirs, (std::vector<std::string>{(dir / "models").string(), "/abs"}));
 }
 
 TEST(SiteConfig, EmptyFileGivesTheDefaults) {

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -318,7 +319,17 @@ Result<SiteConfig> load_site_config(const std::string& path) {
     if (!file) return Error{path + ": cannot read the site file (" + std::strerror(errno) + "); fix the path or its permissions"};
     std::ostringstream contents;
     contents << file.rdbuf();
-    return parse_site_config(contents.str(), path);
+    auto site = parse_site_config(contents.str(), path);
+    if (!site) return site;
+    // Relative paths name files beside the site file, wherever the reader runs from.
+    const std::filesystem::path base = std::filesystem::path(path).parent_path();
+    auto anchor = [&base](std::string& value) {
+      if (!value.empty() && std::filesystem::path(value).is_relative()) value = (base / value).lexically_normal().string();
+    };
+    anchor(site->link_cache);
+    anchor(site->priors.topology_conf);
+    for (auto& dir : site->model_dirs) anchor(dir);
+    return site;
   } catch (const std::exception& error) {
     return Error{path + ": cannot read the site file (" + error.what() + ")"};
   }

@@ -36,7 +36,7 @@ Result<ProbeLayout> make_layout(const std::vector<TaskIdentity>& tasks) {
     const std::string& name = members[0]->node_name;
     if (!seen_names.insert(name).second) return Error{"two node indices report the same node name " + name};
     layout.node_names.push_back(name);
-    layout.fingerprints.push_back(members[0]->fingerprint);
+    layout.fingerprints.emplace_back();
     for (const TaskIdentity* task : members) {
       if (task->node_name != name) {
         return Error{"node index " + std::to_string(node) + " is called both " + name + " and " + task->node_name};
@@ -58,6 +58,7 @@ Result<ProbeLayout> make_layout(const std::vector<TaskIdentity>& tasks) {
         return Error{"rank " + std::to_string(task->rank) + " is reported twice"};
       }
       slot = task->rank;
+      if (task->local_rank == 0) layout.fingerprints.back() = task->fingerprint;
       layout.node_of_rank[static_cast<size_t>(task->rank)] = node;
       layout.local_of_rank[static_cast<size_t>(task->rank)] = task->local_rank;
     }

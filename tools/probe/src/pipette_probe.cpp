@@ -26,7 +26,9 @@
 #include "pipette/probe/measurement_plan.hpp"
 #include "pipette/probe/probe_options.hpp"
 #include "pipette/probe/probe_results.hpp"
+#include "pipette/topology/hwloc_inspect.hpp"
 #include "pipette/topology/link_cache.hpp"
+#include "pipette/topology/nccl_tests_import.hpp"
 #include "pipette/topology/version.hpp"
 
 namespace pipette::probe {
@@ -137,16 +139,18 @@ int select_device(int local_rank) {
   return local_rank;
 }
 
-// The node's fingerprint as the probe sees it: GPU count and model, so a cache entry measured on
-// other hardware under the same name can be recognised.
-std::string gpu_fingerprint(int device) {
-  int count = 0;
-  PIPETTE_CUDA(cudaGetDeviceCount(&count));
-  cudaDeviceProp properties{};
-  PIPETTE_CUDA(cudaGetDeviceProperties(&properties, device));
-  std::string model = properties.name;
-  std::replace(model.begin(), model.end(), ' ', '-');
-  return std::to_string(count) + "x" + model;
+// The node's hardware fingerprint, computed the way the plugin computes it when it plans (hwloc),
+// so a cache entry measured on other hardware under the same name can be recognised. Only local
+// rank 0 inspects; an inspection failure costs the fingerprint, not the measurement.
+std::string node_fingerprint(const TaskPlacement& task) {
+  if (task.local_rank != 0) return "";
+  Result<NodeInspection> inspection = inspect_local_node();
+  if (!inspection) {
+    std::fprintf(stderr, "pipette-probe: warning: %s: no hardware fingerprint: %s\n", task.node_name.c_str(),
+                 inspection.error().message.c_str());
+    return "";
+  }
+  return hardware_fingerprint(*inspection);
 }
 
 // NCCL's unique id reaches every rank through a file rank 0 writes on a shared directory, or,
@@ -438,7 +442,7 @@ int run(const ProbeOptions& options, const TaskPlacement& task) {
   Watchdog watchdog("rank " + std::to_string(task.rank) + " on " + task.node_name);
   const int device = select_device(task.local_rank);
   PIPETTE_CUDA(cudaSetDevice(device));
-  const std::string fingerprint = gpu_fingerprint(device);
+  const std::string fingerprint = node_fingerprint(task);
   std::string id_file;
   const ncclUniqueId id = rendezvous(options, task, watchdog, id_file);
   const double max_bytes = *std::max_element(options.message_bytes.begin(), options.message_bytes.end());
@@ -454,7 +458,11 @@ int run(const ProbeOptions& options, const TaskPlacement& task) {
     std::fflush(stdout);
   }
   const std::vector<double> mine = measure(link, layout, plan, options, task.rank);
-  const std::vector<char> gathered = link.all_gather(mine.data(), mine.size() * sizeof(double), task.world_size, "timings");
+  // Every rank has the same plan, so all skip the gather together when there was nothing to measure
+  // (one node with --no-intra).
+  const std::vector<char> gathered =
+      mine.empty() ? std::vector<char>{}
+                   : link.all_gather(mine.data(), mine.size() * sizeof(double), task.world_size, "timings");
   int failed = 0;
   if (task.rank == 0) failed = write_results(layout, plan, gathered, options) ? 0 : 1;
   return link.max_over_ranks(failed);  // every task exits with rank 0's verdict

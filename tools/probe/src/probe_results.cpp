@@ -21,14 +21,6 @@ double slowest(std::span<const double> slot_seconds, int num_slots, int slot, st
 
 }  // namespace
 
-std::string nccl_version_string(int version_code) {
-  const bool new_scheme = version_code >= 20900;
-  const int major = new_scheme ? version_code / 10000 : version_code / 1000;
-  const int minor = new_scheme ? (version_code % 10000) / 100 : (version_code % 1000) / 100;
-  const int patch = version_code % 100;
-  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
-}
-
 ProbeOutcome assemble_link_cache(const ProbeLayout& layout, const MeasurementPlan& plan,
                                  std::span<const double> slot_seconds, std::int64_t measured_at_unix_seconds,
                                  const std::string& nccl_version) {
@@ -68,45 +60,39 @@ ProbeOutcome assemble_link_cache(const ProbeLayout& layout, const MeasurementPla
     }
   }
 
+  if (plan.intra_rounds.empty()) return outcome;
   for (int node = 0; node < layout.num_nodes(); ++node) {
     NodeMeasurement measurement;
     measurement.name = layout.node_names[static_cast<size_t>(node)];
     measurement.measured_at_unix_seconds = measured_at_unix_seconds;
     measurement.nccl_version = nccl_version;
     measurement.fingerprint = layout.fingerprints[static_cast<size_t>(node)];
-    if (!plan.intra_rounds.empty()) {
-      std::vector<double> bandwidth(static_cast<size_t>(g * g), 0.0);
-      std::vector<double> latency(static_cast<size_t>(g * g), 0.0);
-      bool complete = true;
-      for (int round = 0; round < static_cast<int>(plan.intra_rounds.size()) && complete; ++round) {
-        for (const Pairing& pair : plan.intra_rounds[static_cast<size_t>(round)]) {
-          const int ranks[] = {layout.rank_at(node, pair.first), layout.rank_at(node, pair.second)};
-          std::vector<TransferTiming> timings;
-          for (int size = 0; size < plan.num_sizes(); ++size) {
-            const double seconds = slowest(slot_seconds, num_slots, plan.intra_slot(round, size), ranks);
-            if (std::isfinite(seconds)) timings.push_back({plan.message_bytes[static_cast<size_t>(size)], seconds});
-          }
-          Result<AlphaBetaFit> fit = fit_alpha_beta(timings);
-          if (!fit) {
-            outcome.warnings.push_back("node " + measurement.name + " GPUs " + std::to_string(pair.first) + "-" +
-                                       std::to_string(pair.second) + ": " + fit.error().message +
-                                       "; its intra-node matrix is not recorded");
-            complete = false;
-            break;
-          }
-          for (auto [from, to] : {std::pair{pair.first, pair.second}, std::pair{pair.second, pair.first}}) {
-            bandwidth[static_cast<size_t>(from * g + to)] = fit->bandwidth_bytes_per_second;
-            latency[static_cast<size_t>(from * g + to)] = fit->latency_seconds;
-          }
+    measurement.gpus = g;
+    measurement.bandwidth_bytes_per_second.assign(static_cast<size_t>(g * g), 0.0);
+    measurement.latency_seconds.assign(static_cast<size_t>(g * g), 0.0);
+    bool complete = true;
+    for (int round = 0; round < static_cast<int>(plan.intra_rounds.size()) && complete; ++round) {
+      for (const Pairing& pair : plan.intra_rounds[static_cast<size_t>(round)]) {
+        const int ranks[] = {layout.rank_at(node, pair.first), layout.rank_at(node, pair.second)};
+        std::vector<TransferTiming> timings;
+        for (int size = 0; size < plan.num_sizes(); ++size) {
+          const double seconds = slowest(slot_seconds, num_slots, plan.intra_slot(round, size), ranks);
+          if (std::isfinite(seconds)) timings.push_back({plan.message_bytes[static_cast<size_t>(size)], seconds});
+        }
+        Result<AlphaBetaFit> fit = fit_alpha_beta(timings);
+        if (!fit) {
+          outcome.warnings.push_back("node " + measurement.name + " not recorded: GPUs " + std::to_string(pair.first) +
+                                     "-" + std::to_string(pair.second) + ": " + fit.error().message);
+          complete = false;
+          break;
+        }
+        for (auto [from, to] : {std::pair{pair.first, pair.second}, std::pair{pair.second, pair.first}}) {
+          measurement.bandwidth_bytes_per_second[static_cast<size_t>(from * g + to)] = fit->bandwidth_bytes_per_second;
+          measurement.latency_seconds[static_cast<size_t>(from * g + to)] = fit->latency_seconds;
         }
       }
-      if (complete && g > 1) {
-        measurement.gpus = g;
-        measurement.bandwidth_bytes_per_second = std::move(bandwidth);
-        measurement.latency_seconds = std::move(latency);
-      }
     }
-    outcome.cache.nodes.push_back(std::move(measurement));
+    if (complete) outcome.cache.nodes.push_back(std::move(measurement));
   }
   return outcome;
 }

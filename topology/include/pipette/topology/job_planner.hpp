@@ -55,6 +55,21 @@ struct JobPlan {
   int assumed_node_pairs = 0;
 };
 
+// Everything plan_job does before the search: the resolved model and training (request, then
+// site defaults), the assembled cluster and the notes. The CLI's `simulate` and `explain` use it
+// to evaluate a given configuration on the same cluster.
+struct PreparedJob {
+  ModelSpec model;
+  TrainingSpec training;
+  Cluster cluster;
+  SearchOptions options;                  // the site's, with the request's top_k
+  std::vector<std::string> links_assumed;
+  std::vector<std::string> notes;
+  int measured_node_pairs = 0;
+  int assumed_node_pairs = 0;
+};
+Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& site);
+
 // Loads the model, reads the link cache (missing: priors and a note, or an error when the site
 // requires measurements), inspects the node, assembles the cluster, and searches. Never throws;
 // every error is one line naming the input and what would fix it.

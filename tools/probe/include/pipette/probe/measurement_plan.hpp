@@ -13,7 +13,7 @@ struct TaskIdentity {
   int node_index = 0;  // SLURM_NODEID
   int local_rank = 0;  // SLURM_LOCALID
   std::string node_name;
-  std::string fingerprint;  // the node's hardware fingerprint, as its tasks computed it
+  std::string fingerprint;  // the node's hardware fingerprint; only local rank 0's counts
 };
 
 // Which node and GPU each rank drives, checked for the shape the probe needs: nodes 0..N−1, the

@@ -24,14 +24,11 @@ struct ProbeOutcome {
 // node pair's aggregate, as Cluster::inter_node expects. Each exchange sends and receives at once,
 // so the figure is the per-direction bandwidth under full-duplex load. Inside a node, the pair
 // (i, j) takes the slower of its two GPUs and fills both directions of the matrix.
-// Every node gets an entry (time, NCCL version, fingerprint) even when --no-intra left its
-// matrix out.
+// Nodes get an entry (time, NCCL version, fingerprint, matrix) only with a complete intra-node
+// matrix: the cache keeps the newer entry per node, so an entry without one (--no-intra, one GPU
+// per node) would replace a measured matrix with nothing.
 ProbeOutcome assemble_link_cache(const ProbeLayout& layout, const MeasurementPlan& plan,
                                  std::span<const double> slot_seconds, std::int64_t measured_at_unix_seconds,
                                  const std::string& nccl_version);
-
-// "2.21.5" from ncclGetVersion's code (major·10000 + minor·100 + patch since NCCL 2.9; the older
-// major·1000 + minor·100 + patch before).
-std::string nccl_version_string(int version_code);
 
 }  // namespace pipette::probe

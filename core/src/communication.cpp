@@ -1,0 +1,344 @@
+// The network half of the performance model: α–β costs of point-to-point messages and ring
+// collectives on the measured per-link bandwidths and latencies of one cluster.
+//
+// Mechanisms modelled, and why:
+//  - Inter-node links are node-pair aggregates over all rails (pipette-probe measures them with
+//    every rail busy). k concurrent flows of one node pair use min(k, rails) rails and share them:
+//    one flow cannot use more than its own rail, many flows cannot use more than all of them.
+//  - NCCL's ring all-reduce costs 2(n−1)/n · bytes / bandwidth + 2(n−1) · α. A ring runs at its
+//    slowest link and pays its slowest step's latency on every step.
+//  - Across nodes NCCL's rings are hierarchical in effect: reduce-scatter inside each node, one
+//    inter-node ring per local GPU over the node ring (each carrying 1/g of the data), all-gather
+//    inside each node. The node ring runs at its slowest node pair, so a ring over more nodes sees
+//    a worse bottleneck and more latency steps. That is the mechanism behind the fall of bus
+//    bandwidth with node count in ground_truth_data/ultrascale_collective_bandwidth_vs_nodes.csv;
+//    a model with one nominal inter-node bandwidth cannot reproduce it.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "communication_internal.hpp"
+#include "pipette/core/performance.hpp"
+
+namespace pipette {
+
+namespace {
+
+int node_of(const Cluster& cluster, int gpu) { return gpu / cluster.gpus_per_node; }
+int local_of(const Cluster& cluster, int gpu) { return gpu % cluster.gpus_per_node; }
+
+// Bandwidth one of `flows` concurrent flows gets on a node pair.
+double flow_bandwidth_bytes_per_second(const Cluster& cluster, int from_node, int to_node, int flows) {
+  const int rails = std::max(1, cluster.nics_per_node);
+  const int sharing = std::max(1, flows);
+  return cluster.inter_node.at(from_node, to_node).bandwidth_bytes_per_second * std::min(sharing, rails) /
+         (static_cast<double>(rails) * sharing);
+}
+
+// Cost of an all-reduce over a fixed group as a function of the payload: payload · per_byte + latency.
+struct CollectiveCost {
+  double seconds_per_payload_byte = 0;
+  double latency_seconds = 0;
+  double seconds(double payload_bytes) const { return payload_bytes * seconds_per_payload_byte + latency_seconds; }
+  // Phases that run one after another.
+  CollectiveCost operator+(const CollectiveCost& next) const {
+    return {seconds_per_payload_byte + next.seconds_per_payload_byte, latency_seconds + next.latency_seconds};
+  }
+};
+
+struct RingBottleneck {
+  double bandwidth_bytes_per_second = std::numeric_limits<double>::infinity();
+  double latency_seconds = 0;
+  void add(const Link& link) {
+    bandwidth_bytes_per_second = std::min(bandwidth_bytes_per_second, link.bandwidth_bytes_per_second);
+    latency_seconds = std::max(latency_seconds, link.latency_seconds);
+  }
+};
+
+// A group of GPUs seen as NCCL's hierarchical ring: its nodes in order of first appearance (the
+// node ring follows rank order) and, per node, the local GPUs in rank order.
+class NodeRing {
+ public:
+  NodeRing(const Cluster& cluster, const std::vector<int>& gpus) : size_(static_cast<int>(gpus.size())) {
+    std::vector<int> group_of_gpu(gpus.size());
+    std::vector<int> group_sizes;
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      const int node = node_of(cluster, gpus[i]);
+      const auto found = std::find(nodes_.begin(), nodes_.end(), node);
+      group_of_gpu[i] = static_cast<int>(found - nodes_.begin());
+      if (found == nodes_.end()) {
+        nodes_.push_back(node);
+        group_sizes.push_back(0);
+      }
+      ++group_sizes[static_cast<size_t>(group_of_gpu[i])];
+    }
+    group_begin_.assign(nodes_.size() + 1, 0);
+    for (size_t g = 0; g < nodes_.size(); ++g) group_begin_[g + 1] = group_begin_[g] + group_sizes[g];
+    local_gpus_.resize(gpus.size());
+    std::vector<int> filled(group_begin_.begin(), group_begin_.end() - 1);
+    for (size_t i = 0; i < gpus.size(); ++i)
+      local_gpus_[static_cast<size_t>(filled[static_cast<size_t>(group_of_gpu[i])]++)] = local_of(cluster, gpus[i]);
+  }
+
+  int size() const { return size_; }
+  int node_count() const { return static_cast<int>(nodes_.size()); }
+  const std::vector<int>& nodes() const { return nodes_; }
+  int node(int index) const { return nodes_[static_cast<size_t>(index)]; }
+  int gpus_on(int index) const { return group_begin_[static_cast<size_t>(index) + 1] - group_begin_[static_cast<size_t>(index)]; }
+  int local_gpu(int index, int k) const { return local_gpus_[static_cast<size_t>(group_begin_[static_cast<size_t>(index)] + k)]; }
+  std::pair<int, int> edge(int index) const { return {node(index), node((index + 1) % node_count())}; }
+
+  // Inter-node sub-rings (one per local GPU) run in parallel; the node with the fewest GPUs
+  // pushes its whole share through that many of them.
+  int subrings() const {
+    int fewest = size_;
+    for (int i = 0; i < node_count(); ++i) fewest = std::min(fewest, gpus_on(i));
+    return fewest;
+  }
+
+ private:
+  int size_ = 0;
+  std::vector<int> nodes_;
+  std::vector<int> group_begin_;  // node_count() + 1 offsets into local_gpus_
+  std::vector<int> local_gpus_;   // grouped by node, rank order within a node
+};
+
+RingBottleneck intra_node_ring(const Cluster& cluster, const NodeRing& ring, int index) {
+  RingBottleneck bottleneck;
+  const int n = ring.gpus_on(index);
+  const LinkMatrix& links = cluster.intra_node[static_cast<size_t>(ring.node(index))];
+  for (int k = 0; k < n; ++k) bottleneck.add(links.at(ring.local_gpu(index, k), ring.local_gpu(index, (k + 1) % n)));
+  return bottleneck;
+}
+
+// Single node: the plain ring. Across nodes: reduce-scatter inside every node at once before the
+// inter-node phase and all-gather after it, together one intra-node ring all-reduce's traffic
+// and steps. Nodes run in parallel; the slowest bandwidth and latency are taken separately (they
+// differ only on mixed nodes).
+CollectiveCost intra_node_cost(const Cluster& cluster, const NodeRing& ring) {
+  CollectiveCost cost;
+  for (int i = 0; i < ring.node_count(); ++i) {
+    const int g = ring.gpus_on(i);
+    if (g < 2) continue;
+    const RingBottleneck links = intra_node_ring(cluster, ring, i);
+    cost.seconds_per_payload_byte = std::max(cost.seconds_per_payload_byte, 2.0 * (g - 1) / g / links.bandwidth_bytes_per_second);
+    cost.latency_seconds = std::max(cost.latency_seconds, 2.0 * (g - 1) * links.latency_seconds);
+  }
+  return cost;
+}
+
+// Inter-node all-reduce of each GPU's 1/subrings shard over the node ring, at its slowest node
+// pair. `flows_on_edge(from_node, to_node)`: how many flows share that node pair while this ring
+// runs (its own sub-rings plus those of concurrent collectives).
+template <typename FlowsOnEdge>
+CollectiveCost inter_node_cost(const Cluster& cluster, const NodeRing& ring, FlowsOnEdge flows_on_edge) {
+  CollectiveCost cost;
+  const int nodes = ring.node_count();
+  if (nodes < 2) return cost;
+  double slowest_flow_bytes_per_second = std::numeric_limits<double>::infinity();
+  double slowest_latency_seconds = 0;
+  for (int i = 0; i < nodes; ++i) {
+    const auto [from, to] = ring.edge(i);
+    slowest_flow_bytes_per_second =
+        std::min(slowest_flow_bytes_per_second, flow_bandwidth_bytes_per_second(cluster, from, to, flows_on_edge(from, to)));
+    slowest_latency_seconds = std::max(slowest_latency_seconds, cluster.inter_node.at(from, to).latency_seconds);
+  }
+  const double steps = 2.0 * (nodes - 1);
+  cost.seconds_per_payload_byte = steps / nodes / ring.subrings() / slowest_flow_bytes_per_second;
+  cost.latency_seconds = steps * slowest_latency_seconds;
+  return cost;
+}
+
+template <typename FlowsOnEdge>
+CollectiveCost ring_allreduce_cost(const Cluster& cluster, const NodeRing& ring, FlowsOnEdge flows_on_edge) {
+  return intra_node_cost(cluster, ring) + inter_node_cost(cluster, ring, flows_on_edge);
+}
+
+std::vector<int> gpus_of_tp_group(const ParallelConfig& config, const detail::RankMap& map, int stage, int replica) {
+  std::vector<int> gpus(static_cast<size_t>(config.tp));
+  for (int t = 0; t < config.tp; ++t)
+    gpus[static_cast<size_t>(t)] = map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, replica, stage}))];
+  return gpus;
+}
+
+std::vector<int> gpus_of_dp_group(const ParallelConfig& config, const detail::RankMap& map, int stage, int tp_index) {
+  std::vector<int> gpus(static_cast<size_t>(config.dp));
+  for (int d = 0; d < config.dp; ++d)
+    gpus[static_cast<size_t>(d)] = map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {tp_index, d, stage}))];
+  return gpus;
+}
+
+// Flows of one pipeline boundary leaving `from_node` towards `to_node` at the same time: every
+// GPU of from_node at stage `from_stage` whose partner at `to_stage` sits on to_node. DP replicas
+// run the same schedule in lockstep, so their messages share the rails too.
+int concurrent_boundary_flows(const Cluster& cluster, const ParallelConfig& config, const detail::RankMap& map,
+                              int from_node, int to_node, int from_stage, int to_stage) {
+  int flows = 0;
+  const int first = from_node * cluster.gpus_per_node;
+  for (int gpu = first; gpu < first + cluster.gpus_per_node; ++gpu) {
+    const int rank = map.rank_of_gpu[static_cast<size_t>(gpu)];
+    if (rank < 0) continue;
+    const RankPosition position = position_of_rank(config, rank);
+    if (position.pp_index != from_stage) continue;
+    const int partner = map.gpu_of_rank[static_cast<size_t>(
+        rank_of_position(config, {position.tp_index, position.dp_index, to_stage}))];
+    if (node_of(cluster, partner) == to_node) ++flows;
+  }
+  return flows;
+}
+
+}  // namespace
+
+double p2p_seconds(const Cluster& cluster, int from_gpu, int to_gpu, double bytes, int concurrent_flows) {
+  if (from_gpu == to_gpu) return 0;
+  const int from_node = node_of(cluster, from_gpu);
+  const int to_node = node_of(cluster, to_gpu);
+  if (from_node == to_node) {
+    // NVLink/NVSwitch and PCIe peer links are per GPU pair: other pairs do not share them.
+    const Link& link = cluster.intra_node[static_cast<size_t>(from_node)].at(local_of(cluster, from_gpu),
+                                                                              local_of(cluster, to_gpu));
+    return link.latency_seconds + bytes / link.bandwidth_bytes_per_second;
+  }
+  return cluster.inter_node.at(from_node, to_node).latency_seconds +
+         bytes / flow_bandwidth_bytes_per_second(cluster, from_node, to_node, concurrent_flows);
+}
+
+double ring_allreduce_seconds(const Cluster& cluster, const std::vector<int>& gpus, double bytes) {
+  const NodeRing ring(cluster, gpus);
+  const int own_flows = ring.subrings();
+  return ring_allreduce_cost(cluster, ring, [own_flows](int, int) { return own_flows; }).seconds(bytes);
+}
+
+namespace detail {
+
+RankMap make_rank_map(const Cluster& cluster, const Placement& placement) {
+  RankMap map;
+  map.gpu_of_rank = placement.gpu_of_rank;
+  map.rank_of_gpu.assign(static_cast<size_t>(cluster.num_gpus()), -1);
+  for (size_t rank = 0; rank < placement.gpu_of_rank.size(); ++rank)
+    map.rank_of_gpu[static_cast<size_t>(placement.gpu_of_rank[rank])] = static_cast<int>(rank);
+  return map;
+}
+
+double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                              double message_bytes, int boundary, int replica) {
+  double slowest = 0;
+  // The tp flows of a replica usually cross one node pair: count its concurrent flows once.
+  int counted_sender_node = -1;
+  int counted_receiver_node = -1;
+  int forward_flows = 1;
+  int backward_flows = 1;
+  for (int t = 0; t < config.tp; ++t) {
+    const int sender = map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, replica, boundary}))];
+    const int receiver = map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, replica, boundary + 1}))];
+    const int sender_node = node_of(cluster, sender);
+    const int receiver_node = node_of(cluster, receiver);
+    if (sender_node != receiver_node && (sender_node != counted_sender_node || receiver_node != counted_receiver_node)) {
+      forward_flows = concurrent_boundary_flows(cluster, config, map, sender_node, receiver_node, boundary, boundary + 1);
+      backward_flows = concurrent_boundary_flows(cluster, config, map, receiver_node, sender_node, boundary + 1, boundary);
+      counted_sender_node = sender_node;
+      counted_receiver_node = receiver_node;
+    }
+    const double seconds = 0.5 * (p2p_seconds(cluster, sender, receiver, message_bytes, forward_flows) +
+                                  p2p_seconds(cluster, receiver, sender, message_bytes, backward_flows));
+    slowest = std::max(slowest, seconds);
+  }
+  return slowest;
+}
+
+double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                             const StageWork& work, int stage, int replica) {
+  if (config.tp <= 1) return 0;
+  const NodeRing ring(cluster, gpus_of_tp_group(config, map, stage, replica));
+  const int own_flows = ring.subrings();
+  const CollectiveCost cost = ring_allreduce_cost(cluster, ring, [own_flows](int, int) { return own_flows; });
+  // tp_bytes_per_microbatch counts bytes on the wire per GPU; an all-reduce of P bytes puts
+  // 2(t−1)/t · P there.
+  const double wire_bytes_per_payload_byte = 2.0 * (config.tp - 1) / config.tp;
+  return cost.seconds_per_payload_byte * (work.tp_bytes_per_microbatch / wire_bytes_per_payload_byte) +
+         cost.latency_seconds * work.tp_collectives_per_microbatch;
+}
+
+double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                            const StageWork& work, int stage) {
+  if (config.dp <= 1) return 0;
+  // Every tp index of the stage reduces its own shard over its own DP group, all at once, so
+  // groups that cross the same node pair share its rails. A distributed optimizer's
+  // reduce-scatter + all-gather moves the same bytes in the same ring steps as one all-reduce.
+  // The usual case (TP groups inside nodes): every tp index's group visits the same nodes in the
+  // same order, so all cross every edge of one node ring and only their intra-node rings differ.
+  const NodeRing first(cluster, gpus_of_dp_group(config, map, stage, 0));
+  bool same_node_ring = true;
+  for (int t = 1; t < config.tp && same_node_ring; ++t)
+    for (int d = 0; d < config.dp && same_node_ring; ++d)
+      same_node_ring = node_of(cluster, map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, d, stage}))]) ==
+                       node_of(cluster, map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {0, d, stage}))]);
+  double slowest = 0;
+  if (same_node_ring) {
+    const int flows = config.tp * first.subrings();
+    const CollectiveCost inter = inter_node_cost(cluster, first, [flows](int, int) { return flows; });
+    const bool intra_phase = first.size() > first.node_count();  // some node holds two GPUs of a group
+    for (int t = 0; t < config.tp; ++t) {
+      const CollectiveCost intra =
+          !intra_phase ? CollectiveCost{}
+                       : intra_node_cost(cluster, t == 0 ? first : NodeRing(cluster, gpus_of_dp_group(config, map, stage, t)));
+      slowest = std::max(slowest, (intra + inter).seconds(work.gradient_bytes_per_gpu));
+    }
+    return slowest;
+  }
+  std::vector<NodeRing> rings;
+  rings.reserve(static_cast<size_t>(config.tp));
+  for (int t = 0; t < config.tp; ++t) rings.emplace_back(cluster, gpus_of_dp_group(config, map, stage, t));
+  std::vector<std::pair<std::int64_t, int>> edge_flows;
+  const auto edge_key = [&cluster](int from, int to) { return static_cast<std::int64_t>(from) * cluster.num_nodes() + to; };
+  for (const NodeRing& ring : rings) {
+    if (ring.node_count() < 2) continue;
+    for (int i = 0; i < ring.node_count(); ++i) {
+      const auto [from, to] = ring.edge(i);
+      edge_flows.emplace_back(edge_key(from, to), ring.subrings());
+    }
+  }
+  std::sort(edge_flows.begin(), edge_flows.end());
+  std::vector<std::pair<std::int64_t, int>> merged;
+  for (const auto& [key, flows] : edge_flows) {
+    if (!merged.empty() && merged.back().first == key)
+      merged.back().second += flows;
+    else
+      merged.emplace_back(key, flows);
+  }
+  const auto flows_on_edge = [&](int from, int to) {
+    return std::lower_bound(merged.begin(), merged.end(), std::pair<std::int64_t, int>(edge_key(from, to), 0))->second;
+  };
+  for (const NodeRing& ring : rings)
+    slowest = std::max(slowest, ring_allreduce_cost(cluster, ring, flows_on_edge).seconds(work.gradient_bytes_per_gpu));
+  return slowest;
+}
+
+}  // namespace detail
+
+CommunicationTimes communication_times(const Cluster& cluster, const ParallelConfig& config,
+                                       const WorkProfile& work, const Placement& placement) {
+  const detail::RankMap map = detail::make_rank_map(cluster, placement);
+  CommunicationTimes times;
+  const auto pp = static_cast<size_t>(config.pp);
+  const auto dp = static_cast<size_t>(config.dp);
+  times.p2p_seconds.assign(pp > 0 ? pp - 1 : 0, std::vector<double>(dp, 0.0));
+  times.tp_seconds.assign(pp, std::vector<double>(dp, 0.0));
+  times.dp_seconds.assign(pp, 0.0);
+  for (int s = 0; s < config.pp; ++s) {
+    const StageWork& stage = work.stages[static_cast<size_t>(s)];
+    for (int d = 0; d < config.dp; ++d) {
+      if (s + 1 < config.pp)
+        times.p2p_seconds[static_cast<size_t>(s)][static_cast<size_t>(d)] =
+            detail::stage_boundary_seconds(cluster, config, map, work.p2p_bytes_per_microbatch, s, d);
+      times.tp_seconds[static_cast<size_t>(s)][static_cast<size_t>(d)] =
+          detail::tp_collective_seconds(cluster, config, map, stage, s, d);
+    }
+    times.dp_seconds[static_cast<size_t>(s)] = detail::dp_reduction_seconds(cluster, config, map, stage, s);
+  }
+  return times;
+}
+
+}  // namespace pipette

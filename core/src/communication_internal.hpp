@@ -1,0 +1,35 @@
+#pragma once
+// The per-entry pieces of communication_times, shared with the placement search so that a move
+// recomputes only the entries it changed, with exactly the costs the full evaluation uses.
+#include <vector>
+
+#include "pipette/core/cluster.hpp"
+#include "pipette/core/performance.hpp"
+#include "pipette/core/plan.hpp"
+
+namespace pipette::detail {
+
+// A placement seen from both sides.
+struct RankMap {
+  std::vector<int> gpu_of_rank;  // size world_size
+  std::vector<int> rank_of_gpu;  // size cluster.num_gpus(); -1 where the GPU is idle
+};
+
+RankMap make_rank_map(const Cluster& cluster, const Placement& placement);
+
+// One activation message across pipeline boundary `boundary` (stage boundary → boundary + 1) of
+// DP replica `replica`: the slowest of its tp GPUs, each sending while every other flow of the
+// same boundary between the same two nodes sends too; forward and backward directions averaged,
+// because the schedule sends each micro-batch once each way.
+double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                              double message_bytes, int boundary, int replica);
+
+// The TP collectives of one micro-batch (forward + backward) of stage `stage`, replica `replica`.
+double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                             const StageWork& work, int stage, int replica);
+
+// The slowest of stage `stage`'s tp concurrent DP gradient reductions.
+double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                            const StageWork& work, int stage);
+
+}  // namespace pipette::detail

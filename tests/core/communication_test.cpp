@@ -1,0 +1,277 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "pipette/core/performance.hpp"
+#include "pipette/core/units.hpp"
+
+namespace pipette {
+namespace {
+
+using units::gigabyte;
+using units::microsecond;
+
+Cluster uniform_cluster(int nodes, int gpus_per_node, int rails, Link intra, Link inter) {
+  Cluster cluster;
+  for (int n = 0; n < nodes; ++n) cluster.node_names.push_back("n" + std::to_string(n));
+  cluster.gpus_per_node = gpus_per_node;
+  cluster.nics_per_node = rails;
+  cluster.intra_node.assign(static_cast<size_t>(nodes), LinkMatrix(gpus_per_node, intra));
+  cluster.inter_node = LinkMatrix(nodes, inter);
+  return cluster;
+}
+
+const Link nvlink{200 * gigabyte, 2 * microsecond, true};
+const Link fabric{100 * gigabyte, 5 * microsecond, true};  // all rails of one node pair together
+
+TEST(P2p, IntraNodeIsLatencyPlusBytesOverTheGpuPairLink) {
+  Cluster cluster = uniform_cluster(1, 4, 2, nvlink, fabric);
+  cluster.intra_node[0].at(1, 3) = Link{50 * gigabyte, 3 * microsecond, true};
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 0, 2, 1e9, 1), 2e-6 + 1e9 / 200e9);
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 1, 3, 1e9, 4), 3e-6 + 1e9 / 50e9);  // flows do not share GPU pairs
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 2, 2, 1e9, 1), 0.0);
+}
+
+TEST(P2p, ConcurrentFlowsOfANodePairShareMinOfFlowsAndRails) {
+  const Cluster cluster = uniform_cluster(2, 8, 4, nvlink, fabric);
+  // One flow rides one of four rails: a quarter of the node pair's 100 GB/s.
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 0, 8, 1e9, 1), 5e-6 + 1e9 / 25e9);
+  // Four flows use all four rails, still 25 GB/s each.
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 0, 8, 1e9, 4), 5e-6 + 1e9 / 25e9);
+  // Eight flows share the four rails: 12.5 GB/s each.
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 3, 12, 1e9, 8), 5e-6 + 1e9 / 12.5e9);
+}
+
+TEST(P2p, UsesTheDirectedLinkOfTheNodePair) {
+  Cluster cluster = uniform_cluster(2, 1, 1, nvlink, fabric);
+  cluster.inter_node.at(1, 0) = Link{10 * gigabyte, 9 * microsecond, true};
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 0, 1, 1e9, 1), 5e-6 + 1e9 / 100e9);
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 1, 0, 1e9, 1), 9e-6 + 1e9 / 10e9);
+}
+
+TEST(RingAllreduce, OneNodeIsTheNcclRingFormulaAtTheSlowestRingLink) {
+  Cluster cluster = uniform_cluster(1, 8, 8, nvlink, fabric);
+  const std::vector<int> gpus = {0, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, gpus, 1e9), 2.0 * 7 / 8 * 1e9 / 200e9 + 14 * 2e-6);
+  // A slow link off the ring (0→2) changes nothing; one on it (2→3) sets the pace.
+  cluster.intra_node[0].at(0, 2) = Link{20 * gigabyte, 2 * microsecond, true};
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, gpus, 1e9), 2.0 * 7 / 8 * 1e9 / 200e9 + 14 * 2e-6);
+  cluster.intra_node[0].at(2, 3) = Link{50 * gigabyte, 4 * microsecond, true};
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, gpus, 1e9), 2.0 * 7 / 8 * 1e9 / 50e9 + 14 * 4e-6);
+  // Ring order follows the group's order: 0,2,1,... uses the slow 0→2 link.
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, {0, 2, 1, 3}, 1e9), 2.0 * 3 / 4 * 1e9 / 20e9 + 6 * 2e-6);
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, {5}, 1e9), 0.0);
+}
+
+TEST(RingAllreduce, AcrossNodesIsIntraReduceScatterInterRingIntraAllGather) {
+  const Cluster cluster = uniform_cluster(2, 4, 4, nvlink, fabric);
+  const double bytes = 1e9;
+  // Intra: reduce-scatter + all-gather over 4 GPUs = 2·3/4 of the bytes, 2·3 steps.
+  const double intra = 2.0 * 3 / 4 * bytes / 200e9 + 6 * 2e-6;
+  // Inter: 4 sub-rings each all-reduce a quarter over 2 nodes, one rail (25 GB/s) each.
+  const double inter = 2.0 * 1 / 2 * (bytes / 4) / 25e9 + 2 * 5e-6;
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, {0, 1, 2, 3, 4, 5, 6, 7}, bytes), intra + inter);
+  // One GPU per node: no intra phase, the whole payload over one rail.
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, {1, 5}, bytes), 2.0 * 1 / 2 * bytes / 25e9 + 2 * 5e-6);
+}
+
+TEST(RingAllreduce, NodeRingRunsAtItsSlowestLinkInRankOrder) {
+  Cluster cluster = uniform_cluster(4, 1, 1, nvlink, fabric);
+  cluster.inter_node.at(0, 2) = Link{10 * gigabyte, 5 * microsecond, true};
+  const double fast = 2.0 * 3 / 4 * 1e9 / 100e9 + 6 * 5e-6;
+  const double slow = 2.0 * 3 / 4 * 1e9 / 10e9 + 6 * 5e-6;
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, {0, 1, 2, 3}, 1e9), fast);
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, {0, 2, 1, 3}, 1e9), slow);
+  // The closing edge 3→0 of the ring counts too.
+  cluster.inter_node.at(3, 0) = Link{20 * gigabyte, 5 * microsecond, true};
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, {0, 1, 2, 3}, 1e9), 2.0 * 3 / 4 * 1e9 / 20e9 + 6 * 5e-6);
+}
+
+std::map<std::string, std::vector<std::string>> read_csv_rows(const std::string& path, const std::string& key_column) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << "cannot read " << path;
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> header;
+  std::stringstream header_stream(line);
+  for (std::string cell; std::getline(header_stream, cell, ',');) header.push_back(cell);
+  const auto key_index = std::find(header.begin(), header.end(), key_column) - header.begin();
+  std::map<std::string, std::vector<std::string>> rows;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::stringstream cells_stream(line);
+    for (std::string cell; std::getline(cells_stream, cell, ',');) cells.push_back(cell);
+    rows[cells[static_cast<size_t>(key_index)] + (key_column == "payload" ? "" : "/" + cells[1])] = cells;
+  }
+  return rows;
+}
+
+// ground_truth_data/h200_allreduce_size_sweep.csv: nccl-tests all_reduce on 8x H200. The α–β
+// ring with α fitted on the smallest payload alone and β on the largest alone must predict every
+// payload in between: the model's shape, not a curve fit.
+TEST(RingAllreduce, AlphaBetaRingReproducesTheH200SizeSweep) {
+  const auto rows = read_csv_rows(std::string(PIPETTE_SHARED_DIR) + "/ground_truth_data/h200_allreduce_size_sweep.csv", "payload");
+  ASSERT_EQ(rows.size(), 20u);
+  const auto payload_bytes = [](const std::string& text) {
+    const double scale = text.ends_with("KiB") ? units::kibibyte : text.ends_with("MiB") ? units::mebibyte : units::gibibyte;
+    return std::stod(text.substr(0, text.size() - 3)) * scale;
+  };
+  const double largest_busbw = std::stod(rows.at("16GiB")[1]) * gigabyte;
+  const double smallest_seconds = 2.0 * 7 / 8 * 32 * units::kibibyte / (std::stod(rows.at("32KiB")[1]) * gigabyte);
+  const double alpha = smallest_seconds / 14;
+  const Cluster cluster = uniform_cluster(1, 8, 8, Link{largest_busbw, alpha, true}, fabric);
+  const std::vector<int> gpus = {0, 1, 2, 3, 4, 5, 6, 7};
+  std::vector<double> relative_errors;
+  for (const auto& [payload, cells] : rows) {
+    const double bytes = payload_bytes(payload);
+    const double predicted_busbw = 2.0 * 7 / 8 * bytes / ring_allreduce_seconds(cluster, gpus, bytes);
+    const double measured_busbw = std::stod(cells[1]) * gigabyte;
+    relative_errors.push_back(std::abs(predicted_busbw / measured_busbw - 1));
+    if (bytes >= 256 * units::mebibyte) {
+      EXPECT_NEAR(predicted_busbw / measured_busbw, 1.0, 0.08) << payload;
+    }
+    EXPECT_NEAR(predicted_busbw / measured_busbw, 1.0, 0.40) << payload;  // NCCL protocol switches mid-range
+  }
+  std::sort(relative_errors.begin(), relative_errors.end());
+  EXPECT_LT(relative_errors[relative_errors.size() / 2], 0.15);
+}
+
+// ground_truth_data/ultrascale_collective_bandwidth_vs_nodes.csv: 256 MB all-reduce bus bandwidth
+// on AWS p5 (8x H100, 32x100 Gb EFA = 400 GB/s per node; NCCL drives each GPU's four EFA
+// devices with several channels, so a node has 8 GPU-wide rails) falls 11x from 2 to 64 nodes. One
+// nominal inter-node bandwidth cannot produce that; a ring over measured, uneven node pairs runs
+// at its slowest pair, and more nodes mean a worse slowest pair and more latency steps.
+TEST(RingAllreduce, BusBandwidthFallsWithNodeCountLikeUltrascaleMeasurements) {
+  const auto rows = read_csv_rows(
+      std::string(PIPETTE_SHARED_DIR) + "/ground_truth_data/ultrascale_collective_bandwidth_vs_nodes.csv", "collective");
+  const double bytes = 256 * units::mebibyte;
+  const Link h100_nvlink{480 * gigabyte, 3 * microsecond, true};
+  const double efa_median_bytes_per_second = 400 * gigabyte;
+  const double efa_step_latency_seconds = 20 * microsecond;
+  const int max_nodes = 64;
+  const auto predicted_busbw = [&](double spread_sigma, int nodes) {
+    std::vector<double> draws;
+    for (int draw = 0; draw < 31; ++draw) {
+      Cluster cluster = uniform_cluster(max_nodes, 8, 8, h100_nvlink, Link{efa_median_bytes_per_second, efa_step_latency_seconds, true});
+      std::mt19937_64 random(static_cast<std::uint64_t>(draw) * 7919 + 17);
+      std::normal_distribution<double> normal(0.0, 1.0);
+      for (int a = 0; a < max_nodes; ++a)
+        for (int b = 0; b < max_nodes; ++b)
+          cluster.inter_node.at(a, b).bandwidth_bytes_per_second = efa_median_bytes_per_second * std::exp(spread_sigma * normal(random));
+      std::vector<int> gpus(static_cast<size_t>(8 * nodes));
+      for (size_t g = 0; g < gpus.size(); ++g) gpus[g] = static_cast<int>(g);
+      const double n = static_cast<double>(gpus.size());
+      draws.push_back(2 * (n - 1) / n * bytes / ring_allreduce_seconds(cluster, gpus, bytes));
+    }
+    std::nth_element(draws.begin(), draws.begin() + 15, draws.end());
+    return draws[15];
+  };
+  const double spread_sigma = 0.8;
+  double previous = std::numeric_limits<double>::infinity();
+  for (const int nodes : {2, 4, 8, 16, 32, 64}) {
+    const double measured = std::stod(rows.at("AllReduce/" + std::to_string(nodes))[4]) * gigabyte;
+    const double predicted = predicted_busbw(spread_sigma, nodes);
+    EXPECT_LT(predicted, previous) << nodes << " nodes";
+    previous = predicted;
+    if (nodes >= 4) {
+      EXPECT_NEAR(std::log(predicted / measured), 0.0, std::log(1.6)) << nodes << " nodes";
+    }
+  }
+  // The same fabric without spread predicts 64 nodes far too fast: the bottleneck link matters.
+  const double measured_64 = std::stod(rows.at("AllReduce/64")[4]) * gigabyte;
+  EXPECT_GT(predicted_busbw(0.0, 64), 2.5 * measured_64);
+}
+
+// tp=2, pp=2, dp=2 on 2 nodes × 4 GPUs in the default order: rank = GPU. Megatron order puts
+// stage 0 (ranks 0–3) on node 0 and stage 1 (ranks 4–7) on node 1; TP groups {0,1},{2,3};
+// DP groups of stage 0 {0,2} and {1,3}.
+WorkProfile two_stage_work() {
+  WorkProfile work;
+  work.p2p_bytes_per_microbatch = 64e6;
+  work.num_microbatches = 8;
+  for (int s = 0; s < 2; ++s) {
+    StageWork stage;
+    stage.tp_bytes_per_microbatch = 2e9;
+    stage.tp_collectives_per_microbatch = 10;
+    stage.gradient_bytes_per_gpu = 4e9;
+    work.stages.push_back(stage);
+  }
+  return work;
+}
+
+Placement identity_placement(int gpus) {
+  Placement placement;
+  for (int g = 0; g < gpus; ++g) placement.gpu_of_rank.push_back(g);
+  return placement;
+}
+
+TEST(CommunicationTimes, HandComputedTwoStageTwoReplicaLayout) {
+  Cluster cluster = uniform_cluster(2, 4, 2, nvlink, fabric);
+  cluster.intra_node[0].at(3, 1) = Link{40 * gigabyte, 2 * microsecond, true};  // on DP ring {1,3} of stage 0
+  ParallelConfig config;
+  config.tp = 2;
+  config.pp = 2;
+  config.dp = 2;
+  const CommunicationTimes times = communication_times(cluster, config, two_stage_work(), identity_placement(8));
+  ASSERT_EQ(times.p2p_seconds.size(), 1u);
+  ASSERT_EQ(times.p2p_seconds[0].size(), 2u);
+  // Both replicas' tp=2 GPUs cross node 0→1 at once: 4 flows on 2 rails, 100/4 GB/s each.
+  for (int d = 0; d < 2; ++d) EXPECT_DOUBLE_EQ(times.p2p_seconds[0][d], 5e-6 + 64e6 / 25e9);
+  // TP: the wire bytes over the pair link plus 2(t−1) = 2 latency steps per collective.
+  for (int s = 0; s < 2; ++s)
+    for (int d = 0; d < 2; ++d) EXPECT_DOUBLE_EQ(times.tp_seconds[s][d], 2e9 / 200e9 + 10 * 2 * 2e-6);
+  // DP of 2 GPUs inside one node: 2·1/2 of the bytes; stage 0's ring {1,3} uses the slow 3→1.
+  EXPECT_DOUBLE_EQ(times.dp_seconds[0], 4e9 / 40e9 + 2 * 2e-6);
+  EXPECT_DOUBLE_EQ(times.dp_seconds[1], 4e9 / 200e9 + 2 * 2e-6);
+}
+
+TEST(CommunicationTimes, ConcurrentDpRingsOfAStageShareTheRails) {
+  // tp=4, dp=2 on 2 nodes × 4 GPUs: replica 0 on node 0, replica 1 on node 1. Four DP rings of
+  // one GPU per node cross the same node pair at once, on two rails: 25 GB/s each.
+  const Cluster cluster = uniform_cluster(2, 4, 2, nvlink, fabric);
+  ParallelConfig config;
+  config.tp = 4;
+  config.pp = 1;
+  config.dp = 2;
+  WorkProfile work = two_stage_work();
+  work.stages.resize(1);
+  const CommunicationTimes times = communication_times(cluster, config, work, identity_placement(8));
+  EXPECT_TRUE(times.p2p_seconds.empty());
+  EXPECT_DOUBLE_EQ(times.dp_seconds[0], 4e9 / 25e9 + 2 * 5e-6);
+  // Alone, one such ring would get a whole rail of 50 GB/s.
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, {0, 4}, 4e9), 4e9 / 50e9 + 2 * 5e-6);
+}
+
+TEST(CommunicationTimes, FollowsThePlacementsNodeOrder) {
+  // pp=4, tp=dp=1 on 4 nodes × 1 GPU; the pair 1↔2 is slow. The default order's boundary 1
+  // crosses it; the order 1,0,3,2 never puts nodes 1 and 2 next to each other.
+  Cluster cluster = uniform_cluster(4, 1, 1, nvlink, fabric);
+  cluster.inter_node.at(1, 2) = Link{10 * gigabyte, 5 * microsecond, true};
+  cluster.inter_node.at(2, 1) = Link{10 * gigabyte, 5 * microsecond, true};
+  ParallelConfig config;
+  config.pp = 4;
+  WorkProfile work = two_stage_work();
+  work.stages.resize(4, work.stages[0]);
+  const double fast = 5e-6 + 64e6 / 100e9;
+  const double slow = 5e-6 + 64e6 / 10e9;
+  const CommunicationTimes in_order = communication_times(cluster, config, work, identity_placement(4));
+  EXPECT_DOUBLE_EQ(in_order.p2p_seconds[0][0], fast);
+  EXPECT_DOUBLE_EQ(in_order.p2p_seconds[1][0], slow);
+  EXPECT_DOUBLE_EQ(in_order.p2p_seconds[2][0], fast);
+  Placement reordered_placement;
+  reordered_placement.gpu_of_rank = {1, 0, 3, 2};
+  const CommunicationTimes reordered = communication_times(cluster, config, work, reordered_placement);
+  for (const auto& boundary : reordered.p2p_seconds) EXPECT_DOUBLE_EQ(boundary[0], fast);
+  for (double seconds : reordered.dp_seconds) EXPECT_EQ(seconds, 0.0);
+  for (const auto& stage : reordered.tp_seconds) EXPECT_EQ(stage[0], 0.0);
+}
+
+}  // namespace
+}  // namespace pipette

@@ -1,0 +1,215 @@
+#include "pipette/topology/cluster_assembly.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/units.hpp"
+
+namespace pipette {
+namespace {
+
+constexpr std::int64_t kNow = 1796144400;  // 2026-12-01T17:00:00Z
+constexpr double kDay = 86400;
+
+NodeInspection inspect(const char* file) {
+  auto node = inspect_topology_xml(std::string(PIPETTE_SOURCE_DIR "/tests/data/hwloc/") + file);
+  EXPECT_TRUE(node.ok()) << (node.ok() ? "" : node.error().message);
+  return node.ok() ? *node : NodeInspection{};
+}
+
+SiteConfig site_with(const std::string& text) {
+  auto site = parse_site_config(text, "site.yaml");
+  EXPECT_TRUE(site.ok()) << (site.ok() ? "" : site.error().message);
+  return site.ok() ? *site : SiteConfig{};
+}
+
+PairMeasurement pair(const char* a, const char* b, double gb_per_s, double latency_us, std::int64_t at) {
+  PairMeasurement p;
+  p.node_a = a;
+  p.node_b = b;
+  p.measured_at_unix_seconds = at;
+  p.bandwidth_bytes_per_second = gb_per_s * units::gigabyte;
+  p.latency_seconds = latency_us * units::microsecond;
+  return p;
+}
+
+struct Fixture {
+  NodeInspection juwels = inspect("psmgmt-juwels-booster-4xA100-4xHDR-hwloc22.xml");
+  SiteConfig site = site_with("priors:\n  nic_gbit_per_s: 200\n  attained_fraction: 0.8\n  inter_node_latency_us: 10\n");
+  AssemblyInput input;
+  Fixture() {
+    input.node_names = {"jwb01", "jwb02", "jwb03", "jwb04"};
+    input.local = &juwels;
+    input.reference_time_unix_seconds = kNow;
+  }
+};
+
+TEST(ClusterAssembly, WithoutACacheEveryLinkIsAPriorAndSaysSo) {
+  Fixture f;
+  auto assembled = assemble_cluster(f.input, f.site);
+  ASSERT_TRUE(assembled.ok()) << assembled.error().message;
+  const Cluster& cluster = assembled->cluster;
+  EXPECT_EQ(cluster.gpus_per_node, 4);
+  EXPECT_EQ(cluster.nics_per_node, 4);  // the 4 HDR NICs hwloc found
+  EXPECT_EQ(cluster.gpu.name, "A100-40GB");
+  // 4 rails × 200 Gb/s = 100 GB/s nominal, 80% attained.
+  EXPECT_DOUBLE_EQ(cluster.inter_node.at(0, 3).bandwidth_bytes_per_second, 80e9);
+  EXPECT_DOUBLE_EQ(cluster.inter_node.at(0, 3).latency_seconds, 10e-6);
+  EXPECT_FALSE(cluster.inter_node.at(0, 3).measured);
+  // A100 SXM4 without NVSwitch or an NVLink matrix: 12 NVLinks split over 3 peers, 80% attained.
+  EXPECT_DOUBLE_EQ(cluster.intra_node[2].at(0, 1).bandwidth_bytes_per_second, 300e9 / 3 * 0.8);
+  EXPECT_EQ(assembled->measured_node_pairs, 0);
+  EXPECT_EQ(assembled->assumed_node_pairs, 6);
+  ASSERT_GE(assembled->links_assumed.size(), 2u);
+  EXPECT_NE(assembled->links_assumed[0].find("all 6 node pairs assumed: prior 80.0 GB/s (4 rail(s) x 25.0 GB/s nominal"),
+            std::string::npos)
+      << assembled->links_assumed[0];
+  EXPECT_NE(assembled->links_assumed.back().find("SXM module"), std::string::npos) << assembled->links_assumed.back();
+}
+
+TEST(ClusterAssembly, MeasuredPairsReplacePriorsAndTheRestAreListed) {
+  Fixture f;
+  LinkCache cache;
+  cache.pairs = {pair("jwb01", "jwb02", 45.5, 4.5, kNow - 3600), pair("jwb02", "jwb04", 20, 6, kNow - 3600),
+                 pair("jwb01", "elsewhere", 1, 1, kNow)};
+  NodeMeasurement node;
+  node.name = "jwb03";
+  node.measured_at_unix_seconds = kNow;
+  node.gpus = 4;
+  node.bandwidth_bytes_per_second.assign(16, 90e9);
+  node.latency_seconds.assign(16, 2e-6);
+  cache.nodes = {node};
+  f.input.cache = &cache;
+  auto assembled = assemble_cluster(f.input, f.site);
+  ASSERT_TRUE(assembled.ok()) << assembled.error().message;
+  const Cluster& cluster = assembled->cluster;
+  EXPECT_DOUBLE_EQ(cluster.inter_node.at(1, 0).bandwidth_bytes_per_second, 45.5e9);
+  EXPECT_DOUBLE_EQ(cluster.inter_node.at(0, 1).latency_seconds, 4.5e-6);
+  EXPECT_TRUE(cluster.inter_node.at(0, 1).measured);
+  EXPECT_TRUE(cluster.inter_node.at(3, 1).measured);
+  EXPECT_FALSE(cluster.inter_node.at(0, 2).measured);
+  EXPECT_EQ(assembled->measured_node_pairs, 2);
+  EXPECT_EQ(assembled->assumed_node_pairs, 4);
+  EXPECT_EQ(assembled->measured_nodes, 1);
+  EXPECT_DOUBLE_EQ(cluster.intra_node[2].at(0, 1).bandwidth_bytes_per_second, 90e9);
+  EXPECT_TRUE(cluster.intra_node[2].at(0, 1).measured);
+  EXPECT_FALSE(cluster.intra_node[0].at(0, 1).measured);
+  std::string all;
+  for (const auto& line : assembled->links_assumed) all += line + "\n";
+  EXPECT_NE(all.find("jwb01-jwb03: not in the link cache, 80.0 GB/s assumed"), std::string::npos) << all;
+  EXPECT_EQ(all.find("jwb01-jwb02"), std::string::npos) << all;
+  EXPECT_NE(all.find("3 of 4 nodes: GPU-to-GPU links inside the node assumed"), std::string::npos) << all;
+}
+
+TEST(ClusterAssembly, StaleMeasurementsBlendTowardThePrior) {
+  Fixture f;
+  f.site.staleness = {1 * kDay, 2 * kDay, 30 * kDay};
+  LinkCache cache;
+  cache.pairs = {pair("jwb01", "jwb02", 40, 10, kNow - static_cast<std::int64_t>(5 * kDay)),   // two half-lives
+                 pair("jwb03", "jwb04", 40, 10, kNow - static_cast<std::int64_t>(40 * kDay))}; // past max age
+  f.input.cache = &cache;
+  auto assembled = assemble_cluster(f.input, f.site);
+  ASSERT_TRUE(assembled.ok()) << assembled.error().message;
+  const Link& blended = assembled->cluster.inter_node.at(0, 1);
+  EXPECT_NEAR(blended.bandwidth_bytes_per_second, std::pow(40e9, 0.25) * std::pow(80e9, 0.75), 1e3);
+  EXPECT_TRUE(blended.measured);
+  const Link& ignored = assembled->cluster.inter_node.at(2, 3);
+  EXPECT_DOUBLE_EQ(ignored.bandwidth_bytes_per_second, 80e9);
+  EXPECT_FALSE(ignored.measured);
+  EXPECT_EQ(assembled->measured_node_pairs, 1);
+  std::string all;
+  for (const auto& line : assembled->links_assumed) all += line + "\n";
+  EXPECT_NE(all.find("jwb01-jwb02: measured 5.0 days ago, weight 0.250, blended toward the prior"), std::string::npos) << all;
+  EXPECT_NE(all.find("jwb03-jwb04: measured 40.0 days ago, weight 0.000, ignored"), std::string::npos) << all;
+}
+
+TEST(ClusterAssembly, SwitchTreeScalesPriorsPerLevel) {
+  Fixture f;
+  auto tree = parse_topology_conf("SwitchName=leaf1 Nodes=jwb[01-02]\nSwitchName=leaf2 Nodes=jwb03\n"
+                                  "SwitchName=spine Switches=leaf[1-2]\n",
+                                  "topology.conf");
+  ASSERT_TRUE(tree.ok());
+  f.site.priors.switch_level_factors = {1.0, 0.5};
+  f.input.switches = &*tree;
+  auto assembled = assemble_cluster(f.input, f.site);
+  ASSERT_TRUE(assembled.ok()) << assembled.error().message;
+  EXPECT_DOUBLE_EQ(assembled->cluster.inter_node.at(0, 1).bandwidth_bytes_per_second, 80e9);  // same leaf
+  EXPECT_DOUBLE_EQ(assembled->cluster.inter_node.at(0, 2).bandwidth_bytes_per_second, 40e9);  // via the spine
+  EXPECT_DOUBLE_EQ(assembled->cluster.inter_node.at(0, 3).bandwidth_bytes_per_second, 40e9);  // jwb04 not in the tree
+}
+
+TEST(ClusterAssembly, NvswitchNodesUseTheNvlinkMatrix) {
+  const NodeInspection dgx2 = inspect("hwloc-nvidia-dgx2-v100-nvswitch.xml");
+  SiteConfig site;
+  AssemblyInput input;
+  input.node_names = {"dgx1", "dgx2"};
+  input.local = &dgx2;
+  input.reference_time_unix_seconds = kNow;
+  auto assembled = assemble_cluster(input, site);
+  ASSERT_TRUE(assembled.ok()) << assembled.error().message;
+  EXPECT_EQ(assembled->cluster.gpus_per_node, 16);
+  EXPECT_EQ(assembled->cluster.nics_per_node, 1);  // no NIC in the file, no priors.rails
+  EXPECT_EQ(assembled->cluster.gpu.name, "V100-SXM2-32GB");
+  EXPECT_DOUBLE_EQ(assembled->cluster.intra_node[1].at(3, 12).bandwidth_bytes_per_second, 150e9 * 0.8);
+}
+
+TEST(ClusterAssembly, GpuModelAndCountComeFromTheRequestOrTheSiteWithoutLocalGpus) {
+  const NodeInspection none = inspect("mpibind-tioga-4xMI250X-xgmi-slingshot.xml");
+  AssemblyInput input;
+  input.node_names = {"a", "b"};
+  input.local = &none;
+  input.gpus_per_node = 8;
+  SiteConfig site = site_with("gpu: H100-SXM\npriors:\n  rails: 8\n  nic_gbit_per_s: 400\n");
+  auto assembled = assemble_cluster(input, site);
+  ASSERT_TRUE(assembled.ok()) << assembled.error().message;
+  EXPECT_EQ(assembled->cluster.gpu.name, "H100-SXM");
+  EXPECT_EQ(assembled->cluster.nics_per_node, 8);
+  EXPECT_DOUBLE_EQ(assembled->cluster.inter_node.at(0, 1).bandwidth_bytes_per_second, 8 * 50e9 * 0.8);
+  // H100 SXM without a visible NVSwitch: NVLink split over 7 peers.
+  EXPECT_DOUBLE_EQ(assembled->cluster.intra_node[0].at(0, 1).bandwidth_bytes_per_second, 450e9 / 7 * 0.8);
+}
+
+TEST(ClusterAssembly, ErrorsSayWhatToFix) {
+  Fixture f;
+  const NodeInspection none = inspect("mpibind-tioga-4xMI250X-xgmi-slingshot.xml");
+  struct Case {
+    std::function<void(AssemblyInput&, SiteConfig&)> change;
+    const char* expected;
+  };
+  const std::vector<Case> cases = {
+      {[](AssemblyInput& in, SiteConfig&) { in.node_names.clear(); }, "the node list is empty"},
+      {[](AssemblyInput& in, SiteConfig&) { in.node_names = {"a", "b", "a"}; }, "node a appears twice"},
+      {[](AssemblyInput& in, SiteConfig&) { in.gpus_per_node = 8; }, "asks for 8 GPUs per node but this node has 4"},
+      {[](AssemblyInput& in, SiteConfig&) { in.gpu = "Z100"; }, "GPU model 'Z100' (from the requested GPU) is not in the catalog; describe it under `gpus:`"},
+      {[&](AssemblyInput& in, SiteConfig&) { in.local = &none; }, "no GPU model: this node shows no NVIDIA GPU and the site file sets no `gpu:`"},
+      {[&](AssemblyInput& in, SiteConfig& site) { in.local = &none; site.gpu = "A100-80GB"; }, "GPUs per node unknown"},
+  };
+  for (const auto& c : cases) {
+    AssemblyInput input = f.input;
+    SiteConfig site = f.site;
+    c.change(input, site);
+    auto assembled = assemble_cluster(input, site);
+    ASSERT_FALSE(assembled.ok()) << c.expected;
+    EXPECT_NE(assembled.error().message.find(c.expected), std::string::npos) << assembled.error().message;
+  }
+}
+
+TEST(ClusterAssembly, SameInputsGiveBitIdenticalClusters) {
+  Fixture f;
+  LinkCache cache;
+  cache.pairs = {pair("jwb01", "jwb02", 40, 10, kNow - static_cast<std::int64_t>(20 * kDay))};
+  f.input.cache = &cache;
+  auto first = assemble_cluster(f.input, f.site);
+  auto second = assemble_cluster(f.input, f.site);
+  ASSERT_TRUE(first.ok() && second.ok());
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b)
+      EXPECT_EQ(std::memcmp(&first->cluster.inter_node.at(a, b), &second->cluster.inter_node.at(a, b), sizeof(double) * 2), 0);
+}
+
+}  // namespace
+}  // namespace pipette

@@ -1,0 +1,294 @@
+#include "pipette/topology/cluster_assembly.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string_view>
+#include <unordered_map>
+
+#include "pipette/core/units.hpp"
+
+namespace pipette {
+
+namespace {
+
+constexpr std::size_t kListedLinksMax = 12;  // longer lists are summarised
+constexpr int kMaxNodes = 1 << 17;
+constexpr double kGBps = units::gigabyte;
+
+// Nominal GPU↔GPU rates per GPU model (one direction), for intra-node priors when nothing was
+// measured: the aggregate NVLink of one GPU (links × per-link rate: NVLink2 25 GB/s, NVLink3 25,
+// NVLink4 25, NVLink5 50), whether the part is an SXM module (SXM modules are always
+// NVLink-connected, even where Debian's hwloc cannot see NVLink), and its PCIe x16 rate.
+struct IntraNodeHardware {
+  std::string_view model_prefix;
+  double nvlink_bytes_per_second;
+  bool sxm;
+  double pcie_bytes_per_second;
+};
+constexpr double kPcieGen3 = 16 * kGBps, kPcieGen4 = 32 * kGBps, kPcieGen5 = 64 * kGBps;
+constexpr IntraNodeHardware kIntraNodeHardware[] = {
+    {"P100-SXM2", 4 * 20 * kGBps, true, kPcieGen3}, {"V100-SXM2", 6 * 25 * kGBps, true, kPcieGen3},
+    {"A100-", 12 * 25 * kGBps, true, kPcieGen4},     {"H100-SXM", 18 * 25 * kGBps, true, kPcieGen5},
+    {"H200", 18 * 25 * kGBps, true, kPcieGen5},      {"B200", 18 * 50 * kGBps, true, kPcieGen5},
+    {"H100-PCIe", 0, false, kPcieGen5},              {"L40S", 0, false, kPcieGen4},
+};
+constexpr IntraNodeHardware kUnknownHardware = {"", 0, false, kPcieGen4};
+
+const IntraNodeHardware& hardware_of(const std::string& model) {
+  for (const auto& entry : kIntraNodeHardware)
+    if (model.rfind(entry.model_prefix, 0) == 0) return entry;
+  return kUnknownHardware;
+}
+
+std::string gb_per_s(double bytes_per_second) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GB/s", bytes_per_second / kGBps);
+  return text;
+}
+std::string microseconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f us", seconds / units::microsecond);
+  return text;
+}
+std::string days(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f days", seconds / 86400.0);
+  return text;
+}
+
+// A prior for every GPU pair inside one node, and a sentence saying where it came from.
+struct IntraNodePrior {
+  LinkMatrix links;
+  std::string source;
+};
+
+IntraNodePrior intra_node_prior(const AssemblyInput& input, const SiteConfig& site, const std::string& gpu_model,
+                                int gpus) {
+  const LinkPriors& priors = site.priors;
+  const Link pcie{hardware_of(gpu_model).pcie_bytes_per_second * priors.attained_fraction,
+                  priors.intra_node_latency_seconds, false};
+  IntraNodePrior prior{LinkMatrix(gpus, pcie), ""};
+  if (priors.intra_node_bandwidth_bytes_per_second > 0) {
+    prior.links = LinkMatrix(gpus, Link{priors.intra_node_bandwidth_bytes_per_second, priors.intra_node_latency_seconds, false});
+    prior.source = "the site's priors.intra_node_gb_per_s (" + gb_per_s(priors.intra_node_bandwidth_bytes_per_second) + ")";
+    return prior;
+  }
+  const NodeInspection* local = input.local;
+  const int local_gpus = local ? static_cast<int>(local->gpus.size()) : 0;
+  const IntraNodeHardware& hardware = hardware_of(gpu_model);
+  if (local && local_gpus == gpus && !local->nvlink_bandwidth_bytes_per_second.empty()) {
+    for (int from = 0; from < gpus; ++from)
+      for (int to = 0; to < gpus; ++to) {
+        const double nvlink = local->nvlink_bandwidth_bytes_per_second[static_cast<std::size_t>(from) * gpus + to];
+        if (nvlink > 0) prior.links.at(from, to).bandwidth_bytes_per_second = nvlink * priors.attained_fraction;
+      }
+    prior.source = "hwloc's NVLinkBandwidth matrix (PCIe " + gb_per_s(pcie.bandwidth_bytes_per_second) +
+                   " where GPUs have no direct NVLink)";
+  } else if (local && local->interconnect == GpuInterconnect::nvswitch && hardware.nvlink_bytes_per_second > 0) {
+    prior.links = LinkMatrix(gpus, Link{hardware.nvlink_bytes_per_second * priors.attained_fraction,
+                                        priors.intra_node_latency_seconds, false});
+    prior.source = "NVSwitch all-to-all at " + gpu_model + "'s NVLink rate (" +
+                   gb_per_s(hardware.nvlink_bytes_per_second * priors.attained_fraction) + ")";
+  } else if (hardware.sxm && gpus > 1) {
+    // Without NVSwitch, an SXM module's links are split among its peers (4×A100: 4 links per pair).
+    const double per_pair = hardware.nvlink_bytes_per_second / (gpus - 1) * priors.attained_fraction;
+    prior.links = LinkMatrix(gpus, Link{per_pair, priors.intra_node_latency_seconds, false});
+    prior.source = gpu_model + " is an SXM module (always NVLink-connected; hwloc without NVML cannot show it): "
+                   "its NVLink split evenly over " + std::to_string(gpus - 1) + " peers (" + gb_per_s(per_pair) + ")";
+  } else {
+    prior.source = "PCIe (" + gb_per_s(pcie.bandwidth_bytes_per_second) + ")";
+  }
+  return prior;
+}
+
+Link inter_node_prior(const SiteConfig& site, int rails, int switch_level) {
+  const LinkPriors& priors = site.priors;
+  double factor = 1.0;
+  if (switch_level >= 0 && !priors.switch_level_factors.empty()) {
+    factor = priors.switch_level_factors[std::min<std::size_t>(static_cast<std::size_t>(switch_level),
+                                                               priors.switch_level_factors.size() - 1)];
+  } else if (switch_level < 0 && !priors.switch_level_factors.empty()) {
+    factor = priors.switch_level_factors.back();
+  }
+  return Link{priors.nic_bandwidth_bytes_per_second * priors.attained_fraction * rails * factor,
+              priors.inter_node_latency_seconds, false};
+}
+
+// Which GPU spec the cluster has: explicit name, else what hwloc saw, else the site's `gpu`.
+Result<GpuSpec> resolve_gpu(const AssemblyInput& input, const SiteConfig& site, std::vector<std::string>& notes) {
+  std::string name = input.gpu;
+  std::string origin = "the requested GPU";
+  if (name.empty() && input.local && !input.local->gpus.empty()) {
+    const InspectedGpu& first = input.local->gpus.front();
+    if (first.model.empty() && site.gpu.empty()) {
+      char id[16];
+      std::snprintf(id, sizeof id, "10de:%04x", static_cast<unsigned>(first.pci_device_id));
+      return Error{std::string("GPU ") + id + " (PCI " + first.pci_bus_id +
+                   ") is not in Pipette's PCI device table; set `gpu:` in the site file to its catalog name"};
+    }
+    name = first.model;
+    origin = "hwloc (PCI device id)";
+  }
+  if (name.empty()) {
+    name = site.gpu;
+    origin = "the site file's `gpu`";
+  }
+  if (name.empty())
+    return Error{"no GPU model: this node shows no NVIDIA GPU and the site file sets no `gpu:`; set it (e.g. gpu: H100-SXM) "
+                 "or pass the GPU model"};
+  const GpuSpec* spec = find_site_gpu(site, name);
+  if (!spec)
+    return Error{"GPU model '" + name + "' (from " + origin +
+                 ") is not in the catalog; describe it under `gpus:` in the site file"};
+  notes.push_back("GPU " + spec->name + " from " + origin);
+  return *spec;
+}
+
+}  // namespace
+
+Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const SiteConfig& site) {
+  AssembledCluster out;
+  Cluster& cluster = out.cluster;
+  const int nodes = static_cast<int>(input.node_names.size());
+  if (nodes == 0) return Error{"the node list is empty; give the job's nodes (Slurm hostlist)"};
+  if (nodes > kMaxNodes) return Error{"the node list has " + std::to_string(nodes) + " nodes; Pipette plans at most " + std::to_string(kMaxNodes)};
+
+  std::unordered_map<std::string_view, int> index_of_node;
+  index_of_node.reserve(static_cast<std::size_t>(nodes) * 2);
+  for (int i = 0; i < nodes; ++i) {
+    const std::string& name = input.node_names[static_cast<std::size_t>(i)];
+    if (name.empty()) return Error{"the node list has an empty name at position " + std::to_string(i)};
+    if (!index_of_node.emplace(name, i).second) return Error{"node " + name + " appears twice in the node list; list each node once"};
+  }
+
+  auto gpu = resolve_gpu(input, site, out.notes);
+  if (!gpu) return gpu.error();
+  cluster.gpu = *gpu;
+
+  const int local_gpus = input.local ? static_cast<int>(input.local->gpus.size()) : 0;
+  cluster.gpus_per_node = input.gpus_per_node > 0 ? input.gpus_per_node : local_gpus;
+  if (cluster.gpus_per_node < 1)
+    return Error{"GPUs per node unknown: hwloc finds no NVIDIA GPU here; pass the job's GPUs per node (--gpus-per-node)"};
+  if (local_gpus > 0 && cluster.gpus_per_node > local_gpus)
+    return Error{"the job asks for " + std::to_string(cluster.gpus_per_node) + " GPUs per node but this node has " +
+                 std::to_string(local_gpus) + "; request at most " + std::to_string(local_gpus)};
+
+  const int local_nics = input.local ? static_cast<int>(input.local->nics.size()) : 0;
+  cluster.nics_per_node = site.priors.rails > 0 ? site.priors.rails : std::max(1, local_nics);
+  out.notes.push_back(std::to_string(cluster.nics_per_node) + " rail(s) per node from " +
+                      (site.priors.rails > 0 ? std::string("the site's priors.rails")
+                                             : local_nics > 0 ? "the InfiniBand/RoCE NICs hwloc found"
+                                                              : "the default (no NIC found, priors.rails unset)"));
+  cluster.node_names = input.node_names;
+
+  // Priors everywhere first; measurements then replace (or, when stale, blend into) them.
+  IntraNodePrior intra = intra_node_prior(input, site, cluster.gpu.name, cluster.gpus_per_node);
+  cluster.intra_node.assign(static_cast<std::size_t>(nodes), intra.links);
+  // Without a switch tree every pair gets the first level's factor (no oversubscription assumed).
+  cluster.inter_node = LinkMatrix(nodes, inter_node_prior(site, cluster.nics_per_node, 0));
+  const bool per_level = input.switches != nullptr;
+  if (per_level) {
+    for (int a = 0; a < nodes; ++a)
+      for (int b = a + 1; b < nodes; ++b) {
+        const Link prior = inter_node_prior(site, cluster.nics_per_node,
+                                            common_switch_level(*input.switches, cluster.node_names[a], cluster.node_names[b]));
+        cluster.inter_node.at(a, b) = prior;
+        cluster.inter_node.at(b, a) = prior;
+      }
+  }
+
+  const std::int64_t now = input.reference_time_unix_seconds;
+  std::vector<std::string> stale_lines;
+  std::vector<char> pair_measured(static_cast<std::size_t>(nodes) * nodes, 0);
+  if (input.cache) {
+    for (const PairMeasurement& pair : input.cache->pairs) {
+      const auto a = index_of_node.find(pair.node_a);
+      const auto b = index_of_node.find(pair.node_b);
+      if (a == index_of_node.end() || b == index_of_node.end()) continue;
+      const double age = static_cast<double>(now - pair.measured_at_unix_seconds);
+      const double weight = staleness_weight(site.staleness, age);
+      const Link measured{pair.bandwidth_bytes_per_second, pair.latency_seconds, true};
+      const Link link = blend_toward_prior(measured, cluster.inter_node.at(a->second, b->second), weight);
+      cluster.inter_node.at(a->second, b->second) = link;
+      cluster.inter_node.at(b->second, a->second) = link;
+      if (link.measured) {
+        pair_measured[static_cast<std::size_t>(a->second) * nodes + b->second] = 1;
+        ++out.measured_node_pairs;
+      }
+      if (weight < 1.0)
+        stale_lines.push_back(pair.node_a + "-" + pair.node_b + ": measured " + days(age) + " ago, weight " +
+                              std::to_string(weight).substr(0, 5) + (weight > 0 ? ", blended toward the prior" : ", ignored"));
+    }
+    for (const NodeMeasurement& measurement : input.cache->nodes) {
+      const auto found = index_of_node.find(measurement.name);
+      if (found == index_of_node.end()) continue;
+      if (input.local && !measurement.fingerprint.empty() && local_gpus > 0 &&
+          measurement.fingerprint != hardware_fingerprint(*input.local))
+        out.notes.push_back("node " + measurement.name + " was measured as " + measurement.fingerprint + " but this node is " +
+                            hardware_fingerprint(*input.local) + "; re-run pipette-probe if the hardware changed");
+      if (measurement.gpus == 0) continue;
+      if (measurement.gpus != cluster.gpus_per_node) {
+        out.notes.push_back("node " + measurement.name + ": cached intra-node matrix is " + std::to_string(measurement.gpus) +
+                            "x" + std::to_string(measurement.gpus) + " but the job uses " +
+                            std::to_string(cluster.gpus_per_node) + " GPUs per node; using priors inside it");
+        continue;
+      }
+      const double age = static_cast<double>(now - measurement.measured_at_unix_seconds);
+      const double weight = staleness_weight(site.staleness, age);
+      if (weight <= 0) continue;
+      LinkMatrix& matrix = cluster.intra_node[static_cast<std::size_t>(found->second)];
+      for (int from = 0; from < measurement.gpus; ++from)
+        for (int to = 0; to < measurement.gpus; ++to) {
+          if (from == to) continue;
+          const std::size_t k = static_cast<std::size_t>(from) * measurement.gpus + to;
+          const Link measured{measurement.bandwidth_bytes_per_second[k], measurement.latency_seconds[k], true};
+          matrix.at(from, to) = blend_toward_prior(measured, matrix.at(from, to), weight);
+        }
+      ++out.measured_nodes;
+    }
+  }
+
+  const int pairs = nodes * (nodes - 1) / 2;
+  out.assumed_node_pairs = pairs - out.measured_node_pairs;
+  const std::string prior_text = "prior " + gb_per_s(site.priors.nic_bandwidth_bytes_per_second * site.priors.attained_fraction *
+                                                     cluster.nics_per_node) +
+                                 " (" + std::to_string(cluster.nics_per_node) + " rail(s) x " +
+                                 gb_per_s(site.priors.nic_bandwidth_bytes_per_second) + " nominal x " +
+                                 std::to_string(site.priors.attained_fraction).substr(0, 4) + " attained" +
+                                 (per_level ? ", scaled per switch level" : "") + "), " +
+                                 microseconds(site.priors.inter_node_latency_seconds);
+  if (out.assumed_node_pairs > 0) {
+    if (out.measured_node_pairs == 0) {
+      out.links_assumed.push_back("all " + std::to_string(pairs) + " node pairs assumed: " + prior_text +
+                                  (input.cache ? " (none of them is in the link cache)" : " (no link cache)"));
+    } else {
+      std::vector<std::string> listed;
+      for (int a = 0; a < nodes && listed.size() <= kListedLinksMax; ++a)
+        for (int b = a + 1; b < nodes && listed.size() <= kListedLinksMax; ++b)
+          if (!pair_measured[static_cast<std::size_t>(a) * nodes + b])
+            listed.push_back(cluster.node_names[a] + "-" + cluster.node_names[b] + ": not in the link cache, " +
+                             gb_per_s(cluster.inter_node.at(a, b).bandwidth_bytes_per_second) + " assumed");
+      if (out.assumed_node_pairs > static_cast<int>(kListedLinksMax)) {
+        listed.resize(kListedLinksMax);
+        listed.push_back("... " + std::to_string(out.assumed_node_pairs - static_cast<int>(kListedLinksMax)) +
+                         " more node pairs assumed: " + prior_text);
+      }
+      out.links_assumed.insert(out.links_assumed.end(), listed.begin(), listed.end());
+    }
+  }
+  if (stale_lines.size() > kListedLinksMax) {
+    const std::size_t more = stale_lines.size() - kListedLinksMax;
+    stale_lines.resize(kListedLinksMax);
+    stale_lines.push_back("... " + std::to_string(more) + " more stale node pairs");
+  }
+  out.links_assumed.insert(out.links_assumed.end(), stale_lines.begin(), stale_lines.end());
+  if (out.measured_nodes < nodes)
+    out.links_assumed.push_back(std::to_string(nodes - out.measured_nodes) + " of " + std::to_string(nodes) +
+                                " nodes: GPU-to-GPU links inside the node assumed from " + intra.source);
+
+  if (const std::string problem = validate(cluster); !problem.empty()) return Error{"assembled cluster is invalid: " + problem};
+  return out;
+}
+
+}  // namespace pipette
