@@ -29,7 +29,8 @@ slurmd_pids_at_start=""
 
 cleanup() {
   bash "$source_dir/scripts/slurm-cluster.sh" stop >/dev/null 2>&1 || true
-  rm -rf "$work_dir"
+  # A failed run keeps its job outputs and Slurm logs for a look.
+  if [ "$failures" -eq 0 ]; then rm -rf "$work_dir"; else echo "$test_name: outputs and logs kept in $work_dir"; fi
 }
 trap cleanup EXIT
 trap "exit 143" TERM INT HUP
