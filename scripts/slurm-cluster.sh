@@ -61,7 +61,10 @@ write_config() {
   cluster_name="pipette$(printf '%s' "$run_dir" | cksum | cut -c1-6)"
   ctld_host=$(hostname -s)
   mkdir -p "$run_dir"/{etc,run,log,state,spool}
-  chmod 0700 "$run_dir"
+  # Jobs run as their users: they need to reach the spool (their batch script), the munge socket
+  # and the config. Only slurmctld's state stays private.
+  chmod 0755 "$run_dir" "$run_dir"/{etc,run,log,spool}
+  chmod 0700 "$run_dir/state"
   for node in $(node_names); do mkdir -p "$run_dir/spool/$node"; done
 
   {
