@@ -446,20 +446,53 @@ struct IterationEnd {
   double optimizer = 0;
 };
 
+// How late the parameter all-gather (see parameter_gather_share) makes the pipeline: micro-batch 0's
+// forward of chunk c on rank i cannot end before (c + 1)/v of rank i's gather, and would without it
+// end after the fill reaching rank i, c rounds of the virtual pipeline (or c groups of N forwards on
+// rank i), and its own forward. A late first forward delays every later rank's by as much, so the
+// pipeline is as late as the latest of them.
+double parameter_gather_delay(const ReplicaPipeline& pipe, const std::vector<double>& gather_seconds, int microbatches,
+                              int chunks) {
+  const int p = static_cast<int>(pipe.forward.size());
+  const int group = chunks > 1 ? interleaved_group_size(p, microbatches) : 1;
+  const double round = std::accumulate(pipe.forward.begin(), pipe.forward.end(), 0.0) +
+                       std::accumulate(pipe.link.begin(), pipe.link.end(), 0.0) + pipe.wraparound;
+  double delay = 0;
+  double arrival = 0;
+  for (int i = 0; i < p; ++i) {
+    if (i > 0) arrival += pipe.forward[i - 1] + pipe.link[i - 1];
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      const double nominal_end = arrival + std::max(chunk * round, chunk * group * pipe.forward[i]) + pipe.forward[i];
+      delay = std::max(delay, (chunk + 1) * gather_seconds[static_cast<size_t>(i)] / chunks - nominal_end);
+    }
+  }
+  return delay;
+}
+
 IterationEnd iteration_end(const ParallelConfig& config, const WorkProfile& work,
                            const CommunicationTimes& communication, const TrainingSpec& training) {
   const int chunks = config.pp > 1 ? config.virtual_stages : 1;
   const int m = work.num_microbatches;
   SlowestReplica slowest = slowest_replica(config, work, communication, true, true);
-  const double pipeline = slowest.times.total_seconds;
+  const double gather_share = parameter_gather_share(config, training);
+  std::vector<double> gather_seconds(static_cast<size_t>(config.pp), 0.0);
+  for (int stage = 0; stage < config.pp && !communication.dp_seconds.empty(); ++stage) {
+    gather_seconds[static_cast<size_t>(stage)] = gather_share * communication.dp_seconds[static_cast<size_t>(stage)];
+  }
+  const double gather_delay =
+      gather_share > 0 ? parameter_gather_delay(replica_pipeline(config, work, communication, slowest.replica, true, true),
+                                                gather_seconds, m, chunks)
+                       : 0.0;
+  const double pipeline = slowest.times.total_seconds + gather_delay;
 
   // Gradient reduction of each stage, as the simulator schedules it: without overlap after the
   // stage's last backward; with overlap each chunk's share streams from the start of that chunk's
   // last backward (chunk c's last backward comes c groups of backward passes before the end).
   double reductions_done = pipeline;
   for (int stage = 0; stage < config.pp; ++stage) {
-    const double reduction = communication.dp_seconds.empty() ? 0.0 : communication.dp_seconds[static_cast<size_t>(stage)];
-    const double end = slowest.times.stage_end[static_cast<size_t>(stage)];
+    const double reduction =
+        communication.dp_seconds.empty() ? 0.0 : gradient_reduction_share(config, training) * communication.dp_seconds[static_cast<size_t>(stage)];
+    const double end = slowest.times.stage_end[static_cast<size_t>(stage)] + gather_delay;
     double done = end;
     if (reduction > 0 && !training.overlap_gradient_reduce) {
       done = end + reduction;

@@ -59,7 +59,7 @@ constexpr double kUnknown = -1.0;  // an arrival time not yet known (real times 
 class ReplicaSimulation {
  public:
   ReplicaSimulation(const ParallelConfig& config, const WorkProfile& work, const CommunicationTimes& communication,
-                    int replica, std::vector<ScheduleEvent>& events)
+                    const TrainingSpec& training, int replica, std::vector<ScheduleEvent>& events)
       : pp_(config.pp),
         chunks_(effective_virtual_stages(config)),
         microbatches_(work.num_microbatches),
@@ -80,6 +80,7 @@ class ReplicaSimulation {
       forward_seconds_.push_back((stage.forward_compute_seconds + forward_share * tp) / chunks_);
       backward_seconds_.push_back((stage.backward_compute_seconds + (1.0 - forward_share) * tp) / chunks_);
       programs_.push_back(pipeline_rank_program(pp_, rank, microbatches_, chunks_));
+      parameter_gather_seconds_.push_back(parameter_gather_share(config, training) * communication.dp_seconds[rank]);
     }
   }
 
@@ -134,7 +135,10 @@ class ReplicaSimulation {
       const double ready = input_ready(rank, op);
       if (ready == kUnknown) return;
       const double start = std::max(rank_free_seconds_[rank], ready);
-      const double end = start + (op.backward ? backward_seconds_[rank] : forward_seconds_[rank]);
+      double end = start + (op.backward ? backward_seconds_[rank] : forward_seconds_[rank]);
+      if (!op.backward && op.microbatch == 0) {
+        end = std::max(end, (op.chunk + 1) * parameter_gather_seconds_[rank] / chunks_);
+      }
       rank_free_seconds_[rank] = end;
       events_.push_back({op.backward ? EventKind::backward : EventKind::forward, rank, replica_, op.microbatch, op.chunk,
                          start, end});
@@ -175,6 +179,7 @@ class ReplicaSimulation {
   std::vector<ScheduleEvent>& events_;
   std::vector<double> forward_seconds_;
   std::vector<double> backward_seconds_;
+  std::vector<double> parameter_gather_seconds_;  // of the rank's stage, from the iteration's start
   std::vector<std::vector<ScheduledOp>> programs_;
   std::vector<double> rank_free_seconds_;
   std::vector<size_t> next_op_;
@@ -186,6 +191,18 @@ class ReplicaSimulation {
 };
 
 }  // namespace
+
+double parameter_gather_share(const ParallelConfig& config, const TrainingSpec& training) {
+  if (!config.distributed_optimizer || config.dp <= 1 || !training.overlap_gradient_reduce) return 0.0;
+  const bool fp32 = training.precision == Precision::fp32;
+  const double parameter_bytes = fp32 ? 4.0 : 2.0;
+  const double gradient_bytes = fp32 || training.gradients_in_fp32 ? 4.0 : 2.0;
+  return 0.5 * parameter_bytes / gradient_bytes;
+}
+
+double gradient_reduction_share(const ParallelConfig& config, const TrainingSpec& training) {
+  return parameter_gather_share(config, training) > 0 ? 0.5 : 1.0;
+}
 
 double forward_share_of_tp(RecomputeMode recompute) { return recompute == RecomputeMode::full ? 1.0 / 3.0 : 0.5; }
 
@@ -236,7 +253,7 @@ SimulationResult simulate_schedule(const ParallelConfig& config, const WorkProfi
   std::vector<ReplicaSimulation> replicas;
   replicas.reserve(dp);
   for (int replica = 0; replica < dp; ++replica) {
-    replicas.emplace_back(config, work, communication, replica, result.events);
+    replicas.emplace_back(config, work, communication, training, replica, result.events);
     replicas.back().run();
   }
 
@@ -247,7 +264,7 @@ SimulationResult simulate_schedule(const ParallelConfig& config, const WorkProfi
   // Each stage's gradients are reduced across replicas; the step waits for every stage.
   double reductions_done_seconds = 0;
   for (int stage = 0; stage < pp; ++stage) {
-    const double reduction_seconds = communication.dp_seconds[stage];
+    const double reduction_seconds = gradient_reduction_share(config, training) * communication.dp_seconds[stage];
     double stage_done = 0;
     for (const auto& replica : replicas) stage_done = std::max(stage_done, replica.finish_seconds(stage));
     if (reduction_seconds > 0 && !training.overlap_gradient_reduce) {

@@ -320,6 +320,18 @@ TEST(Simulator, OverlappedReductionStreamsDuringTheLastBackward) {
   EXPECT_DOUBLE_EQ(result.iteration_seconds, 15.5);
 }
 
+TEST(Simulator, ParameterGatherHoldsBackOnlyTheFirstForward) {
+  Pipeline pipeline({1, 1}, {2, 2}, 3, 0, 2);
+  pipeline.config.distributed_optimizer = true;
+  pipeline.training.overlap_gradient_reduce = true;
+  pipeline.communication.dp_seconds = {8, 0};  // fp32 gradients, 16-bit parameters: a 2 s gather
+  const auto forwards = timeline(pipeline.run(), 0, 0, {F});
+  ASSERT_EQ(forwards.size(), 3u);
+  EXPECT_DOUBLE_EQ(std::get<4>(forwards[0]), 2.0);  // micro-batch 0 waits for its parameters
+  EXPECT_DOUBLE_EQ(std::get<3>(forwards[1]), 2.0);  // micro-batch 1 runs at once
+  EXPECT_DOUBLE_EQ(std::get<4>(forwards[1]), 3.0);
+}
+
 TEST(Simulator, EventsAreSortedAndDeterministic) {
   Pipeline pipeline({1, 1.5, 1, 2}, {2, 3, 2, 4.5}, 7, 0.3, 3, 1);
   pipeline.communication.p2p_seconds[1][2] = 1.1;
@@ -437,6 +449,13 @@ std::vector<AgreementCase> agreement_cases() {
   cases.push_back({"a link at a third of its speed in one replica, interleaved", slow_interleaved});
   Pipeline full = realistic(4, 12, 2, 2, 0.1, 101, true, RecomputeMode::full);
   cases.push_back({"full recompute interleaved", full});
+  // Distributed optimizer: a parameter gather (a quarter of dp_seconds) of several first forwards.
+  for (int chunks : {1, 2}) {
+    Pipeline gather = realistic(4, 8, chunks, 3, 0.1, 102 + static_cast<std::uint64_t>(chunks), true);
+    gather.config.distributed_optimizer = true;
+    for (double& seconds : gather.communication.dp_seconds) seconds *= 4;
+    cases.push_back({"distributed optimizer, parameter gather exposed, v=" + std::to_string(chunks), gather});
+  }
   return cases;
 }
 

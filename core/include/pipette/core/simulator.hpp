@@ -45,6 +45,11 @@ struct SimulationResult {
 //    training.overlap_gradient_reduce (Megatron enables gradient sync only for each chunk's last
 //    micro-batch) chunk c's share dp_seconds[s] / v streams from the start of that chunk's last
 //    backward and cannot end before that backward ends; the shares run one after the other.
+//  - With the distributed optimizer and overlapped reduction (parameter_gather_share > 0) the
+//    reduction above is the gradient reduce-scatter, dp_seconds[s] · gradient_reduction_share, and
+//    the updated parameters' all-gather, dp_seconds[s] · parameter_gather_share, runs under the next iteration's first forward
+//    passes: in steady state it starts with the iteration, chunk c's parameters arrive after
+//    (c + 1)/v of it, and micro-batch 0's forward of chunk c cannot end before they have.
 //  - The optimizer step starts on every stage when the last stage's reduction ends (Megatron's
 //    global gradient-norm all-reduce synchronises all ranks first) and takes optimizer_seconds.
 // Preconditions (std::invalid_argument otherwise): work and communication sized for config.
@@ -57,6 +62,18 @@ SimulationResult simulate_schedule(const ParallelConfig& config, const WorkProfi
 // smaller than p: its dependencies would form a cycle). Larger N
 // means more warm-up forwards, i.e. more activations in flight. 0 when m < p (no valid N).
 int interleaved_group_size(int pp, int num_microbatches);
+
+// Megatron-core's distributed optimizer reduce-scatters the gradients (half an all-reduce's ring
+// traffic) and all-gathers the updated parameters (the other half's ring steps, but of 16-bit
+// parameters where the gradients are reduced in fp32). With --overlap-grad-reduce and
+// --overlap-param-gather the gather is dispatched at the optimizer step and waited for, bucket by
+// bucket, by the next iteration's first forward passes. parameter_gather_share: that gather's time
+// as a share of dp_seconds (an all-reduce of the gradient bytes); 0 without the distributed
+// optimizer or without overlap (reduce-scatter, step and gather back to back then move the gradient
+// bytes of one all-reduce, as near as matters). gradient_reduction_share: the share of dp_seconds
+// left to the gradient reduction (0.5 with the gather, 1 without).
+double parameter_gather_share(const ParallelConfig& config, const TrainingSpec& training);
+double gradient_reduction_share(const ParallelConfig& config, const TrainingSpec& training);
 
 // Share of a micro-batch's TP collective time in its forward pass: forward passes run 1 : 1
 // between forward and backward, 1 : 2 with full recompute (the backward reruns the forward).
