@@ -18,6 +18,7 @@ ComputeEfficiency fitted_compute_efficiency() {
   efficiency.attention_fraction = 0.45;
   efficiency.memory_fraction = 0.70;
   efficiency.layer_overhead_seconds = 40e-6;
+  efficiency.chunk_pass_overhead_seconds = 100e-6;
   return efficiency;
 }
 
@@ -214,9 +215,12 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     work_of_stage.first_layer = first_layer;
     work_of_stage.num_layers = stage_layers;
     first_layer += stage_layers;
-    work_of_stage.forward_compute_seconds = stage_layers * layer.total.forward;
+    const double chunk_passes = config.pp > 1 ? config.virtual_stages : 0;
+    work_of_stage.forward_compute_seconds =
+        stage_layers * layer.total.forward + chunk_passes * efficiency.chunk_pass_overhead_seconds;
     work_of_stage.recompute_seconds = stage_layers * layer.recompute_seconds;
-    work_of_stage.backward_compute_seconds = stage_layers * layer.total.backward + work_of_stage.recompute_seconds;
+    work_of_stage.backward_compute_seconds = stage_layers * layer.total.backward + work_of_stage.recompute_seconds +
+                                             chunk_passes * efficiency.chunk_pass_overhead_seconds;
     int all_reduces = stage_layers * layer_all_reduces;
     if (stage == 0) {
       work_of_stage.forward_compute_seconds += embedding.forward;

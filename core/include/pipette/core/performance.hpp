@@ -54,6 +54,9 @@ struct ComputeEfficiency {
   double attention_fraction = 0;         // flash attention's share of the 16-bit peak
   double memory_fraction = 0;            // of HBM bandwidth, for memory-bound kernels
   double layer_overhead_seconds = 0;     // launch and synchronisation gaps per layer forward (2× backward)
+  // Per forward or backward pass of one model chunk for one micro-batch: posting and waiting for
+  // its p2p messages and the schedule's own work. What makes many tiny interleaved chunks slower.
+  double chunk_pass_overhead_seconds = 0;
 };
 ComputeEfficiency fitted_compute_efficiency();
 WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, const GpuSpec& gpu,

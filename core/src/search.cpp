@@ -1,0 +1,466 @@
+#include "pipette/core/search.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+#include <optional>
+
+#include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/performance.hpp"
+#include "pipette/core/units.hpp"
+
+namespace pipette {
+
+namespace {
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", bytes / units::gibibyte);
+  return text;
+}
+
+std::string family_of(int tp, int pp) { return "tp=" + std::to_string(tp) + " pp=" + std::to_string(pp); }
+
+std::string describe(const ParallelConfig& config) {
+  std::string text = family_of(config.tp, config.pp) + " dp=" + std::to_string(config.dp) +
+                     " mbs=" + std::to_string(config.micro_batch);
+  if (config.virtual_stages > 1) text += " vpp=" + std::to_string(config.virtual_stages);
+  text += std::string(" recompute=") + to_string(config.recompute);
+  if (config.sequence_parallel) text += " sp";
+  if (config.distributed_optimizer) text += " distopt";
+  return text;
+}
+
+struct PeakMemory {
+  double bytes = 0;
+  int stage = 0;
+  std::vector<StageMemory> per_stage;
+};
+
+PeakMemory peak_memory(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                       const RuntimeOverheads& overheads) {
+  PeakMemory peak;
+  peak.per_stage = estimate_memory(model, training, config, overheads);
+  for (int stage = 0; stage < config.pp; ++stage) {
+    const double total = peak.per_stage[static_cast<size_t>(stage)].total_bytes();
+    if (total > peak.bytes) peak.bytes = total, peak.stage = stage;
+  }
+  return peak;
+}
+
+std::string memory_reason(const PeakMemory& peak, double usable_bytes) {
+  return "stage " + std::to_string(peak.stage) + " needs " + gib(peak.bytes) + " > " + gib(usable_bytes);
+}
+
+// What the search may vary, after the fixed knobs and the problem's shape.
+struct SearchSpace {
+  const ModelSpec& model;
+  const TrainingSpec& training;
+  int gpus_per_node = 0;
+  int num_gpus = 0;
+  double usable_bytes = 0;
+  const RuntimeOverheads& overheads;
+  FixedKnobs fixed;
+};
+
+struct Candidate {
+  ParallelConfig config;
+  double peak_memory_bytes = 0;
+  double lower_bound_seconds = 0;  // critical path with free communication
+  double iteration_seconds = 0;
+};
+
+struct Enumeration {
+  std::vector<Candidate> fitting;
+  std::vector<Rejection> rejections;
+  std::optional<ParallelConfig> leanest;  // smallest peak memory over everything tried
+  PeakMemory leanest_peak;
+};
+
+template <typename T>
+bool allowed(const std::optional<T>& fixed, const T& value) {
+  return !fixed || *fixed == value;
+}
+
+std::vector<int> divisors(std::int64_t value) {
+  std::vector<int> result;
+  for (std::int64_t d = 1; d * d <= value; ++d) {
+    if (value % d != 0) continue;
+    result.push_back(static_cast<int>(d));
+    if (d * d != value) result.push_back(static_cast<int>(value / d));
+  }
+  std::sort(result.begin(), result.end());
+  return result;
+}
+
+// Recompute modes in order of cost; the first that fits wins, since the others only add time.
+// Selective recompute saves nothing with flash attention (no s×s tensors to drop).
+std::vector<RecomputeMode> recompute_modes(const SearchSpace& space) {
+  std::vector<RecomputeMode> modes;
+  for (const RecomputeMode mode : {RecomputeMode::none, RecomputeMode::selective, RecomputeMode::full}) {
+    if (mode == RecomputeMode::selective && space.training.attention == AttentionKernel::flash &&
+        !space.fixed.recompute) {
+      continue;
+    }
+    if (allowed(space.fixed.recompute, mode)) modes.push_back(mode);
+  }
+  return modes;
+}
+
+// Sequence parallelism never costs time in this model (same ring traffic, less elementwise work,
+// smaller p2p messages) and saves memory, so it is on whenever tp > 1 unless fixed; likewise the
+// distributed optimizer (the same reduction traffic, a sharded optimizer step, less memory).
+bool sequence_parallel_for(const SearchSpace& space, int tp) {
+  return tp > 1 && space.fixed.sequence_parallel.value_or(true);
+}
+bool distributed_optimizer_for(const SearchSpace& space, int dp) {
+  return dp > 1 && space.fixed.distributed_optimizer.value_or(true);
+}
+
+std::vector<int> virtual_stage_options(const SearchSpace& space, int pp, int microbatches) {
+  std::vector<int> options;
+  if (allowed(space.fixed.virtual_stages, 1)) options.push_back(1);
+  const int layers = space.model.num_layers;
+  // Megatron's interleaved schedule: equal chunks (pp·v divides the layers) and m ≥ pp.
+  if (pp > 1 && microbatches >= pp && layers % pp == 0) {
+    for (int v = 2; v <= layers / pp; ++v) {
+      if ((layers / pp) % v == 0 && allowed(space.fixed.virtual_stages, v)) options.push_back(v);
+    }
+  }
+  return options;
+}
+
+// Layer splits to try for pp stages: the balanced one, and (plain 1F1B only) one that also counts
+// the LM head as the layers' worth of work it is, so the last stage takes fewer layers.
+std::vector<std::vector<int>> layer_splits(const SearchSpace& space, int pp) {
+  std::vector<std::vector<int>> splits{balanced_layers_per_stage(space.model.num_layers, pp)};
+  if (pp == 1) return splits;
+  const double head_flops = 2.0 * space.model.hidden_size * space.model.vocab_size;
+  const double layer_flops = layer_forward_flops(space.model, space.training, ParallelConfig{}) / space.training.sequence_length;
+  const double head_layers = head_flops / layer_flops;
+  std::vector<int> layers(static_cast<size_t>(pp), 0);
+  for (int layer = 0; layer < space.model.num_layers; ++layer) {
+    // Every stage needs a layer; then the least loaded stage takes the next (interior first on ties).
+    size_t stage = 0;
+    double lightest = std::numeric_limits<double>::infinity();
+    for (size_t candidate = 0; candidate < layers.size(); ++candidate) {
+      const bool last = candidate + 1 == layers.size();
+      const double key = layers[candidate] == 0 ? -1.0 : layers[candidate] + (last ? head_layers : 0.0);
+      const bool end = candidate == 0 || last;
+      if (key < lightest || (key == lightest && !end)) lightest = key, stage = candidate;
+    }
+    ++layers[stage];
+  }
+  if (layers != splits.front()) splits.push_back(layers);
+  return splits;
+}
+
+Enumeration enumerate(const SearchSpace& space) {
+  Enumeration result;
+  const ModelSpec& model = space.model;
+  const std::int64_t batch = space.training.global_batch_sequences;
+  for (const int tp : divisors(space.gpus_per_node)) {
+    if (!allowed(space.fixed.tp, tp)) continue;
+    if (model.num_attention_heads % tp != 0 || model.num_kv_heads % tp != 0) {
+      result.rejections.push_back({"tp=" + std::to_string(tp), "does not divide " + std::to_string(model.num_attention_heads) +
+                                                                   " attention heads and " +
+                                                                   std::to_string(model.num_kv_heads) + " KV heads"});
+      continue;
+    }
+    for (const int pp : divisors(space.num_gpus / tp)) {
+      if (space.num_gpus % tp != 0 || !allowed(space.fixed.pp, pp)) continue;
+      if (pp > model.num_layers) break;
+      const int dp = space.num_gpus / (tp * pp);
+      if (!allowed(space.fixed.dp, dp)) continue;
+      const std::string family = family_of(tp, pp);
+      if (batch % dp != 0) {
+        result.rejections.push_back({family, "global batch " + std::to_string(batch) + " is not divisible by dp=" +
+                                                 std::to_string(dp)});
+        continue;
+      }
+      ParallelConfig config;
+      config.tp = tp;
+      config.pp = pp;
+      config.dp = dp;
+      config.sequence_parallel = sequence_parallel_for(space, tp);
+      config.distributed_optimizer = distributed_optimizer_for(space, dp);
+      const std::vector<std::vector<int>> splits = layer_splits(space, pp);
+      std::optional<PeakMemory> family_leanest;
+      bool family_fits = false;
+      for (const int micro_batch : divisors(batch / dp)) {
+        if (!allowed(space.fixed.micro_batch, micro_batch)) continue;
+        config.micro_batch = micro_batch;
+        const int microbatches = static_cast<int>(batch / dp / micro_batch);
+        bool micro_batch_fits = false;
+        for (const int chunks : virtual_stage_options(space, pp, microbatches)) {
+         config.virtual_stages = chunks;
+         for (size_t split = 0; split < (chunks == 1 ? splits.size() : 1); ++split) {
+          config.layers_per_stage = splits[split];
+          for (const RecomputeMode mode : recompute_modes(space)) {
+            config.recompute = mode;
+            PeakMemory peak = peak_memory(model, space.training, config, space.overheads);
+            if (peak.bytes <= space.usable_bytes) {
+              result.fitting.push_back({config, peak.bytes, 0, 0});
+              micro_batch_fits = family_fits = true;
+              break;
+            }
+            if (!family_leanest || peak.bytes < family_leanest->bytes) family_leanest = peak;
+            if (!result.leanest || peak.bytes < result.leanest_peak.bytes) {
+              result.leanest = config;
+              result.leanest_peak = std::move(peak);
+            }
+          }
+         }
+        }
+        // Memory grows with the micro-batch: once even the leanest variant of one fails, larger ones do too.
+        if (!micro_batch_fits) break;
+      }
+      if (!family_fits && family_leanest) {
+        result.rejections.push_back({family, memory_reason(*family_leanest, space.usable_bytes)});
+      }
+    }
+  }
+  return result;
+}
+
+CommunicationTimes free_communication(const ParallelConfig& config) {
+  CommunicationTimes communication;
+  communication.p2p_seconds.assign(static_cast<size_t>(config.pp - 1), std::vector<double>(1, 0.0));
+  communication.tp_seconds.assign(static_cast<size_t>(config.pp), std::vector<double>(1, 0.0));
+  communication.dp_seconds.assign(static_cast<size_t>(config.pp), 0.0);
+  return communication;
+}
+
+// Iteration time with every message free: a lower bound of the real time, since links only add.
+double lower_bound_seconds(const ParallelConfig& config, const WorkProfile& work, const TrainingSpec& training) {
+  ParallelConfig one_replica = config;
+  one_replica.dp = 1;  // with free links every replica is the same
+  return critical_path(one_replica, work, free_communication(config), training).iteration_seconds;
+}
+
+Plan make_plan(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
+               const ParallelConfig& config, const WorkProfile& work, std::vector<StageMemory> memory,
+               const TimeBreakdown& time, Placement placement, double default_placement_seconds) {
+  Plan plan;
+  plan.config = config;
+  plan.num_microbatches = work.num_microbatches;
+  plan.time = time;
+  plan.memory_per_stage = std::move(memory);
+  for (const StageMemory& stage : plan.memory_per_stage) plan.peak_memory_bytes = std::max(plan.peak_memory_bytes, stage.total_bytes());
+  const double tokens = static_cast<double>(training.global_batch_sequences) * training.sequence_length;
+  plan.tokens_per_second = tokens / time.iteration_seconds;
+  const double peak = peak_flop_per_second(cluster.gpu, training.precision);
+  plan.model_flops_utilization = model_flops_per_iteration(model, training) / (time.iteration_seconds * peak * cluster.num_gpus());
+  plan.placement = std::move(placement);
+  plan.default_placement_iteration_seconds = default_placement_seconds;
+  // Slurm's order: rank r on global GPU r, so node k hosts ranks k·G … k·G + G − 1.
+  plan.node_order.resize(static_cast<size_t>(cluster.num_nodes()));
+  std::iota(plan.node_order.begin(), plan.node_order.end(), 0);
+  // Inter-node links this job relies on that nobody measured (priors from the site file).
+  constexpr int listed = 8;
+  int unmeasured = 0;
+  for (int from = 0; from < cluster.num_nodes(); ++from) {
+    for (int to = from + 1; to < cluster.num_nodes(); ++to) {
+      if (cluster.inter_node.at(from, to).measured) continue;
+      if (unmeasured++ < listed) {
+        plan.links_assumed.push_back(cluster.node_names[static_cast<size_t>(from)] + " <-> " +
+                                     cluster.node_names[static_cast<size_t>(to)]);
+      }
+    }
+  }
+  if (unmeasured > listed) plan.links_assumed.push_back("... and " + std::to_string(unmeasured - listed) + " more node pairs");
+  return plan;
+}
+
+// The full evaluation of one configuration in Slurm's node order.
+struct Evaluated {
+  WorkProfile work;
+  TimeBreakdown time;
+};
+
+Evaluated evaluate_in_default_order(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
+                                    const ParallelConfig& config) {
+  Evaluated evaluated;
+  evaluated.work = profile_work(model, training, cluster.gpu, config);
+  const CommunicationTimes communication =
+      communication_times(cluster, config, evaluated.work, default_placement(config));
+  evaluated.time = critical_path(config, evaluated.work, communication, training);
+  return evaluated;
+}
+
+Plan finish_plan(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
+                 const ParallelConfig& config, const SearchOptions& options, const Evaluated& evaluated) {
+  std::vector<StageMemory> memory = estimate_memory(model, training, config, options.overheads);
+  return make_plan(model, training, cluster, config, evaluated.work, std::move(memory), evaluated.time,
+                   default_placement(config), evaluated.time.iteration_seconds);
+}
+
+std::string check_inputs(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster) {
+  for (const std::string& problem : {validate(model), validate(training), validate(cluster)}) {
+    if (!problem.empty()) return problem;
+  }
+  if (peak_flop_per_second(cluster.gpu, training.precision) <= 0) {
+    return std::string("GPU ") + cluster.gpu.name + " has no " + to_string(training.precision) +
+           " tensor cores; choose another precision";
+  }
+  return {};
+}
+
+SearchSpace space_of(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
+                     const SearchOptions& options) {
+  return SearchSpace{model,           training, cluster.gpus_per_node, cluster.num_gpus(),
+                     cluster.gpu.memory_bytes - options.memory_safety_margin_bytes, options.overheads,
+                     training.fixed};
+}
+
+template <auto Knob>
+bool reset_knob(FixedKnobs& knobs) {
+  const bool was_fixed = (knobs.*Knob).has_value();
+  (knobs.*Knob).reset();
+  return was_fixed;
+}
+
+// The smallest change that makes something fit, tried from the least to the most disruptive:
+// release one fixed knob, then more nodes of the same kind.
+std::string smallest_change(const SearchSpace& space, int num_nodes) {
+  struct Release {
+    const char* knob;
+    bool (*release)(FixedKnobs&);  // resets the knob; false when it was not fixed
+  };
+  const Release releases[] = {
+      {"mbs", reset_knob<&FixedKnobs::micro_batch>},
+      {"recompute", reset_knob<&FixedKnobs::recompute>},
+      {"vpp", reset_knob<&FixedKnobs::virtual_stages>},
+      {"sp", reset_knob<&FixedKnobs::sequence_parallel>},
+      {"distopt", reset_knob<&FixedKnobs::distributed_optimizer>},
+      {"pp", reset_knob<&FixedKnobs::pp>},
+      {"tp", reset_knob<&FixedKnobs::tp>},
+      {"dp", reset_knob<&FixedKnobs::dp>},
+  };
+  for (const Release& release : releases) {
+    SearchSpace relaxed = space;
+    if (!release.release(relaxed.fixed)) continue;
+    const Enumeration relaxed_result = enumerate(relaxed);
+    if (!relaxed_result.fitting.empty()) {
+      return std::string("stop fixing ") + release.knob + " (" + describe(relaxed_result.fitting.front().config) + " fits)";
+    }
+  }
+  SearchSpace bigger = space;
+  bigger.fixed.dp.reset();
+  const auto fits_on = [&](int nodes) {
+    bigger.num_gpus = space.num_gpus / num_nodes * nodes;
+    return !enumerate(bigger).fitting.empty();
+  };
+  for (int factor = 2; factor <= 64; factor *= 2) {
+    if (!fits_on(num_nodes * factor)) continue;
+    int nodes = num_nodes * factor / 2 + 1;  // the first count in the last doubling that fits
+    while (!fits_on(nodes)) ++nodes;
+    return "use at least " + std::to_string(nodes) + " nodes (have " + std::to_string(num_nodes) + ")";
+  }
+  return "even " + std::to_string(num_nodes * 64) +
+         " nodes are not enough: shorten the sequence, or use GPUs with more memory";
+}
+
+}  // namespace
+
+Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
+                                  const SearchOptions& options) {
+  const std::string problem = check_inputs(model, training, cluster);
+  if (!problem.empty()) return Error{problem};
+  const SearchSpace space = space_of(model, training, cluster, options);
+  Enumeration enumeration = enumerate(space);
+  if (enumeration.fitting.empty()) {
+    std::string message = "no parallel plan fits " + cluster.gpu.name + " memory (" + gib(space.usable_bytes) +
+                          " usable per GPU) on " + std::to_string(cluster.num_nodes()) + " nodes x " +
+                          std::to_string(cluster.gpus_per_node) + " GPUs";
+    if (enumeration.leanest) {
+      message += ": the leanest, " + describe(*enumeration.leanest) + ", needs " + gib(enumeration.leanest_peak.bytes) +
+                 " on stage " + std::to_string(enumeration.leanest_peak.stage);
+    } else if (!enumeration.rejections.empty()) {
+      message += ": " + enumeration.rejections.front().family + ": " + enumeration.rejections.front().reason;
+    }
+    return Error{message + "; " + smallest_change(space, cluster.num_nodes())};
+  }
+
+  // Branch and bound: a candidate's free-communication time bounds its real time from below, so
+  // candidates are evaluated in order of that bound until it passes the k-th best real time.
+  for (Candidate& candidate : enumeration.fitting) {
+    candidate.lower_bound_seconds =
+        lower_bound_seconds(candidate.config, profile_work(model, training, cluster.gpu, candidate.config), training);
+  }
+  std::sort(enumeration.fitting.begin(), enumeration.fitting.end(), [](const Candidate& a, const Candidate& b) {
+    return a.lower_bound_seconds < b.lower_bound_seconds;
+  });
+  const size_t keep = static_cast<size_t>(std::max(1, options.top_k));
+  std::vector<std::pair<double, size_t>> best;  // (time in default order, index), sorted, at most `keep`
+  SearchResult result;
+  result.rejections = std::move(enumeration.rejections);
+  for (size_t index = 0; index < enumeration.fitting.size(); ++index) {
+    Candidate& candidate = enumeration.fitting[index];
+    if (best.size() == keep && candidate.lower_bound_seconds >= best.back().first) break;
+    candidate.iteration_seconds =
+        evaluate_in_default_order(model, training, cluster, candidate.config).time.iteration_seconds;
+    ++result.candidates_evaluated;
+    best.insert(std::upper_bound(best.begin(), best.end(), std::make_pair(candidate.iteration_seconds, index)),
+                {candidate.iteration_seconds, index});
+    if (best.size() > keep) best.pop_back();
+  }
+
+  for (const auto& [seconds, index] : best) {
+    const ParallelConfig& config = enumeration.fitting[index].config;
+    result.plans.push_back(
+        finish_plan(model, training, cluster, config, options, evaluate_in_default_order(model, training, cluster, config)));
+  }
+  return result;
+}
+
+Result<Plan> evaluate_plan(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
+                           const ParallelConfig& requested, const SearchOptions& options) {
+  const std::string problem = check_inputs(model, training, cluster);
+  if (!problem.empty()) return Error{problem};
+  ParallelConfig config = requested;
+  const std::string shape = describe(config);
+  if (config.tp < 1 || config.pp < 1 || config.dp < 1 || config.micro_batch < 1 || config.virtual_stages < 1) {
+    return Error{shape + ": every knob must be at least 1"};
+  }
+  if (config.world_size() != cluster.num_gpus()) {
+    return Error{shape + ": uses " + std::to_string(config.world_size()) + " GPUs, the job has " +
+                 std::to_string(cluster.num_gpus())};
+  }
+  if (cluster.gpus_per_node % config.tp != 0) {
+    return Error{shape + ": tp must divide the " + std::to_string(cluster.gpus_per_node) + " GPUs of a node"};
+  }
+  if (model.num_attention_heads % config.tp != 0 || model.num_kv_heads % config.tp != 0) {
+    return Error{shape + ": tp must divide the attention heads and the KV heads"};
+  }
+  if (config.sequence_parallel && config.tp == 1) return Error{shape + ": sequence parallelism needs tp > 1"};
+  if (config.pp > model.num_layers) return Error{shape + ": more pipeline stages than layers"};
+  if (training.global_batch_sequences % (static_cast<std::int64_t>(config.dp) * config.micro_batch) != 0) {
+    return Error{shape + ": the global batch of " + std::to_string(training.global_batch_sequences) +
+                 " sequences is not a multiple of dp x mbs"};
+  }
+  if (config.layers_per_stage.empty()) config.layers_per_stage = balanced_layers_per_stage(model.num_layers, config.pp);
+  if (static_cast<int>(config.layers_per_stage.size()) != config.pp ||
+      std::accumulate(config.layers_per_stage.begin(), config.layers_per_stage.end(), 0) != model.num_layers ||
+      *std::min_element(config.layers_per_stage.begin(), config.layers_per_stage.end()) < 1) {
+    return Error{shape + ": layers_per_stage must give each of the " + std::to_string(config.pp) +
+                 " stages at least one layer and sum to " + std::to_string(model.num_layers)};
+  }
+  const int microbatches =
+      static_cast<int>(training.global_batch_sequences / (static_cast<std::int64_t>(config.dp) * config.micro_batch));
+  if (config.virtual_stages > 1 && config.pp > 1) {
+    const bool equal_chunks = std::all_of(config.layers_per_stage.begin(), config.layers_per_stage.end(),
+                                          [&](int layers) { return layers % config.virtual_stages == 0; });
+    if (!equal_chunks) return Error{shape + ": every stage's layers must split into vpp equal chunks"};
+    if (microbatches < config.pp) return Error{shape + ": the interleaved schedule needs at least pp micro-batches"};
+  }
+  if (config.pp == 1) config.virtual_stages = 1;
+  const PeakMemory peak = peak_memory(model, training, config, options.overheads);
+  const double usable = cluster.gpu.memory_bytes - options.memory_safety_margin_bytes;
+  if (peak.bytes > usable) return Error{shape + ": " + memory_reason(peak, usable)};
+  return finish_plan(model, training, cluster, config, options, evaluate_in_default_order(model, training, cluster, config));
+}
+
+}  // namespace pipette

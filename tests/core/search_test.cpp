@@ -1,0 +1,252 @@
+#include "pipette/core/search.hpp"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/performance.hpp"
+#include "pipette/core/units.hpp"
+
+namespace pipette {
+namespace {
+
+// DGX-H100-like nodes: NVLink ~360 GB/s per GPU pair direction, 8×400 Gb/s NICs per node.
+Cluster uniform_cluster(int nodes, int gpus_per_node, const char* gpu = "H100-SXM") {
+  Cluster cluster;
+  for (int node = 0; node < nodes; ++node) cluster.node_names.push_back("n" + std::to_string(node));
+  cluster.gpus_per_node = gpus_per_node;
+  cluster.nics_per_node = gpus_per_node;
+  cluster.gpu = *find_gpu(gpu);
+  const Link nvlink{360 * units::gigabyte, 3 * units::microsecond, true};
+  const Link fabric{gpus_per_node * 400 * units::gigabit, 8 * units::microsecond, true};
+  cluster.intra_node.assign(static_cast<size_t>(nodes), LinkMatrix(gpus_per_node, nvlink));
+  cluster.inter_node = LinkMatrix(nodes, fabric);
+  return cluster;
+}
+
+ModelSpec llama_like(int layers, int hidden, int heads, int kv_heads, int ffn) {
+  ModelSpec model;
+  model.name = "llama-like";
+  model.num_layers = layers;
+  model.hidden_size = hidden;
+  model.num_attention_heads = heads;
+  model.num_kv_heads = kv_heads;
+  model.ffn_hidden_size = ffn;
+  model.ffn_kind = FfnKind::swiglu;
+  model.norm_kind = NormKind::rmsnorm;
+  model.vocab_size = 128256;
+  model.linear_bias = false;
+  return model;
+}
+
+ModelSpec llama3_70b() { return llama_like(80, 8192, 64, 8, 28672); }
+
+TrainingSpec training_of(std::int64_t batch, int sequence) {
+  TrainingSpec training;
+  training.global_batch_sequences = batch;
+  training.sequence_length = sequence;
+  return training;
+}
+
+SearchOptions quick_options() {
+  SearchOptions options;
+  options.optimize_placement = false;
+  options.memory_safety_margin_bytes = 2 * units::gibibyte;
+  return options;
+}
+
+TEST(Search, Llama70bOnEightNodesGivesSortedPlansThatFit) {
+  const Cluster cluster = uniform_cluster(8, 8);
+  const SearchOptions options = quick_options();
+  const Result<SearchResult> result = search_plans(llama3_70b(), training_of(256, 4096), cluster, options);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  ASSERT_EQ(result->plans.size(), 5u);
+  const double usable = cluster.gpu.memory_bytes - options.memory_safety_margin_bytes;
+  for (size_t i = 0; i < result->plans.size(); ++i) {
+    const Plan& plan = result->plans[i];
+    EXPECT_LE(plan.peak_memory_bytes, usable);
+    EXPECT_EQ(plan.config.world_size(), 64);
+    EXPECT_EQ(8 % plan.config.tp, 0);
+    EXPECT_EQ(std::accumulate(plan.config.layers_per_stage.begin(), plan.config.layers_per_stage.end(), 0), 80);
+    EXPECT_EQ(plan.num_microbatches * plan.config.dp * plan.config.micro_batch, 256);
+    EXPECT_NEAR(plan.tokens_per_second, 256.0 * 4096 / plan.time.iteration_seconds, 1e-6 * plan.tokens_per_second);
+    EXPECT_GT(plan.model_flops_utilization, 0.2);
+    EXPECT_LT(plan.model_flops_utilization, 0.8);
+    EXPECT_EQ(plan.placement.gpu_of_rank.size(), 64u);
+    if (i > 0) {
+      EXPECT_GE(plan.time.iteration_seconds, result->plans[i - 1].time.iteration_seconds);
+    }
+  }
+  // 70B does not fit without model parallelism: the tp=1 pp=1 family is rejected for memory.
+  bool rejected_for_memory = false;
+  for (const Rejection& rejection : result->rejections) {
+    if (rejection.family == "tp=1 pp=1") {
+      rejected_for_memory = rejection.reason.rfind("stage 0 needs ", 0) == 0 && rejection.reason.find(" GiB > ") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(rejected_for_memory);
+}
+
+// Every configuration the search could choose, evaluated one by one.
+std::vector<Plan> brute_force(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
+                              const SearchOptions& options) {
+  std::vector<Plan> plans;
+  const int gpus = cluster.num_gpus();
+  for (int tp = 1; tp <= cluster.gpus_per_node; ++tp) {
+    for (int pp = 1; pp <= gpus / tp; ++pp) {
+      if (gpus % (tp * pp) != 0) continue;
+      const int dp = gpus / (tp * pp);
+      for (int mbs = 1; mbs <= training.global_batch_sequences; ++mbs) {
+        for (int v = 1; v <= 4; ++v) {
+          for (const RecomputeMode mode : {RecomputeMode::none, RecomputeMode::selective, RecomputeMode::full}) {
+            for (const bool sp : {false, true}) {
+              for (const bool distopt : {false, true}) {
+                ParallelConfig config;
+                config.tp = tp;
+                config.pp = pp;
+                config.dp = dp;
+                config.micro_batch = mbs;
+                config.virtual_stages = v;
+                config.recompute = mode;
+                config.sequence_parallel = sp;
+                config.distributed_optimizer = distopt;
+                const Result<Plan> plan = evaluate_plan(model, training, cluster, config, options);
+                if (plan.ok()) plans.push_back(*plan);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return plans;
+}
+
+TEST(Search, BestPlanIsTheBestOfAllConfigurations) {
+  // Small enough to enumerate: 2 nodes × 4 GPUs, a 3B-class model that needs some parallelism.
+  const ModelSpec model = llama_like(24, 3072, 24, 8, 8192);
+  const Cluster cluster = uniform_cluster(2, 4, "A100-40GB");
+  const TrainingSpec training = training_of(32, 4096);
+  const SearchOptions options = quick_options();
+  const Result<SearchResult> result = search_plans(model, training, cluster, options);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const std::vector<Plan> all = brute_force(model, training, cluster, options);
+  ASSERT_GT(all.size(), 10u);
+  double best = all.front().time.iteration_seconds;
+  for (const Plan& plan : all) best = std::min(best, plan.time.iteration_seconds);
+  EXPECT_NEAR(result->plans.front().time.iteration_seconds, best, 1e-12 * best);
+  // ... found without evaluating the time of most candidates.
+  EXPECT_LT(result->candidates_evaluated, static_cast<int>(all.size()) / 4);
+}
+
+TEST(Search, FixedKnobsAreKept) {
+  TrainingSpec training = training_of(256, 4096);
+  training.fixed.tp = 4;
+  training.fixed.micro_batch = 2;
+  training.fixed.recompute = RecomputeMode::full;
+  const Result<SearchResult> result = search_plans(llama3_70b(), training, uniform_cluster(8, 8), quick_options());
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  for (const Plan& plan : result->plans) {
+    EXPECT_EQ(plan.config.tp, 4);
+    EXPECT_EQ(plan.config.micro_batch, 2);
+    EXPECT_EQ(plan.config.recompute, RecomputeMode::full);
+  }
+}
+
+TEST(Search, TensorParallelMustDivideHeads) {
+  ModelSpec model = llama_like(24, 1536, 12, 12, 4096);
+  const Result<SearchResult> result = search_plans(model, training_of(64, 2048), uniform_cluster(1, 8), quick_options());
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  bool found = false;
+  for (const Rejection& rejection : result->rejections) {
+    if (rejection.family == "tp=8") found = rejection.reason == "does not divide 12 attention heads and 12 KV heads";
+  }
+  EXPECT_TRUE(found);
+  for (const Plan& plan : result->plans) EXPECT_NE(plan.config.tp, 8);
+}
+
+TEST(Search, UnevenPipelineGivesTheEndsFewerLayers) {
+  TrainingSpec training = training_of(64, 2048);
+  training.fixed.pp = 4;
+  training.fixed.tp = 1;
+  const ModelSpec model = llama_like(30, 2048, 16, 8, 5632);
+  const Result<SearchResult> result = search_plans(model, training, uniform_cluster(1, 8), quick_options());
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  // A 128k vocabulary on a 2048-wide model: the LM head weighs several layers, so the search
+  // moves layers off the last stage; the first stage holds at most an interior stage's share.
+  const std::vector<int>& layers = result->plans.front().config.layers_per_stage;
+  ASSERT_EQ(layers.size(), 4u);
+  EXPECT_EQ(std::accumulate(layers.begin(), layers.end(), 0), 30);
+  EXPECT_LT(layers[3], layers[1]);
+  EXPECT_LE(layers[0], layers[1]);
+  EXPECT_EQ(layers[1], layers[2]);
+  // With the head ignored, 30 layers on 4 stages give the ends the fewer layers.
+  EXPECT_EQ(balanced_layers_per_stage(30, 4), (std::vector<int>{7, 8, 8, 7}));
+}
+
+TEST(Search, NothingFitsNamesMoreNodes) {
+  const Result<SearchResult> result =
+      search_plans(llama_like(126, 16384, 128, 8, 53248), training_of(64, 8192), uniform_cluster(2, 8), quick_options());
+  ASSERT_FALSE(result.ok());
+  const std::string& message = result.error().message;
+  EXPECT_EQ(message.rfind("no parallel plan fits H100-SXM memory", 0), 0u) << message;
+  EXPECT_NE(message.find("the leanest, "), std::string::npos) << message;
+  EXPECT_NE(message.find("use at least "), std::string::npos) << message;
+}
+
+TEST(Search, NothingFitsNamesTheFixedKnobToRelease) {
+  TrainingSpec training = training_of(256, 4096);
+  training.fixed.micro_batch = 64;
+  training.fixed.recompute = RecomputeMode::none;
+  const Result<SearchResult> result = search_plans(llama3_70b(), training, uniform_cluster(8, 8), quick_options());
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.error().message.find("; stop fixing mbs ("), std::string::npos) << result.error().message;
+}
+
+TEST(Search, InputErrorsNameTheField) {
+  TrainingSpec training = training_of(0, 4096);
+  EXPECT_NE(search_plans(llama3_70b(), training, uniform_cluster(8, 8), quick_options()).error().message.find(
+                "global_batch_sequences"),
+            std::string::npos);
+  TrainingSpec fp8 = training_of(256, 4096);
+  fp8.precision = Precision::fp8;
+  EXPECT_EQ(search_plans(llama3_70b(), fp8, uniform_cluster(8, 8, "A100-80GB"), quick_options()).error().message,
+            "GPU A100-80GB has no fp8 tensor cores; choose another precision");
+}
+
+TEST(EvaluatePlan, RejectsImpossibleConfigurations) {
+  const Cluster cluster = uniform_cluster(8, 8);
+  const TrainingSpec training = training_of(256, 4096);
+  ParallelConfig config;
+  config.tp = 8;
+  config.pp = 4;
+  config.dp = 4;
+  EXPECT_EQ(evaluate_plan(llama3_70b(), training, cluster, config, quick_options()).error().message,
+            "tp=8 pp=4 dp=4 mbs=1 recompute=none: uses 128 GPUs, the job has 64");
+  config.dp = 2;
+  config.virtual_stages = 3;
+  EXPECT_EQ(evaluate_plan(llama3_70b(), training, cluster, config, quick_options()).error().message,
+            "tp=8 pp=4 dp=2 mbs=1 vpp=3 recompute=none: every stage's layers must split into vpp equal chunks");
+  config.virtual_stages = 1;
+  config.tp = 1;
+  config.dp = 16;
+  const Result<Plan> too_big = evaluate_plan(llama3_70b(), training, cluster, config, quick_options());
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_NE(too_big.error().message.find(": stage 0 needs "), std::string::npos) << too_big.error().message;
+}
+
+TEST(EvaluatePlan, MatchesTheSearchAndHashesStably) {
+  const Cluster cluster = uniform_cluster(8, 8);
+  const TrainingSpec training = training_of(256, 4096);
+  const Result<SearchResult> result = search_plans(llama3_70b(), training, cluster, quick_options());
+  ASSERT_TRUE(result.ok());
+  const Plan& best = result->plans.front();
+  const Result<Plan> again = evaluate_plan(llama3_70b(), training, cluster, best.config, quick_options());
+  ASSERT_TRUE(again.ok());
+  EXPECT_DOUBLE_EQ(again->time.iteration_seconds, best.time.iteration_seconds);
+  EXPECT_EQ(plan_hash(*again), plan_hash(best));
+}
+
+}  // namespace
+}  // namespace pipette
