@@ -83,7 +83,8 @@ TEST(ClusterAssembly, MeasuredPairsReplacePriorsAndTheRestAreListed) {
   node.bandwidth_bytes_per_second.assign(16, 90e9);
   node.latency_seconds.assign(16, 2e-6);
   cache.nodes = {node};
-  f.input.cache = &cache;
+  const LinkTable table = link_table_of(cache);
+  f.input.cache = &table;
   auto assembled = assemble_cluster(f.input, f.site);
   ASSERT_TRUE(assembled.ok()) << assembled.error().message;
   const Cluster& cluster = assembled->cluster;
@@ -111,7 +112,8 @@ TEST(ClusterAssembly, StaleMeasurementsBlendTowardThePrior) {
   LinkCache cache;
   cache.pairs = {pair("jwb01", "jwb02", 40, 10, kNow - static_cast<std::int64_t>(5 * kDay)),   // two half-lives
                  pair("jwb03", "jwb04", 40, 10, kNow - static_cast<std::int64_t>(40 * kDay))}; // past max age
-  f.input.cache = &cache;
+  const LinkTable table = link_table_of(cache);
+  f.input.cache = &table;
   auto assembled = assemble_cluster(f.input, f.site);
   ASSERT_TRUE(assembled.ok()) << assembled.error().message;
   const Link& blended = assembled->cluster.inter_node.at(0, 1);
@@ -202,7 +204,8 @@ TEST(ClusterAssembly, SameInputsGiveBitIdenticalClusters) {
   Fixture f;
   LinkCache cache;
   cache.pairs = {pair("jwb01", "jwb02", 40, 10, kNow - static_cast<std::int64_t>(20 * kDay))};
-  f.input.cache = &cache;
+  const LinkTable table = link_table_of(cache);
+  f.input.cache = &table;
   auto first = assemble_cluster(f.input, f.site);
   auto second = assemble_cluster(f.input, f.site);
   ASSERT_TRUE(first.ok() && second.ok());

@@ -129,3 +129,47 @@ TEST_F(PrepareJob, GivenInspectionAndGpuCountNeedNoHardware) {
 
 }  // namespace
 }  // namespace pipette
+
+namespace pipette {
+namespace {
+
+TEST_F(PrepareJob, PlanJobSearchesTheAssembledCluster) {
+  write("links.yaml",
+        "pipette_link_cache: 1\npairs:\n"
+        "  jwb01 jwb02: {measured_at: 2026-12-01T16:00:00Z, bandwidth_gb_per_s: 70, latency_us: 5}\n");
+  const SiteConfig configured = site("links:\n  cache: links.yaml\nsearch:\n  top_k: 3\n");
+  auto plan = plan_job(request_, configured);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  ASSERT_FALSE(plan->search.plans.empty());
+  EXPECT_LE(plan->search.plans.size(), 3u);
+  const Plan& best = plan->search.plans.front();
+  EXPECT_EQ(best.config.world_size(), 16);
+  EXPECT_EQ(best.placement.gpu_of_rank.size(), 16u);
+  EXPECT_LE(best.peak_memory_bytes, plan->cluster.gpu.memory_bytes);
+  EXPECT_FALSE(best.links_assumed.empty());  // 5 of 6 node pairs are priors
+  EXPECT_EQ(plan->measured_node_pairs, 1);
+  // The same request plans the same way, to the hash.
+  auto again = plan_job(request_, configured);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(plan_hash(again->search.plans.front()), plan_hash(best));
+}
+
+TEST_F(PrepareJob, PlanJobHonoursFixedKnobsAndReportsImpossibleJobs) {
+  request_.fixed = "tp=4,pp=1,dp=4,mbs=1";
+  auto fixed = plan_job(request_, site(""));
+  ASSERT_TRUE(fixed.ok()) << fixed.error().message;
+  for (const Plan& plan : fixed->search.plans) {
+    EXPECT_EQ(plan.config.tp, 4);
+    EXPECT_EQ(plan.config.pp, 1);
+    EXPECT_EQ(plan.config.micro_batch, 1);
+  }
+  request_.fixed.clear();
+  request_.model = "llama3-405b";
+  request_.node_names = {"jwb01"};
+  auto impossible = plan_job(request_, site(""));
+  ASSERT_FALSE(impossible.ok());
+  EXPECT_EQ(impossible.error().message.find('\n'), std::string::npos) << impossible.error().message;
+}
+
+}  // namespace
+}  // namespace pipette

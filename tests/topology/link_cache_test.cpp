@@ -5,8 +5,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -191,10 +193,10 @@ TEST_F(TempDir, UpdateWritesAtomicallyAndMergesWithTheFile) {
   EXPECT_EQ(reread->pairs.size(), 2u);
   EXPECT_EQ(reread->nodes.size(), 1u);
   EXPECT_EQ(format_link_cache(*reread), format_link_cache(*merged));
-  // No temporary files are left behind.
-  int files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_)) files += entry.path().filename() != "links.yaml.lock";
-  EXPECT_EQ(files, 1);
+  // No temporary files are left behind: the cache, its index and the lock file.
+  std::set<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) files.insert(entry.path().filename().string());
+  EXPECT_EQ(files, (std::set<std::string>{"links.yaml", "links.yaml.index", "links.yaml.lock"}));
   EXPECT_EQ(std::filesystem::status(file).permissions() & std::filesystem::perms::all,
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
                 std::filesystem::perms::group_read | std::filesystem::perms::others_read);
@@ -219,7 +221,7 @@ TEST_F(TempDir, ConcurrentWritersLoseNothing) {
   std::vector<std::thread> writers;
   for (int w = 0; w < 4; ++w) {
     writers.emplace_back([&, w] {
-      for (int k = 0; k < 10; ++k) {
+      for (int k = 0; k < 5; ++k) {
         LinkCache one;
         one.pairs = {pair("w" + std::to_string(w), "k" + std::to_string(k), 40, 10, kDecember1)};
         EXPECT_TRUE(update_link_cache(file, one).ok());
@@ -229,7 +231,7 @@ TEST_F(TempDir, ConcurrentWritersLoseNothing) {
   for (auto& writer : writers) writer.join();
   auto cache = read_link_cache(file);
   ASSERT_TRUE(cache.ok());
-  EXPECT_EQ(cache->pairs.size(), 40u);
+  EXPECT_EQ(cache->pairs.size(), 20u);
 }
 
 TEST_F(TempDir, MissingAndUnwritableLocationsAreOneLineErrors) {
@@ -240,6 +242,70 @@ TEST_F(TempDir, MissingAndUnwritableLocationsAreOneLineErrors) {
   auto unwritable = update_link_cache(path("no/such/dir/links.yaml"), LinkCache{});
   ASSERT_FALSE(unwritable.ok());
   EXPECT_NE(unwritable.error().message.find("no/such/dir"), std::string::npos);
+}
+
+void expect_same_table(const LinkTable& a, const LinkTable& b) {
+  EXPECT_EQ(a.names, b.names);
+  ASSERT_EQ(a.pairs.size(), b.pairs.size());
+  for (std::size_t i = 0; i < a.pairs.size(); ++i) {
+    EXPECT_EQ(a.pairs[i].node_a, b.pairs[i].node_a);
+    EXPECT_EQ(a.pairs[i].node_b, b.pairs[i].node_b);
+    EXPECT_EQ(a.pairs[i].measured_at_unix_seconds, b.pairs[i].measured_at_unix_seconds);
+    EXPECT_EQ(std::memcmp(&a.pairs[i].bandwidth_bytes_per_second, &b.pairs[i].bandwidth_bytes_per_second, 8), 0);
+    EXPECT_EQ(std::memcmp(&a.pairs[i].latency_seconds, &b.pairs[i].latency_seconds, 8), 0);
+  }
+  ASSERT_EQ(a.nodes.size(), b.nodes.size());
+  for (std::size_t i = 0; i < a.nodes.size(); ++i) {
+    EXPECT_EQ(a.nodes[i].name, b.nodes[i].name);
+    EXPECT_EQ(a.nodes[i].fingerprint, b.nodes[i].fingerprint);
+    EXPECT_EQ(a.nodes[i].gpus, b.nodes[i].gpus);
+    EXPECT_EQ(a.nodes[i].bandwidth_bytes_per_second, b.nodes[i].bandwidth_bytes_per_second);
+    EXPECT_EQ(a.nodes[i].latency_seconds, b.nodes[i].latency_seconds);
+  }
+}
+
+TEST_F(TempDir, IndexGivesExactlyWhatParsingGives) {
+  const std::string file = path("links.yaml");
+  LinkCache cache;
+  cache.nodes = {node("n1", kDecember1, 4), node("n2", kDecember1, 0)};
+  cache.pairs = {pair("n1", "n2", 45.123456789, 10.987654321, kDecember1), pair("n2", "n3", 1.0 / 3, 1.0 / 7, kDecember1)};
+  ASSERT_TRUE(update_link_cache(file, cache).ok());
+  auto indexed = read_link_table(file);
+  ASSERT_TRUE(indexed.ok()) << indexed.error().message;
+  EXPECT_TRUE(indexed->from_index);
+  auto parsed = read_link_cache(file);
+  ASSERT_TRUE(parsed.ok());
+  const LinkTable from_yaml = link_table_of(*parsed);
+  EXPECT_FALSE(from_yaml.from_index);
+  expect_same_table(*indexed, from_yaml);
+}
+
+TEST_F(TempDir, EditedOrCopiedYamlIsParsedAndADamagedIndexIgnored) {
+  const std::string file = path("links.yaml");
+  LinkCache cache;
+  cache.pairs = {pair("n1", "n2", 40, 10, kDecember1)};
+  ASSERT_TRUE(update_link_cache(file, cache).ok());
+  // A hand edit: the index no longer matches the YAML, so the YAML is read.
+  std::string text = format_link_cache(*read_link_cache(file));
+  text.replace(text.find("bandwidth_gb_per_s: 40"), 22, "bandwidth_gb_per_s: 41");
+  std::ofstream(file, std::ios::trunc) << text;
+  auto edited = read_link_table(file);
+  ASSERT_TRUE(edited.ok());
+  EXPECT_FALSE(edited->from_index);
+  EXPECT_DOUBLE_EQ(edited->pairs[0].bandwidth_bytes_per_second, 41e9);
+
+  ASSERT_TRUE(update_link_cache(file, cache).ok());  // same measured_at as the edit: the incoming entry wins
+  for (const std::uintmax_t keep : {std::uintmax_t{0}, std::uintmax_t{10}, std::uintmax_t{100}}) {
+    std::filesystem::resize_file(file + ".index", keep);
+    auto table = read_link_table(file);
+    ASSERT_TRUE(table.ok()) << keep;
+    EXPECT_FALSE(table->from_index);
+    EXPECT_DOUBLE_EQ(table->pairs[0].bandwidth_bytes_per_second, 40e9);
+  }
+  std::ofstream(file + ".index", std::ios::trunc) << std::string(4096, 'x');
+  auto garbage = read_link_table(file);
+  ASSERT_TRUE(garbage.ok());
+  EXPECT_FALSE(garbage->from_index);
 }
 
 TEST(Staleness, WeightsDecayAndBlendGeometrically) {

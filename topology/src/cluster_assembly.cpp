@@ -200,44 +200,55 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
 
   const std::int64_t now = input.reference_time_unix_seconds;
   std::vector<std::string> stale_lines;
+  int stale_pairs = 0;
   std::vector<char> pair_measured(static_cast<std::size_t>(nodes) * nodes, 0);
   if (input.cache) {
-    for (const PairMeasurement& pair : input.cache->pairs) {
-      const auto a = index_of_node.find(pair.node_a);
-      const auto b = index_of_node.find(pair.node_b);
-      if (a == index_of_node.end() || b == index_of_node.end()) continue;
+    const LinkTable& table = *input.cache;
+    // Each cached name is looked up once; pairs are then matched by index.
+    std::vector<int> job_index_of_name(table.names.size(), -1);
+    for (std::size_t k = 0; k < table.names.size(); ++k) {
+      const auto found = index_of_node.find(table.names[k]);
+      if (found != index_of_node.end()) job_index_of_name[k] = found->second;
+    }
+    for (const LinkTable::Pair& pair : table.pairs) {
+      const int a = job_index_of_name[pair.node_a];
+      const int b = job_index_of_name[pair.node_b];
+      if (a < 0 || b < 0 || a == b) continue;
       const double age = static_cast<double>(now - pair.measured_at_unix_seconds);
       const double weight = staleness_weight(site.staleness, age);
       const Link measured{pair.bandwidth_bytes_per_second, pair.latency_seconds, true};
-      const Link link = blend_toward_prior(measured, cluster.inter_node.at(a->second, b->second), weight);
-      cluster.inter_node.at(a->second, b->second) = link;
-      cluster.inter_node.at(b->second, a->second) = link;
+      const Link link = blend_toward_prior(measured, cluster.inter_node.at(a, b), weight);
+      cluster.inter_node.at(a, b) = link;
+      cluster.inter_node.at(b, a) = link;
       if (link.measured) {
-        pair_measured[static_cast<std::size_t>(a->second) * nodes + b->second] = 1;
+        pair_measured[static_cast<std::size_t>(std::min(a, b)) * nodes + std::max(a, b)] = 1;
         ++out.measured_node_pairs;
       }
-      if (weight < 1.0)
-        stale_lines.push_back(pair.node_a + "-" + pair.node_b + ": measured " + days(age) + " ago, weight " +
-                              std::to_string(weight).substr(0, 5) + (weight > 0 ? ", blended toward the prior" : ", ignored"));
+      if (weight < 1.0 && stale_lines.size() <= kListedLinksMax)
+        stale_lines.push_back(table.names[pair.node_a] + "-" + table.names[pair.node_b] + ": measured " + days(age) +
+                              " ago, weight " + std::to_string(weight).substr(0, 5) +
+                              (weight > 0 ? ", blended toward the prior" : ", ignored"));
+      stale_pairs += weight < 1.0;
     }
-    for (const NodeMeasurement& measurement : input.cache->nodes) {
-      const auto found = index_of_node.find(measurement.name);
-      if (found == index_of_node.end()) continue;
-      if (input.local && !measurement.fingerprint.empty() && local_gpus > 0 &&
-          measurement.fingerprint != hardware_fingerprint(*input.local))
-        out.notes.push_back("node " + measurement.name + " was measured as " + measurement.fingerprint + " but this node is " +
-                            hardware_fingerprint(*input.local) + "; re-run pipette-probe if the hardware changed");
+    const std::string local_fingerprint = input.local && local_gpus > 0 ? hardware_fingerprint(*input.local) : "";
+    for (const LinkTable::Node& measurement : table.nodes) {
+      const int node = job_index_of_name[measurement.name];
+      if (node < 0) continue;
+      const std::string& name = table.names[measurement.name];
+      if (!local_fingerprint.empty() && !measurement.fingerprint.empty() && measurement.fingerprint != local_fingerprint)
+        out.notes.push_back("node " + name + " was measured as " + measurement.fingerprint + " but this node is " +
+                            local_fingerprint + "; re-run pipette-probe if the hardware changed");
       if (measurement.gpus == 0) continue;
       if (measurement.gpus != cluster.gpus_per_node) {
-        out.notes.push_back("node " + measurement.name + ": cached intra-node matrix is " + std::to_string(measurement.gpus) +
-                            "x" + std::to_string(measurement.gpus) + " but the job uses " +
-                            std::to_string(cluster.gpus_per_node) + " GPUs per node; using priors inside it");
+        out.notes.push_back("node " + name + ": cached intra-node matrix is " + std::to_string(measurement.gpus) + "x" +
+                            std::to_string(measurement.gpus) + " but the job uses " + std::to_string(cluster.gpus_per_node) +
+                            " GPUs per node; using priors inside it");
         continue;
       }
       const double age = static_cast<double>(now - measurement.measured_at_unix_seconds);
       const double weight = staleness_weight(site.staleness, age);
       if (weight <= 0) continue;
-      LinkMatrix& matrix = cluster.intra_node[static_cast<std::size_t>(found->second)];
+      LinkMatrix& matrix = cluster.intra_node[static_cast<std::size_t>(node)];
       for (int from = 0; from < measurement.gpus; ++from)
         for (int to = 0; to < measurement.gpus; ++to) {
           if (from == to) continue;
@@ -277,10 +288,9 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
       out.links_assumed.insert(out.links_assumed.end(), listed.begin(), listed.end());
     }
   }
-  if (stale_lines.size() > kListedLinksMax) {
-    const std::size_t more = stale_lines.size() - kListedLinksMax;
+  if (stale_pairs > static_cast<int>(kListedLinksMax)) {
     stale_lines.resize(kListedLinksMax);
-    stale_lines.push_back("... " + std::to_string(more) + " more stale node pairs");
+    stale_lines.push_back("... " + std::to_string(stale_pairs - static_cast<int>(kListedLinksMax)) + " more stale node pairs");
   }
   out.links_assumed.insert(out.links_assumed.end(), stale_lines.begin(), stale_lines.end());
   if (out.measured_nodes < nodes)

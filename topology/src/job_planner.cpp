@@ -19,14 +19,14 @@ Result<NodeInspection> inspection_for(const JobRequest& request) {
 }
 
 // The cache, or nullptr with a note when there is none and the site allows that.
-Result<std::optional<LinkCache>> cache_for(const JobRequest& request, const SiteConfig& site,
+Result<std::optional<LinkTable>> cache_for(const JobRequest& request, const SiteConfig& site,
                                            std::vector<std::string>& notes) {
   const std::string path = request.link_cache.empty() ? site.link_cache : request.link_cache;
   if (path.empty()) {
     if (site.require_measurements)
       return Error{site.source + ": links.require_measurements is true but links.cache names no cache; set links.cache"};
     notes.push_back("no link cache configured (links.cache): every link is a prior");
-    return std::optional<LinkCache>();
+    return std::optional<LinkTable>();
   }
   std::error_code error;
   if (!std::filesystem::exists(path, error)) {
@@ -34,11 +34,11 @@ Result<std::optional<LinkCache>> cache_for(const JobRequest& request, const Site
       return Error{"link cache " + path + " does not exist and the site requires measurements "
                    "(links.require_measurements); run pipette-probe on these nodes"};
     notes.push_back("no link cache at " + path + ": every link is a prior (run pipette-probe to measure them)");
-    return std::optional<LinkCache>();
+    return std::optional<LinkTable>();
   }
-  auto cache = read_link_cache(path);
+  auto cache = read_link_table(path);
   if (!cache) return cache.error();
-  return std::optional<LinkCache>(std::move(cache).value());
+  return std::optional<LinkTable>(std::move(cache).value());
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 
+#include "link_index.hpp"
 #include "pipette/core/units.hpp"
 
 namespace pipette {
@@ -409,15 +410,22 @@ class FileDescriptor {
   int fd_;
 };
 
-std::optional<Error> write_atomically(const std::string& path, const std::string& contents) {
-  const std::filesystem::path target(path);
+// A fully written and fsynced file beside its target, waiting to be renamed over it.
+struct TemporaryFile {
+  std::string path;
+  struct stat status {};
+};
+
+Result<TemporaryFile> write_temporary(const std::string& target_path, const std::string& contents) {
+  const std::filesystem::path target(target_path);
   const std::string directory = target.has_parent_path() ? target.parent_path().string() : ".";
-  std::string temporary = (std::filesystem::path(directory) / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-  FileDescriptor fd(::mkstemp(temporary.data()));
+  TemporaryFile file;
+  file.path = (std::filesystem::path(directory) / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  FileDescriptor fd(::mkstemp(file.path.data()));
   if (fd.get() < 0) return Error{system_error("cannot create a temporary file in", directory) + " (is the directory writable?)"};
   auto fail = [&](const std::string& what) {
-    const Error error{system_error(what, temporary)};
-    ::unlink(temporary.c_str());
+    const Error error{system_error(what, file.path)};
+    ::unlink(file.path.c_str());
     return error;
   };
   if (::fchmod(fd.get(), 0644) != 0) return fail("cannot chmod");
@@ -428,8 +436,19 @@ std::optional<Error> write_atomically(const std::string& path, const std::string
     written += static_cast<std::size_t>(n);
   }
   if (::fsync(fd.get()) != 0) return fail("cannot fsync");
+  if (::fstat(fd.get(), &file.status) != 0) return fail("cannot stat");
   if (::close(fd.release()) != 0) return fail("cannot close");
-  if (::rename(temporary.c_str(), path.c_str()) != 0) return fail("cannot rename onto " + path + " from");
+  return file;
+}
+
+std::optional<Error> rename_over(const TemporaryFile& file, const std::string& target_path) {
+  if (::rename(file.path.c_str(), target_path.c_str()) != 0) {
+    const Error error{system_error("cannot rename onto " + target_path + " from", file.path)};
+    ::unlink(file.path.c_str());
+    return error;
+  }
+  const std::filesystem::path target(target_path);
+  const std::string directory = target.has_parent_path() ? target.parent_path().string() : ".";
   FileDescriptor directory_fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (directory_fd.get() >= 0) ::fsync(directory_fd.get());  // best effort: the rename is already visible
   return std::nullopt;
@@ -674,9 +693,19 @@ Result<LinkCache> update_link_cache(const std::string& path, const LinkCache& in
   LinkCache merged = merge_link_caches(std::move(base), incoming);
   const std::string text = format_link_cache(merged);
   // The writer must produce what the reader accepts; refuse to replace a good file with one that is not.
-  if (auto check = parse_link_cache(text, path); !check)
-    return Error{"refusing to write " + path + ": the merged cache does not validate: " + check.error().message};
-  if (auto problem = write_atomically(path, text)) return *problem;
+  auto check = parse_link_cache(text, path);
+  if (!check) return Error{"refusing to write " + path + ": the merged cache does not validate: " + check.error().message};
+  std::error_code ignored;
+  auto yaml = write_temporary(path, text);
+  if (!yaml) return yaml.error();
+  // The index is built from what parsing the written text gives, so both read paths agree to the
+  // bit. It goes in place first: until the YAML's rename its stamp matches no file, so readers in
+  // between parse the old YAML. A failure to write it only costs speed.
+  const std::string index_path = link_index_path(path);
+  if (auto index = write_temporary(index_path, encode_link_index(link_table_of(*check), yaml->status)); index) {
+    if (rename_over(*index, index_path)) std::filesystem::remove(index_path, ignored);
+  }
+  if (auto problem = rename_over(*yaml, path)) return *problem;
   return merged;
 }
 
@@ -693,7 +722,7 @@ Link blend_toward_prior(const Link& measured, const Link& prior, double weight) 
   const double w = weight;
   auto blend = [w](double m, double p) {
     if (m <= 0 || p <= 0) return w * m + (1 - w) * p;  // geometric blend needs positive values (a zero latency)
-    return std::exp(w * std::log(m) + (1 - w) * std::log(p));
+    return p * std::exp(w * std::log(m / p));          // m^w · p^(1−w), one log and one exp
   };
   Link out;
   out.bandwidth_bytes_per_second = blend(measured.bandwidth_bytes_per_second, prior.bandwidth_bytes_per_second);

@@ -17,8 +17,9 @@ struct AssemblyInput {
   int gpus_per_node = 0;                      // 0: the local inspection's GPU count
   std::string gpu;                            // GPU model; "" = local inspection, then site.gpu
   const NodeInspection* local = nullptr;      // this node (every node of a job is assumed alike)
-  const LinkCache* cache = nullptr;           // nullptr: no cache, every link is a prior
-  const SwitchTree* switches = nullptr;       // from site.priors.topology_conf, if any
+  const LinkTable* cache = nullptr;           // nullptr: no cache, every link is a prior
+  const SwitchTree* switches = nullptr;       // from site.priors.topology_conf, if any; nodes it
+                                              // does not list get the last switch_level_factor
   // The time staleness is measured against. The plugin passes the job's start time so every node
   // computes identical weights (and so the identical plan).
   std::int64_t reference_time_unix_seconds = 0;
