@@ -62,24 +62,16 @@ struct RingBottleneck {
 class NodeRing {
  public:
   NodeRing(const Cluster& cluster, const std::vector<int>& gpus) : size_(static_cast<int>(gpus.size())) {
-    std::vector<int> group_of_gpu(gpus.size());
-    std::vector<int> group_sizes;
-    for (size_t i = 0; i < gpus.size(); ++i) {
-      const int node = node_of(cluster, gpus[i]);
-      const auto found = std::find(nodes_.begin(), nodes_.end(), node);
-      group_of_gpu[i] = static_cast<int>(found - nodes_.begin());
-      if (found == nodes_.end()) {
-        nodes_.push_back(node);
-        group_sizes.push_back(0);
-      }
-      ++group_sizes[static_cast<size_t>(group_of_gpu[i])];
+    for (const int gpu : gpus)
+      if (std::find(nodes_.begin(), nodes_.end(), node_of(cluster, gpu)) == nodes_.end()) nodes_.push_back(node_of(cluster, gpu));
+    local_gpus_.reserve(gpus.size());
+    group_begin_.reserve(nodes_.size() + 1);
+    group_begin_.push_back(0);
+    for (const int node : nodes_) {
+      for (const int gpu : gpus)
+        if (node_of(cluster, gpu) == node) local_gpus_.push_back(local_of(cluster, gpu));
+      group_begin_.push_back(static_cast<int>(local_gpus_.size()));
     }
-    group_begin_.assign(nodes_.size() + 1, 0);
-    for (size_t g = 0; g < nodes_.size(); ++g) group_begin_[g + 1] = group_begin_[g] + group_sizes[g];
-    local_gpus_.resize(gpus.size());
-    std::vector<int> filled(group_begin_.begin(), group_begin_.end() - 1);
-    for (size_t i = 0; i < gpus.size(); ++i)
-      local_gpus_[static_cast<size_t>(filled[static_cast<size_t>(group_of_gpu[i])]++)] = local_of(cluster, gpus[i]);
   }
 
   int size() const { return size_; }
@@ -223,7 +215,7 @@ RankMap make_rank_map(const Cluster& cluster, const Placement& placement) {
 }
 
 double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
-                              double message_bytes, int boundary, int replica) {
+                              double message_bytes, int from_stage, int to_stage, int replica) {
   double slowest = 0;
   // The tp flows of a replica usually cross one node pair: count its concurrent flows once.
   int counted_sender_node = -1;
@@ -231,13 +223,13 @@ double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& conf
   int forward_flows = 1;
   int backward_flows = 1;
   for (int t = 0; t < config.tp; ++t) {
-    const int sender = map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, replica, boundary}))];
-    const int receiver = map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, replica, boundary + 1}))];
+    const int sender = map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, replica, from_stage}))];
+    const int receiver = map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, replica, to_stage}))];
     const int sender_node = node_of(cluster, sender);
     const int receiver_node = node_of(cluster, receiver);
     if (sender_node != receiver_node && (sender_node != counted_sender_node || receiver_node != counted_receiver_node)) {
-      forward_flows = concurrent_boundary_flows(cluster, config, map, sender_node, receiver_node, boundary, boundary + 1);
-      backward_flows = concurrent_boundary_flows(cluster, config, map, receiver_node, sender_node, boundary + 1, boundary);
+      forward_flows = concurrent_boundary_flows(cluster, config, map, sender_node, receiver_node, from_stage, to_stage);
+      backward_flows = concurrent_boundary_flows(cluster, config, map, receiver_node, sender_node, to_stage, from_stage);
       counted_sender_node = sender_node;
       counted_receiver_node = receiver_node;
     }
@@ -332,11 +324,17 @@ CommunicationTimes communication_times(const Cluster& cluster, const ParallelCon
     for (int d = 0; d < config.dp; ++d) {
       if (s + 1 < config.pp)
         times.p2p_seconds[static_cast<size_t>(s)][static_cast<size_t>(d)] =
-            detail::stage_boundary_seconds(cluster, config, map, work.p2p_bytes_per_microbatch, s, d);
+            detail::stage_boundary_seconds(cluster, config, map, work.p2p_bytes_per_microbatch, s, s + 1, d);
       times.tp_seconds[static_cast<size_t>(s)][static_cast<size_t>(d)] =
           detail::tp_collective_seconds(cluster, config, map, stage, s, d);
     }
     times.dp_seconds[static_cast<size_t>(s)] = detail::dp_reduction_seconds(cluster, config, map, stage, s);
+  }
+  if (config.virtual_stages > 1 && config.pp > 1) {
+    times.wraparound_p2p_seconds.resize(dp);
+    for (int d = 0; d < config.dp; ++d)
+      times.wraparound_p2p_seconds[static_cast<size_t>(d)] =
+          detail::stage_boundary_seconds(cluster, config, map, work.p2p_bytes_per_microbatch, config.pp - 1, 0, d);
   }
   return times;
 }

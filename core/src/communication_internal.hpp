@@ -17,12 +17,13 @@ struct RankMap {
 
 RankMap make_rank_map(const Cluster& cluster, const Placement& placement);
 
-// One activation message across pipeline boundary `boundary` (stage boundary → boundary + 1) of
-// DP replica `replica`: the slowest of its tp GPUs, each sending while every other flow of the
-// same boundary between the same two nodes sends too; forward and backward directions averaged,
-// because the schedule sends each micro-batch once each way.
+// One activation message of DP replica `replica` from stage `from_stage` to stage `to_stage`
+// (the next stage, or for the interleaved schedule's wraparound the last stage to the first): the
+// slowest of its tp GPUs, each sending while every other flow between the same two stages and the
+// same two nodes sends too; forward and backward directions averaged, because the schedule sends
+// each micro-batch once each way.
 double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
-                              double message_bytes, int boundary, int replica);
+                              double message_bytes, int from_stage, int to_stage, int replica);
 
 // The TP collectives of one micro-batch (forward + backward) of stage `stage`, replica `replica`.
 double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,

@@ -387,13 +387,18 @@ SlowestReplica slowest_replica(const ParallelConfig& config, const WorkProfile& 
   return slowest;
 }
 
-}  // namespace
+// The end of the iteration: the slowest replica's pipeline, then the DP reductions and the optimizer.
+struct IterationEnd {
+  SlowestReplica slowest;
+  double reductions_done = 0;
+  double optimizer = 0;
+};
 
-TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& work,
-                            const CommunicationTimes& communication, const TrainingSpec& training) {
+IterationEnd iteration_end(const ParallelConfig& config, const WorkProfile& work,
+                           const CommunicationTimes& communication, const TrainingSpec& training) {
   const int chunks = config.pp > 1 ? config.virtual_stages : 1;
   const int m = work.num_microbatches;
-  const SlowestReplica slowest = slowest_replica(config, work, communication, true, true);
+  SlowestReplica slowest = slowest_replica(config, work, communication, true, true);
   const double pipeline = slowest.times.total_seconds;
 
   // Gradient reduction of each stage, as the simulator schedules it: without overlap after the
@@ -421,6 +426,26 @@ TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& wor
   }
   double optimizer = 0;
   for (const StageWork& stage : work.stages) optimizer = std::max(optimizer, stage.optimizer_seconds);
+
+  return {std::move(slowest), reductions_done, optimizer};
+}
+
+}  // namespace
+
+double iteration_seconds(const ParallelConfig& config, const WorkProfile& work,
+                         const CommunicationTimes& communication, const TrainingSpec& training) {
+  const IterationEnd end = iteration_end(config, work, communication, training);
+  return end.reductions_done + end.optimizer;
+}
+
+TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& work,
+                            const CommunicationTimes& communication, const TrainingSpec& training) {
+  const int m = work.num_microbatches;
+  const IterationEnd end = iteration_end(config, work, communication, training);
+  const SlowestReplica& slowest = end.slowest;
+  const double pipeline = slowest.times.total_seconds;
+  const double reductions_done = end.reductions_done;
+  const double optimizer = end.optimizer;
 
   TimeBreakdown time;
   time.iteration_seconds = reductions_done + optimizer;

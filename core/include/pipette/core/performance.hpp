@@ -95,6 +95,11 @@ CommunicationTimes communication_times(const Cluster& cluster, const ParallelCon
 TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& work,
                             const CommunicationTimes& communication, const TrainingSpec& training);
 
+// critical_path(...).iteration_seconds without the breakdown's attribution passes: what the
+// placement search evaluates once per move.
+double iteration_seconds(const ParallelConfig& config, const WorkProfile& work,
+                         const CommunicationTimes& communication, const TrainingSpec& training);
+
 // Model FLOPs of one iteration (no recompute), for MFU and tokens/s.
 double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& training);
 

@@ -10,7 +10,8 @@ struct PlacementResult {
   Placement placement;
   double iteration_seconds = 0;          // critical_path of the returned placement
   double default_iteration_seconds = 0;  // critical_path of default_placement
-  std::int64_t moves_evaluated = 0;
+  std::int64_t moves_evaluated = 0;      // annealing moves plus exact-search nodes
+  std::int64_t moves_to_best = 0;        // moves evaluated when the returned placement was first found
   bool exact = false;                    // true when proven optimal by the exact solver
 };
 
@@ -20,7 +21,21 @@ PlacementResult optimize_placement(const Cluster& cluster, const ParallelConfig&
                                    const WorkProfile& work, const TrainingSpec& training,
                                    const PlacementEffort& effort);
 
-// node_order[k] = node index that gets NODE_RANK k (one-process-per-node launchers).
+// node_order[k] = node index that gets NODE_RANK k (one-process-per-node launchers): the node
+// that hosts ranks k·G … k·G + G − 1. Empty when a block of G consecutive ranks spans nodes
+// (no placement optimize_placement returns does).
 std::vector<int> node_order_of(const Cluster& cluster, const Placement& placement);
+
+// The objective of Pipette's released code (DATE 2024), for comparison: the slowest pipeline's
+// summed stage-to-stage transfer time plus stage 0's data-parallel reduction alone. It ignores
+// compute, the 1F1B critical path, TP and every other stage's DP ring.
+double pipette_paper_objective(const CommunicationTimes& communication);
+
+// The same search as optimize_placement (same moves, seed and move budget; annealing only)
+// steered by pipette_paper_objective; the result is then scored by critical_path, so it can be
+// compared with optimize_placement's.
+PlacementResult optimize_placement_pipette_paper(const Cluster& cluster, const ParallelConfig& config,
+                                                 const WorkProfile& work, const TrainingSpec& training,
+                                                 const PlacementEffort& effort);
 
 }  // namespace pipette

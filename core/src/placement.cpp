@@ -1,0 +1,357 @@
+// Placement search: which node plays which block of ranks, and which GPU of a node plays which
+// rank of its block, to minimise the performance model's iteration time on an uneven fabric.
+//
+// Determinism: every node of a job computes the plan independently and all must agree bit for
+// bit. The search is single-threaded, uses its own integer PRNG (no <random> distributions,
+// whose algorithms differ between standard libraries), and stops on a move budget or on
+// convergence, never on wall-clock time.
+#include "pipette/core/placement.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "placement_evaluator.hpp"
+#include "placement_random.hpp"
+
+namespace pipette {
+
+namespace {
+
+using detail::PlacementEvaluator;
+using detail::Random;
+
+// Local GPU swaps can change the objective only where a node's GPU pairs differ.
+bool intra_node_links_differ(const Cluster& cluster) {
+  for (const LinkMatrix& links : cluster.intra_node) {
+    const Link& reference = links.at(0, links.size() > 1 ? 1 : 0);
+    for (int a = 0; a < links.size(); ++a)
+      for (int b = 0; b < links.size(); ++b)
+        if (a != b && (links.at(a, b).bandwidth_bytes_per_second != reference.bandwidth_bytes_per_second ||
+                       links.at(a, b).latency_seconds != reference.latency_seconds))
+          return true;
+  }
+  return false;
+}
+
+struct SearchState {
+  std::vector<int> node_of_slot;
+  std::vector<std::vector<int>> local_gpus;
+  double value = std::numeric_limits<double>::infinity();
+  std::int64_t found_at_move = 0;
+
+  static SearchState of(const PlacementEvaluator& evaluator, std::int64_t move) {
+    return {evaluator.node_of_slot(), evaluator.local_gpus(), evaluator.value(), move};
+  }
+};
+
+// Takes every improving swap (slots, then GPUs inside nodes) in a fixed order until none improves:
+// annealing ends near a local optimum, this makes sure it ends on one.
+void descend(PlacementEvaluator& evaluator, bool local_moves, SearchState& best, std::int64_t& moves,
+             std::int64_t budget_end) {
+  const auto keep_if_better = [&](double before, double after) {
+    ++moves;
+    if (after < before) {
+      if (after < best.value) best = SearchState::of(evaluator, moves);
+      return true;
+    }
+    evaluator.undo();
+    return false;
+  };
+  bool improved = true;
+  while (improved) {
+    improved = false;
+    for (int a = 0; a < evaluator.active_slots(); ++a) {
+      for (int b = a + 1; b < evaluator.node_count(); ++b) {
+        if (moves >= budget_end) return;
+        const double before = evaluator.value();
+        improved |= keep_if_better(before, evaluator.swap_slots(a, b));
+      }
+      if (!local_moves) continue;
+      const int node = evaluator.node_of_slot()[static_cast<size_t>(a)];
+      for (int i = 0; i < evaluator.gpus_per_node(); ++i) {
+        for (int j = i + 1; j < evaluator.gpus_per_node(); ++j) {
+          if (moves >= budget_end) return;
+          const double before = evaluator.value();
+          improved |= keep_if_better(before, evaluator.swap_local_gpus(node, i, j));
+        }
+      }
+    }
+  }
+}
+
+struct AnnealSettings {
+  std::int64_t max_moves = 0;
+  std::uint64_t seed = 0;
+  bool local_moves = false;
+};
+
+// Simulated annealing from the evaluator's current state. The temperature starts where a typical
+// uphill move is accepted half the time and falls geometrically per level of moves; the search
+// stops when several levels in a row did not improve the best state, or at the move budget.
+// `best` describes the evaluator's state on entry; on return it is the best state found, and the
+// evaluator is in it.
+void anneal(PlacementEvaluator& evaluator, const AnnealSettings& settings, SearchState& best, std::int64_t& moves) {
+  const int nodes = evaluator.node_count();
+  const int slots = evaluator.active_slots();
+  const int gpus_per_node = evaluator.gpus_per_node();
+  const bool node_moves = nodes >= 2;
+  const bool local_moves = settings.local_moves && gpus_per_node >= 2;
+  if ((!node_moves && !local_moves) || settings.max_moves <= 0) return;
+  Random random(settings.seed);
+
+  const auto propose = [&]() {
+    if (local_moves && (!node_moves || random.unit() < 0.25)) {
+      const int node = evaluator.node_of_slot()[static_cast<size_t>(random.below(slots))];
+      const int a = random.below(gpus_per_node);
+      int b = random.below(gpus_per_node - 1);
+      if (b >= a) ++b;
+      return evaluator.swap_local_gpus(node, a, b);
+    }
+    const int a = random.below(slots);
+    int b = random.below(nodes - 1);
+    if (b >= a) ++b;
+    return evaluator.swap_slots(a, b);
+  };
+
+  const std::int64_t budget_end = moves + settings.max_moves;
+  const int neighbourhood = (node_moves ? nodes : 0) + (local_moves ? gpus_per_node : 0);
+  const std::int64_t sample_moves = std::min<std::int64_t>(settings.max_moves / 10 + 1, 8 + 2 * neighbourhood);
+  // The temperature starts where a typical change of the objective is accepted uphill half the
+  // time. Sampled in both directions: from a poor start nearly every move is downhill.
+  double change_sum = 0;
+  int change_count = 0;
+  for (std::int64_t i = 0; i < sample_moves && moves < budget_end; ++i) {
+    const double before = evaluator.value();
+    const double after = propose();
+    ++moves;
+    if (after != before) {
+      change_sum += std::abs(after - before);
+      ++change_count;
+    }
+    if (after < best.value) best = SearchState::of(evaluator, moves);
+    evaluator.undo();
+  }
+  if (change_count == 0) {  // no move changes the objective: nothing to anneal
+    evaluator.assign(best.node_of_slot, best.local_gpus);
+    return;
+  }
+
+  // One cycle cools from the start temperature until the search is frozen (almost no uphill move
+  // accepted in a level) and the best state has not improved for several levels, then descends
+  // to a local optimum. Cycles restart from the best state until one brings no improvement.
+  const double start_temperature = change_sum / change_count / std::log(2.0);
+  const std::int64_t moves_per_level = std::max(64, 8 * neighbourhood);
+  constexpr double cooling = 0.9;
+  constexpr int patience_levels = 4;
+  constexpr double frozen_uphill_acceptance = 0.01;
+  constexpr int patience_cycles = 1;
+  int cycles_without_improvement = 0;
+  while (moves < budget_end && cycles_without_improvement < patience_cycles) {
+    const double best_before_cycle = best.value;
+    double temperature = start_temperature;
+    int levels_without_improvement = 0;
+    bool frozen = false;
+    while (moves < budget_end && !(frozen && levels_without_improvement >= patience_levels)) {
+      const double best_before_level = best.value;
+      std::int64_t uphill_tried = 0;
+      std::int64_t uphill_accepted = 0;
+      for (std::int64_t i = 0; i < moves_per_level && moves < budget_end; ++i) {
+        const double before = evaluator.value();
+        const double after = propose();
+        ++moves;
+        const double uphill = after - before;
+        if (uphill > 0) ++uphill_tried;
+        if (uphill <= 0 || random.unit() < std::exp(-uphill / temperature)) {
+          if (uphill > 0) ++uphill_accepted;
+          if (after < best.value) best = SearchState::of(evaluator, moves);
+        } else {
+          evaluator.undo();
+        }
+      }
+      levels_without_improvement = best.value < best_before_level ? 0 : levels_without_improvement + 1;
+      frozen = uphill_accepted <= frozen_uphill_acceptance * static_cast<double>(uphill_tried);
+      temperature *= cooling;
+    }
+    evaluator.assign(best.node_of_slot, best.local_gpus);
+    descend(evaluator, local_moves, best, moves, budget_end);
+    cycles_without_improvement = best.value < best_before_cycle ? 0 : cycles_without_improvement + 1;
+  }
+}
+
+// Branch and bound over node permutations, local GPU orders fixed as the evaluator holds them.
+// Slots are assigned in order; a partial assignment's bound is the objective with every entry it
+// does not decide yet at its best possible value (`optimistic`), a lower bound because the
+// objective never decreases when a communication entry grows. Ties keep the first state found.
+class ExactSearch {
+ public:
+  ExactSearch(PlacementEvaluator& evaluator, const CommunicationTimes& optimistic,
+              const detail::PlacementObjective& objective, std::int64_t node_budget)
+      : evaluator_(evaluator), bound_(optimistic), optimistic_(optimistic), objective_(objective),
+        node_budget_(node_budget) {}
+
+  // Improves `best` in place; false when the node budget ran out before the proof was complete.
+  // The evaluator ends in the state it started in.
+  bool run(SearchState& best, std::int64_t& moves) {
+    best_ = &best;
+    moves_ = &moves;
+    return descend(0);
+  }
+
+ private:
+  using EntryRef = PlacementEvaluator::EntryRef;
+
+  double bound_after_placing(const std::vector<EntryRef>& decided) {
+    for (const EntryRef& entry : decided)
+      detail::entry_seconds(bound_, entry) = detail::entry_seconds(evaluator_.communication(), entry);
+    return objective_(bound_);
+  }
+
+  // Children are tried best bound first (ties: lower position), so good complete placements, and
+  // with them strong pruning, come early.
+  bool descend(int assigned_slots) {
+    if (assigned_slots == evaluator_.active_slots()) {
+      if (evaluator_.value() < best_->value) *best_ = SearchState::of(evaluator_, *moves_);
+      return true;
+    }
+    const auto& decided = evaluator_.entries_decided_by_slot()[static_cast<size_t>(assigned_slots)];
+    std::vector<std::pair<double, int>> children;
+    for (int candidate = assigned_slots; candidate < evaluator_.node_count(); ++candidate) {
+      if (nodes_visited_++ >= node_budget_) return false;
+      ++*moves_;
+      if (candidate != assigned_slots) evaluator_.swap_slots(assigned_slots, candidate);
+      const double bound = bound_after_placing(decided);
+      if (candidate != assigned_slots) evaluator_.undo();
+      if (bound < best_->value) children.emplace_back(bound, candidate);
+    }
+    std::sort(children.begin(), children.end());
+    bool complete = true;
+    for (const auto& [bound, candidate] : children) {
+      if (bound >= best_->value) break;  // the incumbent improved meanwhile
+      if (candidate != assigned_slots) evaluator_.swap_slots(assigned_slots, candidate);
+      bound_after_placing(decided);
+      complete = descend(assigned_slots + 1);
+      if (candidate != assigned_slots) evaluator_.swap_slots(assigned_slots, candidate);
+      if (!complete) break;
+    }
+    for (const EntryRef& entry : decided) detail::entry_seconds(bound_, entry) = detail::entry_seconds(optimistic_, entry);
+    return complete;
+  }
+
+  PlacementEvaluator& evaluator_;
+  CommunicationTimes bound_;
+  CommunicationTimes optimistic_;
+  const detail::PlacementObjective& objective_;
+  std::int64_t node_budget_;
+  std::int64_t nodes_visited_ = 0;
+  SearchState* best_ = nullptr;
+  std::int64_t* moves_ = nullptr;
+};
+
+// The same cluster with every link as good as the best one of its kind: communication costs on
+// it bound those of any placement on the real cluster from below.
+Cluster with_best_links(const Cluster& cluster) {
+  Link best_intra{0, std::numeric_limits<double>::infinity(), true};
+  Link best_inter = best_intra;
+  const auto improve = [](Link& best, const Link& link) {
+    best.bandwidth_bytes_per_second = std::max(best.bandwidth_bytes_per_second, link.bandwidth_bytes_per_second);
+    best.latency_seconds = std::min(best.latency_seconds, link.latency_seconds);
+  };
+  for (const LinkMatrix& links : cluster.intra_node)
+    for (int a = 0; a < links.size(); ++a)
+      for (int b = 0; b < links.size(); ++b)
+        if (a != b) improve(best_intra, links.at(a, b));
+  for (int a = 0; a < cluster.num_nodes(); ++a)
+    for (int b = 0; b < cluster.num_nodes(); ++b)
+      if (a != b) improve(best_inter, cluster.inter_node.at(a, b));
+  Cluster best = cluster;
+  for (LinkMatrix& links : best.intra_node) links = LinkMatrix(links.size(), best_intra);
+  best.inter_node = LinkMatrix(cluster.num_nodes(), best_inter);
+  return best;
+}
+
+// Inputs the search can place: sizes consistent and the ranks fit on the cluster's GPUs.
+bool placeable(const Cluster& cluster, const ParallelConfig& config, const WorkProfile& work) {
+  return config.tp >= 1 && config.pp >= 1 && config.dp >= 1 && cluster.gpus_per_node >= 1 &&
+         config.world_size() <= cluster.num_gpus() && static_cast<int>(work.stages.size()) == config.pp &&
+         static_cast<int>(cluster.intra_node.size()) == cluster.num_nodes() &&
+         cluster.inter_node.size() == cluster.num_nodes();
+}
+
+PlacementResult search_placement(const Cluster& cluster, const ParallelConfig& config, const WorkProfile& work,
+                                 const TrainingSpec& training, const PlacementEffort& effort,
+                                 const detail::PlacementObjective& objective, bool node_moves_only, bool allow_exact) {
+  PlacementResult result;
+  if (!placeable(cluster, config, work)) return result;
+  const auto model_seconds = [&](const CommunicationTimes& communication) {
+    return iteration_seconds(config, work, communication, training);
+  };
+  PlacementEvaluator evaluator(cluster, config, work, objective);
+  result.default_iteration_seconds = model_seconds(evaluator.communication());
+
+  const bool local_moves = !node_moves_only && intra_node_links_differ(cluster);
+  std::int64_t moves = 0;
+  SearchState best = SearchState::of(evaluator, moves);
+  bool proven = false;
+  if (allow_exact && cluster.num_nodes() <= effort.exact_up_to_nodes) {
+    // Half the budget for the proof; what it does not use, and all of it when it fails, is left
+    // for annealing (which also explores the GPU orders inside nodes the proof keeps fixed).
+    const CommunicationTimes optimistic = communication_times(with_best_links(cluster), config, work, default_placement(config));
+    ExactSearch exact(evaluator, optimistic, objective, effort.max_moves / 2);
+    proven = exact.run(best, moves);
+    evaluator.assign(best.node_of_slot, best.local_gpus);
+  }
+  if (!proven || local_moves) anneal(evaluator, {effort.max_moves - moves, effort.seed, local_moves}, best, moves);
+  result.exact = proven && !local_moves;
+  result.placement = evaluator.placement();
+  result.iteration_seconds = model_seconds(evaluator.communication());
+  result.moves_evaluated = moves;
+  result.moves_to_best = best.found_at_move;
+  return result;
+}
+
+}  // namespace
+
+double pipette_paper_objective(const CommunicationTimes& communication) {
+  double slowest_pipeline_seconds = 0;
+  const size_t replicas = communication.tp_seconds.empty() ? 0 : communication.tp_seconds[0].size();
+  for (size_t d = 0; d < replicas; ++d) {
+    double transfer_seconds = 0;
+    for (const auto& boundary : communication.p2p_seconds) transfer_seconds += boundary[d];
+    slowest_pipeline_seconds = std::max(slowest_pipeline_seconds, transfer_seconds);
+  }
+  return slowest_pipeline_seconds + (communication.dp_seconds.empty() ? 0 : communication.dp_seconds[0]);
+}
+
+std::vector<int> node_order_of(const Cluster& cluster, const Placement& placement) {
+  const int gpus_per_node = cluster.gpus_per_node;
+  std::vector<int> order;
+  for (size_t first = 0; first < placement.gpu_of_rank.size(); first += static_cast<size_t>(gpus_per_node)) {
+    const int node = placement.gpu_of_rank[first] / gpus_per_node;
+    const size_t last = std::min(placement.gpu_of_rank.size(), first + static_cast<size_t>(gpus_per_node));
+    for (size_t rank = first; rank < last; ++rank)
+      if (placement.gpu_of_rank[rank] / gpus_per_node != node) return {};
+    order.push_back(node);
+  }
+  return order;
+}
+
+PlacementResult optimize_placement(const Cluster& cluster, const ParallelConfig& config, const WorkProfile& work,
+                                   const TrainingSpec& training, const PlacementEffort& effort) {
+  const detail::PlacementObjective model_seconds = [&](const CommunicationTimes& communication) {
+    return iteration_seconds(config, work, communication, training);
+  };
+  return search_placement(cluster, config, work, training, effort, model_seconds, false, true);
+}
+
+PlacementResult optimize_placement_pipette_paper(const Cluster& cluster, const ParallelConfig& config,
+                                                 const WorkProfile& work, const TrainingSpec& training,
+                                                 const PlacementEffort& effort) {
+  // Pipette's code permutes whole nodes only.
+  return search_placement(cluster, config, work, training, effort, pipette_paper_objective, true, false);
+}
+
+}  // namespace pipette

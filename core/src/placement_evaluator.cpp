@@ -1,0 +1,211 @@
+#include "placement_evaluator.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace pipette::detail {
+
+namespace {
+
+int entry_index(const ParallelConfig& config, const PlacementEvaluator::EntryRef& entry) {
+  switch (entry.kind) {
+    case PlacementEvaluator::EntryRef::p2p:
+      return entry.stage * config.dp + entry.replica;
+    case PlacementEvaluator::EntryRef::tp:
+      return (config.pp - 1 + entry.stage) * config.dp + entry.replica;
+    case PlacementEvaluator::EntryRef::wraparound:
+      return 2 * config.pp * config.dp + config.pp + entry.replica;
+    case PlacementEvaluator::EntryRef::dp:
+      break;
+  }
+  return 2 * config.pp * config.dp + entry.stage;
+}
+
+int entry_count(const ParallelConfig& config) { return 2 * config.pp * config.dp + config.pp + config.dp; }
+
+bool has_wraparound(const ParallelConfig& config) { return config.virtual_stages > 1 && config.pp > 1; }
+
+}  // namespace
+
+PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelConfig& config, const WorkProfile& work,
+                                       PlacementObjective objective)
+    : cluster_(cluster), config_(config), work_(work), objective_(std::move(objective)) {
+  const int gpus_per_node = cluster.gpus_per_node;
+  const int world = config.world_size();
+  active_slots_ = (world + gpus_per_node - 1) / gpus_per_node;
+  node_of_slot_.resize(static_cast<size_t>(cluster.num_nodes()));
+  for (int k = 0; k < cluster.num_nodes(); ++k) node_of_slot_[static_cast<size_t>(k)] = k;
+  local_gpu_.assign(static_cast<size_t>(cluster.num_nodes()), std::vector<int>(static_cast<size_t>(gpus_per_node)));
+  for (auto& locals : local_gpu_)
+    for (int j = 0; j < gpus_per_node; ++j) locals[static_cast<size_t>(j)] = j;
+  map_.gpu_of_rank.assign(static_cast<size_t>(world), 0);
+  map_.rank_of_gpu.assign(static_cast<size_t>(cluster.num_gpus()), -1);
+  for (int slot = 0; slot < active_slots_; ++slot) place_slot(slot);
+
+  // Which entries touch which slot, and the last slot each entry needs.
+  entries_of_slot_.assign(static_cast<size_t>(active_slots_), {});
+  decided_by_slot_.assign(static_cast<size_t>(active_slots_), {});
+  entry_stamp_.assign(static_cast<size_t>(entry_count(config)), 0);
+  const auto register_entry = [&](const EntryRef& entry, const std::vector<int>& ranks) {
+    int last_slot = 0;
+    for (const int rank : ranks) {
+      const int slot = rank / gpus_per_node;
+      last_slot = std::max(last_slot, slot);
+      auto& list = entries_of_slot_[static_cast<size_t>(slot)];
+      if (list.empty() || entry_index(config, list.back()) != entry_index(config, entry)) list.push_back(entry);
+    }
+    decided_by_slot_[static_cast<size_t>(last_slot)].push_back(entry);
+  };
+  std::vector<int> ranks;
+  for (int s = 0; s < config.pp; ++s) {
+    for (int d = 0; d < config.dp; ++d) {
+      ranks.clear();
+      for (int t = 0; t < config.tp; ++t) {
+        ranks.push_back(rank_of_position(config, {t, d, s}));
+        if (s + 1 < config.pp) ranks.push_back(rank_of_position(config, {t, d, s + 1}));
+      }
+      if (s + 1 < config.pp) register_entry({EntryRef::p2p, s, d}, ranks);
+      ranks.clear();
+      for (int t = 0; t < config.tp; ++t) ranks.push_back(rank_of_position(config, {t, d, s}));
+      register_entry({EntryRef::tp, s, d}, ranks);
+    }
+    ranks.clear();
+    for (int d = 0; d < config.dp; ++d)
+      for (int t = 0; t < config.tp; ++t) ranks.push_back(rank_of_position(config, {t, d, s}));
+    register_entry({EntryRef::dp, s, 0}, ranks);
+  }
+  for (int d = 0; d < config.dp && has_wraparound(config); ++d) {
+    ranks.clear();
+    for (int t = 0; t < config.tp; ++t) {
+      ranks.push_back(rank_of_position(config, {t, d, config.pp - 1}));
+      ranks.push_back(rank_of_position(config, {t, d, 0}));
+    }
+    register_entry({EntryRef::wraparound, 0, d}, ranks);
+  }
+  // A slot's list may name an entry twice when its ranks interleave with another slot's.
+  for (auto& list : entries_of_slot_) {
+    std::sort(list.begin(), list.end(), [&](const EntryRef& a, const EntryRef& b) {
+      return entry_index(config, a) < entry_index(config, b);
+    });
+    list.erase(std::unique(list.begin(), list.end(),
+                           [&](const EntryRef& a, const EntryRef& b) { return entry_index(config, a) == entry_index(config, b); }),
+               list.end());
+  }
+
+  communication_ = communication_times(cluster, config, work, placement());
+  value_ = objective_(communication_);
+}
+
+void PlacementEvaluator::place_slot(int slot) {
+  const int gpus_per_node = cluster_.gpus_per_node;
+  const int node = node_of_slot_[static_cast<size_t>(slot)];
+  const int first_rank = slot * gpus_per_node;
+  const int last_rank = std::min(first_rank + gpus_per_node, config_.world_size());
+  for (int rank = first_rank; rank < last_rank; ++rank) {
+    const int gpu = node * gpus_per_node + local_gpu_[static_cast<size_t>(node)][static_cast<size_t>(rank - first_rank)];
+    map_.gpu_of_rank[static_cast<size_t>(rank)] = gpu;
+    map_.rank_of_gpu[static_cast<size_t>(gpu)] = rank;
+  }
+}
+
+double PlacementEvaluator::compute_entry(const EntryRef& entry) const {
+  const StageWork& stage = work_.stages[static_cast<size_t>(entry.stage)];
+  switch (entry.kind) {
+    case EntryRef::p2p:
+      return stage_boundary_seconds(cluster_, config_, map_, work_.p2p_bytes_per_microbatch, entry.stage, entry.stage + 1,
+                                    entry.replica);
+    case EntryRef::wraparound:
+      return stage_boundary_seconds(cluster_, config_, map_, work_.p2p_bytes_per_microbatch, config_.pp - 1, 0, entry.replica);
+    case EntryRef::tp:
+      return tp_collective_seconds(cluster_, config_, map_, stage, entry.stage, entry.replica);
+    case EntryRef::dp:
+      break;
+  }
+  return dp_reduction_seconds(cluster_, config_, map_, stage, entry.stage);
+}
+
+void PlacementEvaluator::recompute_after_move(int slot_a, int slot_b) {
+  saved_.clear();
+  ++stamp_;
+  for (const int slot : {slot_a, slot_b}) {
+    if (slot >= active_slots_) continue;
+    for (const EntryRef& entry : entries_of_slot_[static_cast<size_t>(slot)]) {
+      auto& stamp = entry_stamp_[static_cast<size_t>(entry_index(config_, entry))];
+      if (stamp == stamp_) continue;
+      stamp = stamp_;
+      double& seconds = entry_seconds(communication_, entry);
+      saved_.push_back({entry, seconds});
+      seconds = compute_entry(entry);
+    }
+  }
+  last_value_ = value_;
+  value_ = objective_(communication_);
+}
+
+void PlacementEvaluator::exchange_slot_nodes(int slot_a, int slot_b) {
+  for (const int slot : {slot_a, slot_b}) {
+    if (slot >= active_slots_) continue;
+    const int first = node_of_slot_[static_cast<size_t>(slot)] * cluster_.gpus_per_node;
+    std::fill(map_.rank_of_gpu.begin() + first, map_.rank_of_gpu.begin() + first + cluster_.gpus_per_node, -1);
+  }
+  std::swap(node_of_slot_[static_cast<size_t>(slot_a)], node_of_slot_[static_cast<size_t>(slot_b)]);
+  for (const int slot : {slot_a, slot_b})
+    if (slot < active_slots_) place_slot(slot);
+}
+
+int PlacementEvaluator::exchange_local_gpus(int node, int position_a, int position_b) {
+  auto& locals = local_gpu_[static_cast<size_t>(node)];
+  std::swap(locals[static_cast<size_t>(position_a)], locals[static_cast<size_t>(position_b)]);
+  const int slot = static_cast<int>(std::find(node_of_slot_.begin(), node_of_slot_.end(), node) - node_of_slot_.begin());
+  if (slot < active_slots_) place_slot(slot);
+  return slot;
+}
+
+double PlacementEvaluator::swap_slots(int slot_a, int slot_b) {
+  exchange_slot_nodes(slot_a, slot_b);
+  last_move_ = MoveKind::slots;
+  last_a_ = slot_a;
+  last_b_ = slot_b;
+  recompute_after_move(slot_a, slot_b);
+  return value_;
+}
+
+double PlacementEvaluator::swap_local_gpus(int node, int position_a, int position_b) {
+  const int slot = exchange_local_gpus(node, position_a, position_b);
+  last_move_ = MoveKind::local;
+  last_node_ = node;
+  last_a_ = position_a;
+  last_b_ = position_b;
+  recompute_after_move(slot, slot);
+  return value_;
+}
+
+void PlacementEvaluator::undo() {
+  switch (last_move_) {
+    case MoveKind::none:
+      return;
+    case MoveKind::slots:
+      exchange_slot_nodes(last_a_, last_b_);
+      break;
+    case MoveKind::local:
+      exchange_local_gpus(last_node_, last_a_, last_b_);
+      break;
+  }
+  for (const SavedEntry& saved : saved_) entry_seconds(communication_, saved.entry) = saved.seconds;
+  saved_.clear();
+  value_ = last_value_;
+  last_move_ = MoveKind::none;
+}
+
+void PlacementEvaluator::assign(const std::vector<int>& node_of_slot, const std::vector<std::vector<int>>& local_gpus) {
+  node_of_slot_ = node_of_slot;
+  local_gpu_ = local_gpus;
+  std::fill(map_.rank_of_gpu.begin(), map_.rank_of_gpu.end(), -1);
+  for (int slot = 0; slot < active_slots_; ++slot) place_slot(slot);
+  communication_ = communication_times(cluster_, config_, work_, placement());
+  value_ = objective_(communication_);
+  last_move_ = MoveKind::none;
+  saved_.clear();
+}
+
+}  // namespace pipette::detail

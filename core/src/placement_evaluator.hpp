@@ -1,0 +1,107 @@
+#pragma once
+// Incremental evaluation of a placement for the placement search. A placement is a node
+// permutation plus, per node, a permutation of its GPUs:
+//   slot k (ranks k·G … k·G + G − 1 in Megatron order, G = GPUs per node) runs on node
+//   node_of_slot[k]; local position j of that slot runs on GPU local_gpu[node][j] of the node.
+// Slots at or beyond the active count hold idle nodes. A move (swap two slots' nodes, or two GPUs
+// inside one node) recomputes only the communication entries whose GPUs moved, then the objective.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "communication_internal.hpp"
+#include "pipette/core/cluster.hpp"
+#include "pipette/core/performance.hpp"
+#include "pipette/core/plan.hpp"
+
+namespace pipette::detail {
+
+using PlacementObjective = std::function<double(const CommunicationTimes&)>;
+
+class PlacementEvaluator {
+ public:
+  // Starts from the default order: slot k on node k, local position j on GPU j.
+  PlacementEvaluator(const Cluster& cluster, const ParallelConfig& config, const WorkProfile& work,
+                     PlacementObjective objective);
+
+  double value() const { return value_; }
+  int node_count() const { return static_cast<int>(node_of_slot_.size()); }
+  int active_slots() const { return active_slots_; }
+  int gpus_per_node() const { return cluster_.gpus_per_node; }
+  const std::vector<int>& node_of_slot() const { return node_of_slot_; }
+  const std::vector<std::vector<int>>& local_gpus() const { return local_gpu_; }
+  const CommunicationTimes& communication() const { return communication_; }
+  Placement placement() const { return Placement{map_.gpu_of_rank}; }
+
+  // Each returns the objective after the move; undo() reverts the latest move exactly.
+  double swap_slots(int slot_a, int slot_b);
+  double swap_local_gpus(int node, int position_a, int position_b);
+  void undo();
+
+  // Moves to a whole state (used to restore the best state found).
+  void assign(const std::vector<int>& node_of_slot, const std::vector<std::vector<int>>& local_gpus);
+
+  // One entry of a CommunicationTimes table.
+  struct EntryRef {
+    enum Kind : std::uint8_t { p2p, tp, dp, wraparound } kind;
+    int stage;    // unused for wraparound
+    int replica;  // unused for dp
+  };
+  // entries_decided_by_slot()[k]: the entries whose GPUs all lie in slots 0 … k and at least one
+  // in slot k, i.e. those that assigning slot k (after slots 0 … k − 1) decides.
+  const std::vector<std::vector<EntryRef>>& entries_decided_by_slot() const { return decided_by_slot_; }
+
+ private:
+  struct SavedEntry {
+    EntryRef entry;
+    double seconds;
+  };
+  enum class MoveKind { none, slots, local };
+
+  void place_slot(int slot);
+  void exchange_slot_nodes(int slot_a, int slot_b);
+  int exchange_local_gpus(int node, int position_a, int position_b);  // returns the node's slot
+  void recompute_after_move(int slot_a, int slot_b);
+  double compute_entry(const EntryRef& entry) const;
+
+  const Cluster& cluster_;
+  const ParallelConfig& config_;
+  const WorkProfile& work_;
+  PlacementObjective objective_;
+  int active_slots_ = 0;
+  std::vector<int> node_of_slot_;
+  std::vector<std::vector<int>> local_gpu_;
+  RankMap map_;
+  CommunicationTimes communication_;
+  double value_ = 0;
+  // Per slot, the entries touching any of its GPUs (placement-independent: fixed by Megatron order).
+  std::vector<std::vector<EntryRef>> entries_of_slot_;
+  std::vector<std::vector<EntryRef>> decided_by_slot_;
+  // Scratch for deduplicating entries of a move, stamped per move.
+  std::vector<std::uint32_t> entry_stamp_;
+  std::uint32_t stamp_ = 0;
+  // The latest move, for undo().
+  MoveKind last_move_ = MoveKind::none;
+  int last_a_ = 0, last_b_ = 0, last_node_ = 0;
+  double last_value_ = 0;
+  std::vector<SavedEntry> saved_;
+};
+
+// The seconds of one entry: a double& into a mutable table, a const double& into a const one.
+template <typename Times>
+auto& entry_seconds(Times& times, const PlacementEvaluator::EntryRef& entry) {
+  const auto stage = static_cast<size_t>(entry.stage);
+  switch (entry.kind) {
+    case PlacementEvaluator::EntryRef::p2p:
+      return times.p2p_seconds[stage][static_cast<size_t>(entry.replica)];
+    case PlacementEvaluator::EntryRef::tp:
+      return times.tp_seconds[stage][static_cast<size_t>(entry.replica)];
+    case PlacementEvaluator::EntryRef::wraparound:
+      return times.wraparound_p2p_seconds[static_cast<size_t>(entry.replica)];
+    case PlacementEvaluator::EntryRef::dp:
+      break;
+  }
+  return times.dp_seconds[stage];
+}
+
+}  // namespace pipette::detail

@@ -1,0 +1,15 @@
+#pragma once
+// One entry point per Slurm context and callback, each in its own file, called by the dispatch
+// in plugin.cpp. All return 0 or -1 as SPANK expects and never throw.
+#include "slurm_api.hpp"
+
+namespace pipette::spank {
+
+int submission_init(spank_t sp, int argc, char** argv);      // submission.cpp (sbatch, salloc, srun)
+int submission_init_post_opt(spank_t sp);
+
+int remote_init(spank_t sp, int argc, char** argv);          // remote_init.cpp (slurmstepd, root)
+
+int slurmd_init();                                           // slurmd.cpp
+
+}  // namespace pipette::spank

@@ -1,0 +1,141 @@
+#include "options.hpp"
+
+#include <charconv>
+#include <limits>
+
+#include "pipette/topology/job_planner.hpp"
+
+namespace pipette::spank {
+
+const char* to_string(Mode mode) {
+  switch (mode) {
+    case Mode::off: return "off";
+    case Mode::plan: return "plan";
+    case Mode::auto_remap: return "auto";
+  }
+  return "off";
+}
+
+const std::array<OptionInfo, option_count>& option_table() {
+  static const std::array<OptionInfo, option_count> table = {{
+      {OptionId::mode, "pipette", "PIPETTE", "auto|plan|off",
+       "[pipette] plan the TP/PP/DP layout at job start: auto exports the plan and remaps RANK, "
+       "plan exports it only, off disables (no value: auto)",
+       2},
+      {OptionId::model, "pipette-model", "PIPETTE_MODEL", "PRESET|FILE",
+       "[pipette] model to plan for: a preset name (e.g. llama3-70b) or a model YAML file", 1},
+      {OptionId::global_batch, "pipette-batch", "PIPETTE_BATCH", "SEQUENCES",
+       "[pipette] global batch size in sequences", 1},
+      {OptionId::sequence_length, "pipette-seq", "PIPETTE_SEQ", "TOKENS",
+       "[pipette] sequence length in tokens", 1},
+      {OptionId::fix, "pipette-fix", "PIPETTE_FIX", "KNOB=VALUE[,...]",
+       "[pipette] knobs the search must keep, e.g. tp=8,mbs=1 "
+       "(tp, pp, dp, mbs, vpp, recompute, sp, distopt)",
+       1},
+      {OptionId::strict, "pipette-strict", "PIPETTE_STRICT", nullptr,
+       "[pipette] fail the job when it cannot be planned instead of running it unplanned", 0},
+  }};
+  return table;
+}
+
+const OptionInfo& info(OptionId id) { return option_table()[static_cast<std::size_t>(id)]; }
+
+namespace {
+
+// A positive integer no larger than `max`, written in decimal without sign or suffix.
+std::optional<std::int64_t> parse_positive(std::string_view text, std::int64_t max) {
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || value <= 0 || value > max) return std::nullopt;
+  return value;
+}
+
+Parsed invalid(std::string_view source, std::string_view value, std::string_view expected) {
+  return {{}, std::string(source) + ": invalid value '" + std::string(value) +
+                  "' (expected " + std::string(expected) + ")"};
+}
+
+}  // namespace
+
+Parsed parse_option_value(OptionId id, std::optional<std::string_view> raw, std::string_view source) {
+  // Slurm hands an option given without a value to remote callbacks as "" and forwards it to
+  // srun and job steps as the text "(null)".
+  if (raw && (raw->empty() || *raw == "(null)")) raw.reset();
+  const std::string_view value = raw ? *raw : std::string_view{};
+  switch (id) {
+    case OptionId::mode:
+      if (!raw || value == "auto") return {"auto", {}};
+      if (value == "plan" || value == "off") return {std::string(value), {}};
+      return invalid(source, value, "auto, plan or off");
+    case OptionId::model:
+      if (value.empty()) return invalid(source, value, "a preset name or a model file path");
+      return {std::string(value), {}};
+    case OptionId::global_batch:
+      if (auto number = parse_positive(value, std::int64_t{1} << 40)) return {std::to_string(*number), {}};
+      return invalid(source, value, "a positive number of sequences");
+    case OptionId::sequence_length:
+      if (auto number = parse_positive(value, std::numeric_limits<int>::max())) return {std::to_string(*number), {}};
+      return invalid(source, value, "a positive number of tokens");
+    case OptionId::fix: {
+      if (value.empty()) return invalid(source, value, "knob=value pairs such as tp=8,mbs=1");
+      const Result<FixedKnobs> knobs = parse_fixed_knobs(value);
+      if (knobs) return {std::string(value), {}};
+      // The parser words its errors for --pipette-fix; name the actual source instead.
+      std::string_view reason = knobs.error().message;
+      constexpr std::string_view parser_prefix = "--pipette-fix: ";
+      if (reason.starts_with(parser_prefix)) reason.remove_prefix(parser_prefix.size());
+      return {{}, std::string(source) + ": " + std::string(reason)};
+    }
+    case OptionId::strict:
+      // The command-line flag has no argument; the environment variable is a boolean.
+      if (!raw || value == "1" || value == "yes" || value == "true" || value == "on") return {"1", {}};
+      if (value == "0" || value == "no" || value == "false" || value == "off") return {"0", {}};
+      return invalid(source, value, "1/yes/true/on or 0/no/false/off");
+    case OptionId::count: break;
+  }
+  return {{}, "unknown option"};
+}
+
+std::string OptionRecorder::record(OptionId id, std::optional<std::string_view> value, std::string_view source) {
+  Parsed parsed = parse_option_value(id, value, source);
+  if (!parsed.error.empty()) return parsed.error;
+  std::optional<std::string>& slot = values_[id];
+  if (slot && *slot != parsed.canonical) {
+    return std::string("--") + info(id).name + " given twice with different values ('" + *slot +
+           "' and '" + parsed.canonical + "')";
+  }
+  slot = std::move(parsed.canonical);
+  return {};
+}
+
+std::string find_conflict(const OptionValues& command_line, const OptionValues& environment) {
+  for (const OptionInfo& option : option_table()) {
+    const auto& cli = command_line[option.id];
+    const auto& env = environment[option.id];
+    if (cli && env && *cli != *env) {
+      return std::string("--") + option.name + "=" + *cli + " conflicts with " + option.env_var + "=" +
+             *env + " in the environment; unset " + option.env_var + " or make them agree";
+    }
+  }
+  return {};
+}
+
+Settings merge(const OptionValues& command_line, const OptionValues& environment, const SiteDefaults& site) {
+  auto pick = [&](OptionId id) -> std::optional<std::string> {
+    if (command_line[id]) return command_line[id];
+    return environment[id];
+  };
+  Settings settings;
+  const std::optional<std::string> mode = pick(OptionId::mode);
+  const std::string mode_text = mode ? *mode : site.mode.value_or("off");
+  settings.mode = mode_text == "auto" ? Mode::auto_remap : mode_text == "plan" ? Mode::plan : Mode::off;
+  settings.model = pick(OptionId::model).value_or("");
+  if (auto batch = pick(OptionId::global_batch)) settings.global_batch = std::stoll(*batch);
+  if (auto seq = pick(OptionId::sequence_length)) settings.sequence_length = std::stoi(*seq);
+  settings.fix = pick(OptionId::fix).value_or("");
+  const std::optional<std::string> strict = pick(OptionId::strict);
+  settings.strict = strict ? *strict == "1" : site.strict.value_or(false);
+  return settings;
+}
+
+}  // namespace pipette::spank

@@ -1,0 +1,100 @@
+# Shared by the integration tests: a private Slurm cluster per test (scripts/slurm-cluster.sh in a
+# fresh directory, random ports), stopped and removed on exit whatever happens, and small checks
+# that count failures instead of stopping at the first.
+#
+# A test script sources this file with the plugin's path as $1 and calls `finish` at the end.
+set -uo pipefail
+
+source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+plugin=$(realpath "${1:?usage: $0 PATH/TO/spank_pipette.so VERSION}")
+expected_version=${2:-}  # what pipette::version() returns, for the log line
+test_name=$(basename "$0" .sh)
+failures=0
+checks=0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIP: $test_name needs root (it starts slurmd, which runs jobs as their users)"
+  exit 77
+fi
+
+work_dir=$(mktemp -d "/tmp/pipette-$test_name.XXXXXX")
+chmod 0755 "$work_dir"
+export PIPETTE_SLURM_DIR="$work_dir/cluster"
+export SLURM_CONF="$PIPETTE_SLURM_DIR/etc/slurm.conf"
+# The submitting environment must not leak into the jobs the tests submit.
+unset PIPETTE PIPETTE_MODEL PIPETTE_BATCH PIPETTE_SEQ PIPETTE_FIX PIPETTE_STRICT
+unset SLURM_JOB_ID SLURM_JOBID
+unset "${!SLURM_SPANK_@}"
+slurmd_pids_at_start=""
+
+cleanup() {
+  bash "$source_dir/scripts/slurm-cluster.sh" stop >/dev/null 2>&1 || true
+  rm -rf "$work_dir"
+}
+trap cleanup EXIT
+trap "exit 143" TERM INT HUP
+
+# start_cluster [plugstack arguments...]: a fresh cluster that loads the plugin as `required`.
+start_cluster() {
+  bash "$source_dir/scripts/slurm-cluster.sh" stop >/dev/null 2>&1 || true
+  PIPETTE_SLURM_PLUGSTACK="required $plugin $*" bash "$source_dir/scripts/slurm-cluster.sh" start ||
+    { echo "FAIL: $test_name: the cluster did not start"; exit 1; }
+  slurmd_pids_at_start=$(cat "$PIPETTE_SLURM_DIR"/run/slurmd-n*.pid | tr '\n' ' ')
+}
+
+pass() { checks=$((checks + 1)); echo "ok: $*"; }
+fail() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL: $*"; }
+
+expect_eq() {  # expect_eq WHAT EXPECTED ACTUAL
+  if [ "$2" = "$3" ]; then pass "$1"; else fail "$1: expected '$2', got '$3'"; fi
+}
+
+expect_contains() {  # expect_contains WHAT NEEDLE FILE
+  if grep -qF -- "$2" "$3"; then pass "$1"; else fail "$1: '$2' not in $3:"; sed 's/^/    /' "$3" | tail -20; fi
+}
+
+expect_not_contains() {  # expect_not_contains WHAT NEEDLE FILE
+  if grep -qF -- "$2" "$3"; then fail "$1: '$2' unexpectedly in $3"; sed 's/^/    /' "$3" | tail -20; else pass "$1"; fi
+}
+
+# run_batch NAME [sbatch arguments...] SCRIPT [script arguments...]: runs a batch job to
+# completion; its stdout and stderr land in $work_dir/NAME.out and NAME.err, the job id in
+# $job_id, its exit code in $batch_status (1 when it was never submitted). Polls every 0.1 s:
+# `sbatch --wait` sleeps in steps of seconds.
+run_batch() {
+  local name=$1; shift
+  batch_status=1
+  job_id=$(sbatch --parsable -o "$work_dir/$name.out" -e "$work_dir/$name.err" "$@" 2>"$work_dir/$name.submit") ||
+    { job_id=""; return 0; }
+  local deadline=$((SECONDS + 120)) state
+  while ((SECONDS < deadline)); do
+    state=$(job_field "$job_id" JobState)
+    case "$state" in
+      PENDING | CONFIGURING | RUNNING | COMPLETING | "") sleep 0.1 ;;
+      *) break ;;
+    esac
+  done
+  [ "$state" = COMPLETING ] || [ "$state" = RUNNING ] && { fail "$name: job $job_id still $state after 120 s"; return 0; }
+  batch_status=$(job_field "$job_id" ExitCode | cut -d: -f1)
+}
+
+job_field() {  # job_field JOB_ID FIELD, e.g. JobState or ExitCode
+  scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
+# No node may ever be drained or down, and no slurmd may have died or been restarted.
+expect_cluster_healthy() {
+  local states pids
+  states=$(sinfo -h -N -o '%T' | sort -u | tr '\n' ' ')
+  expect_eq "every node idle after $1" "idle " "$states"
+  pids=$(cat "$PIPETTE_SLURM_DIR"/run/slurmd-n*.pid | tr '\n' ' ')
+  expect_eq "every slurmd still the one started (after $1)" "$slurmd_pids_at_start" "$pids"
+  local pid
+  for pid in $pids; do kill -0 "$pid" 2>/dev/null || fail "slurmd $pid not running after $1"; done
+}
+
+finish() {
+  echo "$test_name: $checks checks, $failures failed"
+  [ "$failures" -eq 0 ]
+  exit $?
+}
