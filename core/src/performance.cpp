@@ -381,6 +381,9 @@ ReplicaPipeline replica_pipeline(const ParallelConfig& config, const WorkProfile
   const int chunks = config.pp > 1 ? config.virtual_stages : 1;
   const double forward_share = forward_share_of_tp(config.recompute);
   ReplicaPipeline pipe;
+  pipe.forward.reserve(static_cast<size_t>(config.pp));
+  pipe.backward.reserve(static_cast<size_t>(config.pp));
+  pipe.link.reserve(static_cast<size_t>(config.pp));
   for (int stage = 0; stage < config.pp; ++stage) {
     const StageWork& stage_work = work.stages[static_cast<size_t>(stage)];
     const double tp = communication.tp_seconds.empty() ? 0.0
