@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   const auto knobs = pipette::parse_fixed_knobs(text);
   if (!knobs) {
-    pipette::fuzz::require_one_line(knobs.error().message, text);
+    pipette::fuzz::require_single_line(knobs.error().message);
     return 0;
   }
   const std::string formatted = pipette::format_fixed_knobs(*knobs);

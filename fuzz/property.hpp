@@ -26,4 +26,11 @@ inline void require_one_line(std::string_view message, std::string_view input) {
   require(message.find_first_of("\r\n") == std::string_view::npos, "an error is one line", message);
 }
 
+// For values users type (options, PIPETTE_* variables, --pipette-fix, node lists): the message is
+// one line whatever the input holds, because they quote it through quoted_input().
+inline void require_single_line(std::string_view message) {
+  require(!message.empty(), "an error has a message");
+  require(message.find_first_of("\r\n") == std::string_view::npos, "an error quoting user input is one line", message);
+}
+
 }  // namespace pipette::fuzz

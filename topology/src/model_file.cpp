@@ -155,7 +155,7 @@ Result<ModelSpec> load_model_file(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   std::ostringstream contents;
   if (file) contents << file.rdbuf();
-  if (!file || file.bad()) return Error{path + ": cannot read the model file; check the path and its permissions"};
+  if (!file || file.bad()) return Error{quoted_input(path) + ": cannot read the model file; check the path and its permissions"};
   return parse_model_file(contents.str(), path);
 }
 
@@ -180,7 +180,7 @@ Result<ModelSpec> load_model(std::string_view preset_or_path, const std::vector<
   }
   std::string names;
   for (const std::string& name : available_presets(preset_dirs)) names += (names.empty() ? "" : ", ") + name;
-  return Error{"unknown model preset '" + text + "'; available presets: " + (names.empty() ? "(none found)" : names) +
+  return Error{"unknown model preset '" + quoted_input(text) + "'; available presets: " + (names.empty() ? "(none found)" : names) +
                "; or give the path of a model file"};
 }
 
