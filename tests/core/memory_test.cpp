@@ -4,6 +4,8 @@
 
 #include <numeric>
 
+#include "pipette/core/simulator.hpp"
+
 namespace pipette {
 namespace {
 
@@ -124,6 +126,25 @@ TEST(LayerActivation, Fp32ActivationsDoubleTheValuesButNotTheMasks) {
   EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training, config), 2 * 32 * sbh + 2 * sbh);
 }
 
+TEST(LayerActivation, NoDropoutKeepsNoMasksAndNoDropoutOutput) {
+  ModelSpec model = gpt3_175b();
+  model.dropout = false;
+  const ParallelConfig config = config_of(t, 8, 1, false, RecomputeMode::none);
+  // 34 − 2 (hidden masks) sbh, and of the 5as/h score term only the softmax output (2as/h).
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training_of(64, AttentionKernel::unfused), config),
+                   sbh * (8 + 24.0 / t + 2.0 * a * s / h / t));
+}
+
+TEST(LayerActivation, Fp8KeepsGemmInputsAsOneByteCasts) {
+  const ModelSpec model = gpt3_175b();
+  TrainingSpec training = training_of(64, AttentionKernel::flash);
+  const ParallelConfig config = config_of(t, 8, 1, true, RecomputeMode::none);
+  const double bf16 = layer_activation_bytes(model, training, config);
+  training.precision = Precision::fp8;
+  // QKV and MLP inputs (h each) and the attention output (h) and GeLU output (4h) lose a byte.
+  EXPECT_DOUBLE_EQ(bf16 - layer_activation_bytes(model, training, config), 7 * sbh / t);
+}
+
 TEST(InFlightMicrobatches, OneFOneBStageHoldsPipelineDepthMinusIndex) {
   for (int stage = 0; stage < 8; ++stage) EXPECT_EQ(in_flight_microbatch_chunks(stage, 8, 64, 1), 8 - stage);
   EXPECT_EQ(in_flight_microbatch_chunks(0, 8, 3, 1), 3);  // fewer micro-batches than stages
@@ -134,6 +155,34 @@ TEST(InFlightMicrobatches, InterleavedHoldsMegatronWarmupPlusOne) {
   EXPECT_EQ(in_flight_microbatch_chunks(0, 4, 16, 2), 2 * 3 + 4 + 1);
   EXPECT_EQ(in_flight_microbatch_chunks(3, 4, 16, 2), 0 + 4 + 1);
   EXPECT_EQ(in_flight_microbatch_chunks(0, 4, 2, 2), 4);  // capped by m·v
+}
+
+TEST(InFlightMicrobatches, MatchTheScheduleOpByOp) {
+  // Count, in each rank's program as the simulator runs it, the most chunk passes whose forward has
+  // run and whose backward has not: that is what the rank must keep.
+  for (int pp = 1; pp <= 8; ++pp) {
+    for (int chunks = 1; chunks <= 4; ++chunks) {
+      for (int m = 1; m <= 3 * pp + 2; ++m) {
+        if (chunks > 1 && (pp == 1 || m < pp)) continue;  // Megatron rejects these
+        for (int stage = 0; stage < pp; ++stage) {
+          int held = 0, most = 0;
+          for (const ScheduledOp& op : pipeline_rank_program(pp, stage, m, chunks)) {
+            held += op.backward ? -1 : 1;
+            most = std::max(most, held);
+          }
+          EXPECT_EQ(in_flight_microbatch_chunks(stage, pp, m, chunks), most)
+              << "pp=" << pp << " v=" << chunks << " m=" << m << " stage=" << stage;
+        }
+      }
+    }
+  }
+}
+
+TEST(InFlightMicrobatches, InterleavedWithMicrobatchesNotAMultipleOfPHoldsMore) {
+  // p = 4, m = 6: Megatron-core's group is N = 6, so warm-up is 2·3 + (2 − 1)·6 = 12 chunk forwards.
+  EXPECT_EQ(interleaved_group_size(4, 6), 6);
+  EXPECT_EQ(in_flight_microbatch_chunks(0, 4, 6, 2), 12);  // all m·v chunk passes
+  EXPECT_EQ(in_flight_microbatch_chunks(3, 4, 6, 2), 7);
 }
 
 TEST(InFlightMicrobatches, InterleavedFirstStageHoldsOnePlusPMinusOneOverPvOfTheModel) {
