@@ -1,6 +1,6 @@
-// Job-start cost of the topology layer: reading the link cache and assembling the core's cluster
-// for a 1024-node job (523,776 node pairs). The cache is synthetic but full-sized: every pair
-// measured with two message sizes, every node with its 8×8 intra-node matrix.
+// Job-start cost of the topology layer: expanding the node list, reading the link cache and
+// assembling the core's cluster for a 1024-node job (523,776 node pairs). The cache is synthetic
+// but full-sized: every pair measured with two message sizes, every node with its 8×8 matrix.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -140,6 +140,24 @@ void BM_AssembleOnly(benchmark::State& state) {
   }
   remove_files(setup);
 }
+
+// SLURM_JOB_NODELIST of a 100,000-node job: 100 racks of 1000 nodes, expanded and compressed.
+void BM_ExpandHostlist(benchmark::State& state) {
+  const std::string expression = "r[0-99]n[0001-1000]";
+  for (auto _ : state) {
+    auto hosts = expand_hostlist(expression);
+    benchmark::DoNotOptimize(hosts);
+  }
+}
+void BM_CompressHostlist(benchmark::State& state) {
+  const auto hosts = *expand_hostlist("r[0-99]n[0001-1000]");
+  for (auto _ : state) {
+    auto compressed = compress_hostlist(hosts);
+    benchmark::DoNotOptimize(compressed);
+  }
+}
+BENCHMARK(BM_ExpandHostlist)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CompressHostlist)->Unit(benchmark::kMillisecond);
 
 // Arguments: nodes, pair stride (1 = every pair measured; 64 = one pair in 64, a partial cache).
 BENCHMARK(BM_ReadCacheAndAssemble)->Args({64, 1})->Args({1024, 1})->Args({1024, 64})->Unit(benchmark::kMillisecond);

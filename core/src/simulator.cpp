@@ -73,8 +73,7 @@ class ReplicaSimulation {
         gradient_arrival_(slots(), kUnknown),
         last_backward_start_(static_cast<size_t>(pp_) * chunks_, 0.0),
         last_backward_end_(static_cast<size_t>(pp_) * chunks_, 0.0) {
-    // Forward passes per op: 1 in forward, 1 (+1 recomputed with full recompute) in backward.
-    const double forward_share = config.recompute == RecomputeMode::full ? 1.0 / 3.0 : 0.5;
+    const double forward_share = forward_share_of_tp(config.recompute);
     for (int rank = 0; rank < pp_; ++rank) {
       const StageWork& stage = work.stages[rank];
       const double tp = communication.tp_seconds[rank][replica];
@@ -187,6 +186,8 @@ class ReplicaSimulation {
 };
 
 }  // namespace
+
+double forward_share_of_tp(RecomputeMode recompute) { return recompute == RecomputeMode::full ? 1.0 / 3.0 : 0.5; }
 
 int interleaved_group_size(int pp, int num_microbatches) {
   for (int group_size = pp; group_size <= num_microbatches; ++group_size) {

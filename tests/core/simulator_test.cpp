@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <string>
 #include <set>
 #include <stdexcept>
 #include <tuple>
@@ -345,6 +349,133 @@ TEST(Simulator, RejectsInputsSizedForAnotherPlan) {
   EXPECT_THROW(interleaved.run(), std::invalid_argument);
   const Pipeline too_few_microbatches({1, 1, 1}, {2, 2, 2}, 2, 0.0, 1, 2);
   EXPECT_THROW(too_few_microbatches.run(), std::invalid_argument);
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// The closed-form critical_path against the simulation, on a varied set of pipelines.
+
+struct AgreementCase {
+  std::string name;
+  Pipeline pipeline;
+};
+
+// Deterministic pseudo-random factors in [1 − spread, 1 + spread] (a 64-bit LCG; no <random>
+// distribution, whose output differs between standard libraries).
+class Jitter {
+ public:
+  explicit Jitter(std::uint64_t seed) : state_(seed) {}
+  double operator()(double spread) {
+    state_ = state_ * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double unit = static_cast<double>(state_ >> 11) / 9007199254740992.0;  // [0, 1)
+    return 1 - spread + 2 * spread * unit;
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+// A pipeline shaped like a real plan: per-micro-batch forward F, backward 2F (3F with full
+// recompute), end stages heavier (embedding, LM head), TP a share of compute, p2p a share of F,
+// DP reduction and optimizer per stage.
+Pipeline realistic(int pp, int m, int chunks, int dp, double link_share, std::uint64_t seed, bool overlap,
+                   RecomputeMode recompute = RecomputeMode::selective) {
+  Jitter jitter(seed);
+  std::vector<double> forward, backward;
+  for (int s = 0; s < pp; ++s) {
+    double f = 0.010 * jitter(0.05);
+    if (s == 0) f *= 1.04;
+    if (s == pp - 1) f *= 1.15;
+    forward.push_back(f);
+    backward.push_back(f * (recompute == RecomputeMode::full ? 3.0 : 2.0));
+  }
+  Pipeline pipeline(forward, backward, m, 0.0, dp, chunks);
+  pipeline.config.recompute = recompute;
+  pipeline.training.overlap_gradient_reduce = overlap;
+  for (int s = 0; s < pp; ++s) {
+    for (int d = 0; d < dp; ++d) {
+      pipeline.communication.tp_seconds[s][d] = 0.15 * (forward[s] + backward[s]) * jitter(0.1);
+      if (s + 1 < pp) pipeline.communication.p2p_seconds[s][d] = link_share * 0.010 * jitter(0.3);
+    }
+    pipeline.communication.dp_seconds[s] = dp > 1 ? 0.05 * jitter(0.2) : 0.0;
+    pipeline.work.stages[s].optimizer_seconds = 0.004 * jitter(0.1);
+  }
+  for (int d = 0; d < static_cast<int>(pipeline.communication.wraparound_p2p_seconds.size()); ++d) {
+    pipeline.communication.wraparound_p2p_seconds[d] = link_share * 0.010 * jitter(0.3);
+  }
+  return pipeline;
+}
+
+std::vector<AgreementCase> agreement_cases() {
+  std::vector<AgreementCase> cases;
+  std::uint64_t seed = 1;
+  for (int pp : {2, 4, 8}) {
+    for (int chunks : {1, 2, 4}) {
+      for (int m : {pp, pp + 1, 2 * pp + 3, 4 * pp, 64}) {
+        for (int dp : {1, 3}) {
+          for (double link_share : {0.02, 0.1, 0.4}) {
+            const bool overlap = (seed % 2) == 0;
+            const std::string name = "pp=" + std::to_string(pp) + " v=" + std::to_string(chunks) + " m=" +
+                                     std::to_string(m) + " dp=" + std::to_string(dp) + " links=" +
+                                     std::to_string(link_share) + (overlap ? " overlap" : "");
+            cases.push_back({name, realistic(pp, m, chunks, dp, link_share, seed++, overlap)});
+          }
+        }
+      }
+    }
+  }
+  // Uneven stages: one stage 40% slower than the rest; one slow link (a degraded node pair).
+  Pipeline uneven = realistic(4, 16, 1, 2, 0.1, 99, true);
+  uneven.work.stages[2].forward_compute_seconds *= 1.4;
+  uneven.work.stages[2].backward_compute_seconds *= 1.4;
+  cases.push_back({"uneven stage", uneven});
+  Pipeline slow_link = realistic(8, 32, 1, 2, 0.1, 100, false);
+  slow_link.communication.p2p_seconds[3][1] *= 8;
+  cases.push_back({"one slow link in one replica", slow_link});
+  Pipeline slow_interleaved = realistic(8, 32, 2, 2, 0.1, 102, false);
+  slow_interleaved.communication.p2p_seconds[3][1] *= 3;
+  cases.push_back({"a link at a third of its speed in one replica, interleaved", slow_interleaved});
+  Pipeline full = realistic(4, 12, 2, 2, 0.1, 101, true, RecomputeMode::full);
+  cases.push_back({"full recompute interleaved", full});
+  return cases;
+}
+
+// The slowest hop against the shortest chunk forward: above 1, a message takes longer than the
+// compute it follows (a pathological plan: a tiny chunk on a very slow link).
+double hop_to_chunk_forward(const Pipeline& pipeline) {
+  double slowest_hop = 0, shortest_forward = 1e300;
+  for (const auto& row : pipeline.communication.p2p_seconds) {
+    for (const double seconds : row) slowest_hop = std::max(slowest_hop, seconds);
+  }
+  for (const double seconds : pipeline.communication.wraparound_p2p_seconds) slowest_hop = std::max(slowest_hop, seconds);
+  for (const auto& stage : pipeline.work.stages) {
+    shortest_forward = std::min(shortest_forward, stage.forward_compute_seconds / pipeline.config.virtual_stages);
+  }
+  return slowest_hop / shortest_forward;
+}
+
+TEST(ClosedFormAgreement, WithinThreePercentOfTheSimulationOnAVariedSetOfPlans) {
+  double worst = 0, worst_pathological = 0;
+  std::string worst_case, worst_pathological_case;
+  int cases = 0, pathological = 0;
+  for (const auto& [name, pipeline] : agreement_cases()) {
+    const double simulated = pipeline.run().iteration_seconds;
+    const double closed_form =
+        critical_path(pipeline.config, pipeline.work, pipeline.communication, pipeline.training).iteration_seconds;
+    const double error = std::abs(closed_form / simulated - 1);
+    const bool slow_hops = hop_to_chunk_forward(pipeline) > 1;
+    EXPECT_LE(error, slow_hops ? 0.05 : 0.03)
+        << name << ": simulated " << simulated << " s, closed form " << closed_form << " s";
+    ++(slow_hops ? pathological : cases);
+    double& worst_so_far = slow_hops ? worst_pathological : worst;
+    if (error > worst_so_far) {
+      worst_so_far = error;
+      (slow_hops ? worst_pathological_case : worst_case) = name;
+    }
+  }
+  std::cout << "closed form vs simulation: " << cases << " plans, worst " << 100 * worst << "% (" << worst_case
+            << "); " << pathological << " plans with a hop slower than a chunk's forward, worst "
+            << 100 * worst_pathological << "% (" << worst_pathological_case << ")\n";
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 
 #include "pipette/core/units.hpp"
 
+#include "guarded.hpp"
+
 namespace pipette {
 
 namespace {
@@ -148,157 +150,159 @@ Result<GpuSpec> resolve_gpu(const AssemblyInput& input, const SiteConfig& site, 
 }  // namespace
 
 Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const SiteConfig& site) {
-  AssembledCluster out;
-  Cluster& cluster = out.cluster;
-  const int nodes = static_cast<int>(input.node_names.size());
-  if (nodes == 0) return Error{"the node list is empty; give the job's nodes (Slurm hostlist)"};
-  if (nodes > kMaxNodes) return Error{"the node list has " + std::to_string(nodes) + " nodes; Pipette plans at most " + std::to_string(kMaxNodes)};
+  return guarded("cluster assembly", std::string(), [&]() -> Result<AssembledCluster> {
+    AssembledCluster out;
+    Cluster& cluster = out.cluster;
+    const int nodes = static_cast<int>(input.node_names.size());
+    if (nodes == 0) return Error{"the node list is empty; give the job's nodes (Slurm hostlist)"};
+    if (nodes > kMaxNodes) return Error{"the node list has " + std::to_string(nodes) + " nodes; Pipette plans at most " + std::to_string(kMaxNodes)};
 
-  std::unordered_map<std::string_view, int> index_of_node;
-  index_of_node.reserve(static_cast<std::size_t>(nodes) * 2);
-  for (int i = 0; i < nodes; ++i) {
-    const std::string& name = input.node_names[static_cast<std::size_t>(i)];
-    if (name.empty()) return Error{"the node list has an empty name at position " + std::to_string(i)};
-    if (!index_of_node.emplace(name, i).second) return Error{"node " + name + " appears twice in the node list; list each node once"};
-  }
-
-  auto gpu = resolve_gpu(input, site, out.notes);
-  if (!gpu) return gpu.error();
-  cluster.gpu = *gpu;
-
-  const int local_gpus = input.local ? static_cast<int>(input.local->gpus.size()) : 0;
-  cluster.gpus_per_node = input.gpus_per_node > 0 ? input.gpus_per_node : local_gpus;
-  if (cluster.gpus_per_node < 1)
-    return Error{"GPUs per node unknown: hwloc finds no NVIDIA GPU here; pass the job's GPUs per node (--gpus-per-node)"};
-  if (local_gpus > 0 && cluster.gpus_per_node > local_gpus)
-    return Error{"the job asks for " + std::to_string(cluster.gpus_per_node) + " GPUs per node but this node has " +
-                 std::to_string(local_gpus) + "; request at most " + std::to_string(local_gpus)};
-
-  const int local_nics = input.local ? static_cast<int>(input.local->nics.size()) : 0;
-  cluster.nics_per_node = site.priors.rails > 0 ? site.priors.rails : std::max(1, local_nics);
-  out.notes.push_back(std::to_string(cluster.nics_per_node) + " rail(s) per node from " +
-                      (site.priors.rails > 0 ? std::string("the site's priors.rails")
-                                             : local_nics > 0 ? "the InfiniBand/RoCE NICs hwloc found"
-                                                              : "the default (no NIC found, priors.rails unset)"));
-  cluster.node_names = input.node_names;
-
-  // Priors everywhere first; measurements then replace (or, when stale, blend into) them.
-  IntraNodePrior intra = intra_node_prior(input, site, cluster.gpu.name, cluster.gpus_per_node);
-  cluster.intra_node.assign(static_cast<std::size_t>(nodes), intra.links);
-  // Without a switch tree every pair gets the first level's factor (no oversubscription assumed).
-  cluster.inter_node = LinkMatrix(nodes, inter_node_prior(site, cluster.nics_per_node, 0));
-  const bool per_level = input.switches != nullptr;
-  if (per_level) {
-    for (int a = 0; a < nodes; ++a)
-      for (int b = a + 1; b < nodes; ++b) {
-        const Link prior = inter_node_prior(site, cluster.nics_per_node,
-                                            common_switch_level(*input.switches, cluster.node_names[a], cluster.node_names[b]));
-        cluster.inter_node.at(a, b) = prior;
-        cluster.inter_node.at(b, a) = prior;
-      }
-  }
-
-  const std::int64_t now = input.reference_time_unix_seconds;
-  std::vector<std::string> stale_lines;
-  int stale_pairs = 0;
-  std::vector<char> pair_measured(static_cast<std::size_t>(nodes) * nodes, 0);
-  if (input.cache) {
-    const LinkTable& table = *input.cache;
-    // Each cached name is looked up once; pairs are then matched by index.
-    std::vector<int> job_index_of_name(table.names.size(), -1);
-    for (std::size_t k = 0; k < table.names.size(); ++k) {
-      const auto found = index_of_node.find(table.names[k]);
-      if (found != index_of_node.end()) job_index_of_name[k] = found->second;
+    std::unordered_map<std::string_view, int> index_of_node;
+    index_of_node.reserve(static_cast<std::size_t>(nodes) * 2);
+    for (int i = 0; i < nodes; ++i) {
+      const std::string& name = input.node_names[static_cast<std::size_t>(i)];
+      if (name.empty()) return Error{"the node list has an empty name at position " + std::to_string(i)};
+      if (!index_of_node.emplace(name, i).second) return Error{"node " + name + " appears twice in the node list; list each node once"};
     }
-    for (const LinkTable::Pair& pair : table.pairs) {
-      const int a = job_index_of_name[pair.node_a];
-      const int b = job_index_of_name[pair.node_b];
-      if (a < 0 || b < 0 || a == b) continue;
-      const double age = static_cast<double>(now - pair.measured_at_unix_seconds);
-      const double weight = staleness_weight(site.staleness, age);
-      const Link measured{pair.bandwidth_bytes_per_second, pair.latency_seconds, true};
-      const Link link = blend_toward_prior(measured, cluster.inter_node.at(a, b), weight);
-      cluster.inter_node.at(a, b) = link;
-      cluster.inter_node.at(b, a) = link;
-      if (link.measured) {
-        pair_measured[static_cast<std::size_t>(std::min(a, b)) * nodes + std::max(a, b)] = 1;
-        ++out.measured_node_pairs;
-      }
-      if (weight < 1.0 && stale_lines.size() <= kListedLinksMax)
-        stale_lines.push_back(table.names[pair.node_a] + "-" + table.names[pair.node_b] + ": measured " + days(age) +
-                              " ago, weight " + std::to_string(weight).substr(0, 5) +
-                              (weight > 0 ? ", blended toward the prior" : ", ignored"));
-      stale_pairs += weight < 1.0;
-    }
-    const std::string local_fingerprint = input.local && local_gpus > 0 ? hardware_fingerprint(*input.local) : "";
-    for (const LinkTable::Node& measurement : table.nodes) {
-      const int node = job_index_of_name[measurement.name];
-      if (node < 0) continue;
-      const std::string& name = table.names[measurement.name];
-      if (!local_fingerprint.empty() && !measurement.fingerprint.empty() && measurement.fingerprint != local_fingerprint)
-        out.notes.push_back("node " + name + " was measured as " + measurement.fingerprint + " but this node is " +
-                            local_fingerprint + "; re-run pipette-probe if the hardware changed");
-      if (measurement.gpus == 0) continue;
-      if (measurement.gpus != cluster.gpus_per_node) {
-        out.notes.push_back("node " + name + ": cached intra-node matrix is " + std::to_string(measurement.gpus) + "x" +
-                            std::to_string(measurement.gpus) + " but the job uses " + std::to_string(cluster.gpus_per_node) +
-                            " GPUs per node; using priors inside it");
-        continue;
-      }
-      const double age = static_cast<double>(now - measurement.measured_at_unix_seconds);
-      const double weight = staleness_weight(site.staleness, age);
-      if (weight <= 0) continue;
-      LinkMatrix& matrix = cluster.intra_node[static_cast<std::size_t>(node)];
-      for (int from = 0; from < measurement.gpus; ++from)
-        for (int to = 0; to < measurement.gpus; ++to) {
-          if (from == to) continue;
-          const std::size_t k = static_cast<std::size_t>(from) * measurement.gpus + to;
-          const Link measured{measurement.bandwidth_bytes_per_second[k], measurement.latency_seconds[k], true};
-          matrix.at(from, to) = blend_toward_prior(measured, matrix.at(from, to), weight);
+
+    auto gpu = resolve_gpu(input, site, out.notes);
+    if (!gpu) return gpu.error();
+    cluster.gpu = *gpu;
+
+    const int local_gpus = input.local ? static_cast<int>(input.local->gpus.size()) : 0;
+    cluster.gpus_per_node = input.gpus_per_node > 0 ? input.gpus_per_node : local_gpus;
+    if (cluster.gpus_per_node < 1)
+      return Error{"GPUs per node unknown: hwloc finds no NVIDIA GPU here; pass the job's GPUs per node (--gpus-per-node)"};
+    if (local_gpus > 0 && cluster.gpus_per_node > local_gpus)
+      return Error{"the job asks for " + std::to_string(cluster.gpus_per_node) + " GPUs per node but this node has " +
+                   std::to_string(local_gpus) + "; request at most " + std::to_string(local_gpus)};
+
+    const int local_nics = input.local ? static_cast<int>(input.local->nics.size()) : 0;
+    cluster.nics_per_node = site.priors.rails > 0 ? site.priors.rails : std::max(1, local_nics);
+    out.notes.push_back(std::to_string(cluster.nics_per_node) + " rail(s) per node from " +
+                        (site.priors.rails > 0 ? std::string("the site's priors.rails")
+                                               : local_nics > 0 ? "the InfiniBand/RoCE NICs hwloc found"
+                                                                : "the default (no NIC found, priors.rails unset)"));
+    cluster.node_names = input.node_names;
+
+    // Priors everywhere first; measurements then replace (or, when stale, blend into) them.
+    IntraNodePrior intra = intra_node_prior(input, site, cluster.gpu.name, cluster.gpus_per_node);
+    cluster.intra_node.assign(static_cast<std::size_t>(nodes), intra.links);
+    // Without a switch tree every pair gets the first level's factor (no oversubscription assumed).
+    cluster.inter_node = LinkMatrix(nodes, inter_node_prior(site, cluster.nics_per_node, 0));
+    const bool per_level = input.switches != nullptr;
+    if (per_level) {
+      for (int a = 0; a < nodes; ++a)
+        for (int b = a + 1; b < nodes; ++b) {
+          const Link prior = inter_node_prior(site, cluster.nics_per_node,
+                                              common_switch_level(*input.switches, cluster.node_names[a], cluster.node_names[b]));
+          cluster.inter_node.at(a, b) = prior;
+          cluster.inter_node.at(b, a) = prior;
         }
-      ++out.measured_nodes;
     }
-  }
 
-  const int pairs = nodes * (nodes - 1) / 2;
-  out.assumed_node_pairs = pairs - out.measured_node_pairs;
-  const std::string prior_text = "prior " + gb_per_s(site.priors.nic_bandwidth_bytes_per_second * site.priors.attained_fraction *
-                                                     cluster.nics_per_node) +
-                                 " (" + std::to_string(cluster.nics_per_node) + " rail(s) x " +
-                                 gb_per_s(site.priors.nic_bandwidth_bytes_per_second) + " nominal x " +
-                                 std::to_string(site.priors.attained_fraction).substr(0, 4) + " attained" +
-                                 (per_level ? ", scaled per switch level" : "") + "), " +
-                                 microseconds(site.priors.inter_node_latency_seconds);
-  if (out.assumed_node_pairs > 0) {
-    if (out.measured_node_pairs == 0) {
-      out.links_assumed.push_back("all " + std::to_string(pairs) + " node pairs assumed: " + prior_text +
-                                  (input.cache ? " (none of them is in the link cache)" : " (no link cache)"));
-    } else {
-      std::vector<std::string> listed;
-      for (int a = 0; a < nodes && listed.size() <= kListedLinksMax; ++a)
-        for (int b = a + 1; b < nodes && listed.size() <= kListedLinksMax; ++b)
-          if (!pair_measured[static_cast<std::size_t>(a) * nodes + b])
-            listed.push_back(cluster.node_names[a] + "-" + cluster.node_names[b] + ": not in the link cache, " +
-                             gb_per_s(cluster.inter_node.at(a, b).bandwidth_bytes_per_second) + " assumed");
-      if (out.assumed_node_pairs > static_cast<int>(kListedLinksMax)) {
-        listed.resize(kListedLinksMax);
-        listed.push_back("... " + std::to_string(out.assumed_node_pairs - static_cast<int>(kListedLinksMax)) +
-                         " more node pairs assumed: " + prior_text);
+    const std::int64_t now = input.reference_time_unix_seconds;
+    std::vector<std::string> stale_lines;
+    int stale_pairs = 0;
+    std::vector<char> pair_measured(static_cast<std::size_t>(nodes) * nodes, 0);
+    if (input.cache) {
+      const LinkTable& table = *input.cache;
+      // Each cached name is looked up once; pairs are then matched by index.
+      std::vector<int> job_index_of_name(table.names.size(), -1);
+      for (std::size_t k = 0; k < table.names.size(); ++k) {
+        const auto found = index_of_node.find(table.names[k]);
+        if (found != index_of_node.end()) job_index_of_name[k] = found->second;
       }
-      out.links_assumed.insert(out.links_assumed.end(), listed.begin(), listed.end());
+      for (const LinkTable::Pair& pair : table.pairs) {
+        const int a = job_index_of_name[pair.node_a];
+        const int b = job_index_of_name[pair.node_b];
+        if (a < 0 || b < 0 || a == b) continue;
+        const double age = static_cast<double>(now - pair.measured_at_unix_seconds);
+        const double weight = staleness_weight(site.staleness, age);
+        const Link measured{pair.bandwidth_bytes_per_second, pair.latency_seconds, true};
+        const Link link = blend_toward_prior(measured, cluster.inter_node.at(a, b), weight);
+        cluster.inter_node.at(a, b) = link;
+        cluster.inter_node.at(b, a) = link;
+        if (link.measured) {
+          pair_measured[static_cast<std::size_t>(std::min(a, b)) * nodes + std::max(a, b)] = 1;
+          ++out.measured_node_pairs;
+        }
+        if (weight < 1.0 && stale_lines.size() <= kListedLinksMax)
+          stale_lines.push_back(table.names[pair.node_a] + "-" + table.names[pair.node_b] + ": measured " + days(age) +
+                                " ago, weight " + std::to_string(weight).substr(0, 5) +
+                                (weight > 0 ? ", blended toward the prior" : ", ignored"));
+        stale_pairs += weight < 1.0;
+      }
+      const std::string local_fingerprint = input.local && local_gpus > 0 ? hardware_fingerprint(*input.local) : "";
+      for (const LinkTable::Node& measurement : table.nodes) {
+        const int node = job_index_of_name[measurement.name];
+        if (node < 0) continue;
+        const std::string& name = table.names[measurement.name];
+        if (!local_fingerprint.empty() && !measurement.fingerprint.empty() && measurement.fingerprint != local_fingerprint)
+          out.notes.push_back("node " + name + " was measured as " + measurement.fingerprint + " but this node is " +
+                              local_fingerprint + "; re-run pipette-probe if the hardware changed");
+        if (measurement.gpus == 0) continue;
+        if (measurement.gpus != cluster.gpus_per_node) {
+          out.notes.push_back("node " + name + ": cached intra-node matrix is " + std::to_string(measurement.gpus) + "x" +
+                              std::to_string(measurement.gpus) + " but the job uses " + std::to_string(cluster.gpus_per_node) +
+                              " GPUs per node; using priors inside it");
+          continue;
+        }
+        const double age = static_cast<double>(now - measurement.measured_at_unix_seconds);
+        const double weight = staleness_weight(site.staleness, age);
+        if (weight <= 0) continue;
+        LinkMatrix& matrix = cluster.intra_node[static_cast<std::size_t>(node)];
+        for (int from = 0; from < measurement.gpus; ++from)
+          for (int to = 0; to < measurement.gpus; ++to) {
+            if (from == to) continue;
+            const std::size_t k = static_cast<std::size_t>(from) * measurement.gpus + to;
+            const Link measured{measurement.bandwidth_bytes_per_second[k], measurement.latency_seconds[k], true};
+            matrix.at(from, to) = blend_toward_prior(measured, matrix.at(from, to), weight);
+          }
+        ++out.measured_nodes;
+      }
     }
-  }
-  if (stale_pairs > static_cast<int>(kListedLinksMax)) {
-    stale_lines.resize(kListedLinksMax);
-    stale_lines.push_back("... " + std::to_string(stale_pairs - static_cast<int>(kListedLinksMax)) + " more stale node pairs");
-  }
-  out.links_assumed.insert(out.links_assumed.end(), stale_lines.begin(), stale_lines.end());
-  if (out.measured_nodes < nodes)
-    out.links_assumed.push_back(std::to_string(nodes - out.measured_nodes) + " of " + std::to_string(nodes) +
-                                " nodes: GPU-to-GPU links inside the node assumed from " + intra.source);
 
-  if (const std::string problem = validate(cluster); !problem.empty()) return Error{"assembled cluster is invalid: " + problem};
-  return out;
+    const int pairs = nodes * (nodes - 1) / 2;
+    out.assumed_node_pairs = pairs - out.measured_node_pairs;
+    const std::string prior_text = "prior " + gb_per_s(site.priors.nic_bandwidth_bytes_per_second * site.priors.attained_fraction *
+                                                       cluster.nics_per_node) +
+                                   " (" + std::to_string(cluster.nics_per_node) + " rail(s) x " +
+                                   gb_per_s(site.priors.nic_bandwidth_bytes_per_second) + " nominal x " +
+                                   std::to_string(site.priors.attained_fraction).substr(0, 4) + " attained" +
+                                   (per_level ? ", scaled per switch level" : "") + "), " +
+                                   microseconds(site.priors.inter_node_latency_seconds);
+    if (out.assumed_node_pairs > 0) {
+      if (out.measured_node_pairs == 0) {
+        out.links_assumed.push_back("all " + std::to_string(pairs) + " node pairs assumed: " + prior_text +
+                                    (input.cache ? " (none of them is in the link cache)" : " (no link cache)"));
+      } else {
+        std::vector<std::string> listed;
+        for (int a = 0; a < nodes && listed.size() <= kListedLinksMax; ++a)
+          for (int b = a + 1; b < nodes && listed.size() <= kListedLinksMax; ++b)
+            if (!pair_measured[static_cast<std::size_t>(a) * nodes + b])
+              listed.push_back(cluster.node_names[a] + "-" + cluster.node_names[b] + ": not in the link cache, " +
+                               gb_per_s(cluster.inter_node.at(a, b).bandwidth_bytes_per_second) + " assumed");
+        if (out.assumed_node_pairs > static_cast<int>(kListedLinksMax)) {
+          listed.resize(kListedLinksMax);
+          listed.push_back("... " + std::to_string(out.assumed_node_pairs - static_cast<int>(kListedLinksMax)) +
+                           " more node pairs assumed: " + prior_text);
+        }
+        out.links_assumed.insert(out.links_assumed.end(), listed.begin(), listed.end());
+      }
+    }
+    if (stale_pairs > static_cast<int>(kListedLinksMax)) {
+      stale_lines.resize(kListedLinksMax);
+      stale_lines.push_back("... " + std::to_string(stale_pairs - static_cast<int>(kListedLinksMax)) + " more stale node pairs");
+    }
+    out.links_assumed.insert(out.links_assumed.end(), stale_lines.begin(), stale_lines.end());
+    if (out.measured_nodes < nodes)
+      out.links_assumed.push_back(std::to_string(nodes - out.measured_nodes) + " of " + std::to_string(nodes) +
+                                  " nodes: GPU-to-GPU links inside the node assumed from " + intra.source);
+
+    if (const std::string problem = validate(cluster); !problem.empty()) return Error{"assembled cluster is invalid: " + problem};
+    return out;
+  });
 }
 
 }  // namespace pipette

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cstdint>
 
+#include "guarded.hpp"
+
 namespace pipette {
 
 namespace {
@@ -183,31 +185,33 @@ bool same_bracket(const HostRange& a, const HostRange& b) { return a.numeric && 
 }  // namespace
 
 Result<std::vector<std::string>> expand_hostlist(std::string_view expression) {
-  std::vector<std::string> hosts;
-  std::size_t pos = 0;
-  while (pos < expression.size()) {
-    if (is_separator(expression[pos])) {
-      ++pos;
-      continue;
+  return guarded("hostlist ", std::string(expression.substr(0, 80)), [&]() -> Result<std::vector<std::string>> {
+    std::vector<std::string> hosts;
+    std::size_t pos = 0;
+    while (pos < expression.size()) {
+      if (is_separator(expression[pos])) {
+        ++pos;
+        continue;
+      }
+      std::size_t end = pos;
+      int depth = 0;
+      while (end < expression.size() && (depth > 0 || !is_separator(expression[end]))) {
+        if (expression[end] == '[') ++depth;
+        if (expression[end] == ']') --depth;
+        ++end;
+      }
+      auto segments = parse_item(expression.substr(pos, end - pos), expression);
+      if (!segments) return segments.error();
+      const std::size_t count = count_names(*segments);
+      if (count > kMaxExpandedHosts - hosts.size())
+        return hostlist_error(expression, "expands to more than " + std::to_string(kMaxExpandedHosts) + " hosts");
+      if (hosts.capacity() < hosts.size() + count) hosts.reserve(std::max(hosts.size() + count, 2 * hosts.capacity()));
+      std::string name;
+      emit_names(*segments, 0, name, hosts);
+      pos = end;
     }
-    std::size_t end = pos;
-    int depth = 0;
-    while (end < expression.size() && (depth > 0 || !is_separator(expression[end]))) {
-      if (expression[end] == '[') ++depth;
-      if (expression[end] == ']') --depth;
-      ++end;
-    }
-    auto segments = parse_item(expression.substr(pos, end - pos), expression);
-    if (!segments) return segments.error();
-    const std::size_t count = count_names(*segments);
-    if (count > kMaxExpandedHosts - hosts.size())
-      return hostlist_error(expression, "expands to more than " + std::to_string(kMaxExpandedHosts) + " hosts");
-    if (hosts.capacity() < hosts.size() + count) hosts.reserve(std::max(hosts.size() + count, 2 * hosts.capacity()));
-    std::string name;
-    emit_names(*segments, 0, name, hosts);
-    pos = end;
-  }
-  return hosts;
+    return hosts;
+  });
 }
 
 std::string compress_hostlist(const std::vector<std::string>& hosts) {

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <memory>
 
+#include "guarded.hpp"
+
 namespace pipette {
 
 namespace {
@@ -200,18 +202,20 @@ NodeInspection inspect(hwloc_topology_t topology) {
 }
 
 Result<NodeInspection> load_and_inspect(const std::string& xml_path) {
-  hwloc_topology_t raw = nullptr;
-  if (hwloc_topology_init(&raw) != 0) return Error{"hwloc: cannot initialise a topology"};
-  Topology topology(raw, &hwloc_topology_destroy);
-  // Without KEEP_ALL hwloc drops every PCI device, bridge and OS device, and with them the GPUs.
-  hwloc_topology_set_io_types_filter(topology.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
-  if (!xml_path.empty() && hwloc_topology_set_xml(topology.get(), xml_path.c_str()) != 0)
-    return Error{xml_path + ": hwloc cannot read this XML topology (" + std::strerror(errno) +
-                 "); export one with `lstopo-no-graphics --of xml`"};
-  if (hwloc_topology_load(topology.get()) != 0)
-    return Error{(xml_path.empty() ? std::string("hwloc: cannot load this machine's topology") : xml_path + ": hwloc cannot load it") +
-                 " (" + std::strerror(errno) + ")"};
-  return inspect(topology.get());
+  return guarded("hwloc inspection ", xml_path, [&]() -> Result<NodeInspection> {
+    hwloc_topology_t raw = nullptr;
+    if (hwloc_topology_init(&raw) != 0) return Error{"hwloc: cannot initialise a topology"};
+    Topology topology(raw, &hwloc_topology_destroy);
+    // Without KEEP_ALL hwloc drops every PCI device, bridge and OS device, and with them the GPUs.
+    hwloc_topology_set_io_types_filter(topology.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
+    if (!xml_path.empty() && hwloc_topology_set_xml(topology.get(), xml_path.c_str()) != 0)
+      return Error{xml_path + ": hwloc cannot read this XML topology (" + std::strerror(errno) +
+                   "); export one with `lstopo-no-graphics --of xml`"};
+    if (hwloc_topology_load(topology.get()) != 0)
+      return Error{(xml_path.empty() ? std::string("hwloc: cannot load this machine's topology") : xml_path + ": hwloc cannot load it") +
+                   " (" + std::strerror(errno) + ")"};
+    return inspect(topology.get());
+  });
 }
 
 }  // namespace

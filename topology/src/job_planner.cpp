@@ -8,6 +8,8 @@
 #include "pipette/topology/model_file.hpp"
 #include "pipette/topology/topology_conf.hpp"
 
+#include "guarded.hpp"
+
 namespace pipette {
 
 namespace {
@@ -44,68 +46,70 @@ Result<std::optional<LinkTable>> cache_for(const JobRequest& request, const Site
 }  // namespace
 
 Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& site) {
-  PreparedJob job;
-  const std::string model_name = request.model.empty() ? site.defaults.model : request.model;
-  if (model_name.empty())
-    return Error{"no model: pass one (--pipette-model / --model, a preset name or a model file) or set defaults.model in the site file"};
+  return guarded("planning", std::string(), [&]() -> Result<PreparedJob> {
+    PreparedJob job;
+    const std::string model_name = request.model.empty() ? site.defaults.model : request.model;
+    if (model_name.empty())
+      return Error{"no model: pass one (--pipette-model / --model, a preset name or a model file) or set defaults.model in the site file"};
 
-  TrainingSpec& training = job.training;
-  training.global_batch_sequences = request.global_batch > 0 ? request.global_batch : site.defaults.global_batch_sequences;
-  training.sequence_length = request.sequence_length > 0 ? request.sequence_length : site.defaults.sequence_length;
-  training.precision = site.defaults.precision;
-  if (training.global_batch_sequences < 1)
-    return Error{"no global batch: pass one (--pipette-batch / --global-batch) or set defaults.global_batch in the site file"};
-  if (training.sequence_length < 1)
-    return Error{"no sequence length: pass one (--pipette-seq / --seq) or set defaults.sequence_length in the site file"};
-  auto fixed = parse_fixed_knobs(request.fixed.empty() ? site.defaults.fixed : request.fixed);
-  if (!fixed) return fixed.error();
-  training.fixed = *fixed;
-  if (const std::string problem = validate(training); !problem.empty()) return Error{problem};
+    TrainingSpec& training = job.training;
+    training.global_batch_sequences = request.global_batch > 0 ? request.global_batch : site.defaults.global_batch_sequences;
+    training.sequence_length = request.sequence_length > 0 ? request.sequence_length : site.defaults.sequence_length;
+    training.precision = site.defaults.precision;
+    if (training.global_batch_sequences < 1)
+      return Error{"no global batch: pass one (--pipette-batch / --global-batch) or set defaults.global_batch in the site file"};
+    if (training.sequence_length < 1)
+      return Error{"no sequence length: pass one (--pipette-seq / --seq) or set defaults.sequence_length in the site file"};
+    auto fixed = parse_fixed_knobs(request.fixed.empty() ? site.defaults.fixed : request.fixed);
+    if (!fixed) return fixed.error();
+    training.fixed = *fixed;
+    if (const std::string problem = validate(training); !problem.empty()) return Error{problem};
 
-  std::vector<std::string> model_dirs = request.model_dirs;
-  model_dirs.insert(model_dirs.end(), site.model_dirs.begin(), site.model_dirs.end());
-  for (const auto& dir : default_model_dirs()) model_dirs.push_back(dir);
-  auto model = load_model(model_name, model_dirs);
-  if (!model) return model.error();
-  job.model = std::move(model).value();
+    std::vector<std::string> model_dirs = request.model_dirs;
+    model_dirs.insert(model_dirs.end(), site.model_dirs.begin(), site.model_dirs.end());
+    for (const auto& dir : default_model_dirs()) model_dirs.push_back(dir);
+    auto model = load_model(model_name, model_dirs);
+    if (!model) return model.error();
+    job.model = std::move(model).value();
 
-  auto inspection = inspection_for(request);
-  if (!inspection) {
-    if (request.gpus_per_node < 1 || (request.gpu.empty() && site.gpu.empty())) return inspection.error();
-    job.notes.push_back("hwloc inspection failed (" + inspection.error().message + "); using the given GPU model and count");
-    inspection = NodeInspection{};
-  }
+    auto inspection = inspection_for(request);
+    if (!inspection) {
+      if (request.gpus_per_node < 1 || (request.gpu.empty() && site.gpu.empty())) return inspection.error();
+      job.notes.push_back("hwloc inspection failed (" + inspection.error().message + "); using the given GPU model and count");
+      inspection = NodeInspection{};
+    }
 
-  auto cache = cache_for(request, site, job.notes);
-  if (!cache) return cache.error();
+    auto cache = cache_for(request, site, job.notes);
+    if (!cache) return cache.error();
 
-  std::optional<SwitchTree> switches;
-  if (!site.priors.topology_conf.empty()) {
-    auto tree = load_topology_conf(site.priors.topology_conf);
-    if (!tree) return tree.error();
-    switches = std::move(tree).value();
-  }
+    std::optional<SwitchTree> switches;
+    if (!site.priors.topology_conf.empty()) {
+      auto tree = load_topology_conf(site.priors.topology_conf);
+      if (!tree) return tree.error();
+      switches = std::move(tree).value();
+    }
 
-  AssemblyInput input;
-  input.node_names = request.node_names;
-  input.gpus_per_node = request.gpus_per_node;
-  input.gpu = request.gpu;
-  input.local = &*inspection;
-  input.cache = *cache ? &**cache : nullptr;
-  input.switches = switches ? &*switches : nullptr;
-  input.reference_time_unix_seconds =
-      request.reference_time_unix_seconds > 0 ? request.reference_time_unix_seconds : static_cast<std::int64_t>(std::time(nullptr));
-  auto assembled = assemble_cluster(input, site);
-  if (!assembled) return assembled.error();
+    AssemblyInput input;
+    input.node_names = request.node_names;
+    input.gpus_per_node = request.gpus_per_node;
+    input.gpu = request.gpu;
+    input.local = &*inspection;
+    input.cache = *cache ? &**cache : nullptr;
+    input.switches = switches ? &*switches : nullptr;
+    input.reference_time_unix_seconds =
+        request.reference_time_unix_seconds > 0 ? request.reference_time_unix_seconds : static_cast<std::int64_t>(std::time(nullptr));
+    auto assembled = assemble_cluster(input, site);
+    if (!assembled) return assembled.error();
 
-  job.cluster = std::move(assembled->cluster);
-  job.links_assumed = std::move(assembled->links_assumed);
-  job.notes.insert(job.notes.end(), assembled->notes.begin(), assembled->notes.end());
-  job.measured_node_pairs = assembled->measured_node_pairs;
-  job.assumed_node_pairs = assembled->assumed_node_pairs;
-  job.options = site.search;
-  if (request.top_k > 0) job.options.top_k = request.top_k;
-  return job;
+    job.cluster = std::move(assembled->cluster);
+    job.links_assumed = std::move(assembled->links_assumed);
+    job.notes.insert(job.notes.end(), assembled->notes.begin(), assembled->notes.end());
+    job.measured_node_pairs = assembled->measured_node_pairs;
+    job.assumed_node_pairs = assembled->assumed_node_pairs;
+    job.options = site.search;
+    if (request.top_k > 0) job.options.top_k = request.top_k;
+    return job;
+  });
 }
 
 }  // namespace pipette

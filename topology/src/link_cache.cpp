@@ -18,6 +18,8 @@
 #include "link_index.hpp"
 #include "pipette/core/units.hpp"
 
+#include "guarded.hpp"
+
 namespace pipette {
 
 namespace {
@@ -508,79 +510,83 @@ std::string format_utc_timestamp(std::int64_t unix_seconds) {
 }
 
 Result<LinkCache> parse_link_cache(std::string_view text, const std::string& source_name) {
-  LinkCache cache;
-  std::vector<int> node_lines, pair_lines;
-  enum class Section { none, nodes, pairs } section = Section::none;
-  bool has_version = false;
-  ParseContext context{source_name, 0, {}};
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    const auto newline = text.find('\n', pos);
-    std::string_view line = text.substr(pos, newline == std::string_view::npos ? std::string_view::npos : newline - pos);
-    pos = newline == std::string_view::npos ? text.size() : newline + 1;
-    ++context.line;
-    context.entry.clear();
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const auto first = line.find_first_not_of(" \t");
-    if (first == std::string_view::npos || line[first] == '#') continue;
-    if (line[0] == '\t' || (first > 0 && line.substr(0, first).find('\t') != std::string_view::npos))
-      return context.error("indent with spaces, not tabs (YAML forbids tabs)");
+  return guarded("link cache ", source_name, [&]() -> Result<LinkCache> {
+    LinkCache cache;
+    std::vector<int> node_lines, pair_lines;
+    enum class Section { none, nodes, pairs } section = Section::none;
+    bool has_version = false;
+    ParseContext context{source_name, 0, {}};
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+      const auto newline = text.find('\n', pos);
+      std::string_view line = text.substr(pos, newline == std::string_view::npos ? std::string_view::npos : newline - pos);
+      pos = newline == std::string_view::npos ? text.size() : newline + 1;
+      ++context.line;
+      context.entry.clear();
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      const auto first = line.find_first_not_of(" \t");
+      if (first == std::string_view::npos || line[first] == '#') continue;
+      if (line[0] == '\t' || (first > 0 && line.substr(0, first).find('\t') != std::string_view::npos))
+        return context.error("indent with spaces, not tabs (YAML forbids tabs)");
 
-    FlowCursor cursor(line.substr(first));
-    const auto key = cursor.scalar(true);
-    if (!key || !cursor.consume(':')) return context.error("expected `name: value`");
-    if (first == 0) {
-      if (*key == kVersionKey) {
-        const auto version = cursor.number();
-        if (!version || !cursor.at_end()) return context.error("pipette_link_cache must be a format version number");
-        if (*version != kLinkCacheFormatVersion)
-          return context.error("format version " + shortest(*version) + " is not supported (this Pipette reads version " +
-                               std::to_string(kLinkCacheFormatVersion) + "); upgrade Pipette or re-run pipette-probe");
-        has_version = true;
-        section = Section::none;
-      } else if (*key == "nodes" || *key == "pairs") {
-        if (!has_version) return context.error("the first key must be `pipette_link_cache: 1` (the format version)");
-        section = *key == "nodes" ? Section::nodes : Section::pairs;
-        if (cursor.consume('{') && !cursor.consume('}')) return context.error(std::string(*key) + ": only `{}` may follow on this line");
-        if (!cursor.at_end()) return context.error("entries go on the following lines, indented");
-      } else {
-        return context.error("unknown top-level key \"" + std::string(*key) + "\"; expected pipette_link_cache, nodes or pairs");
+      FlowCursor cursor(line.substr(first));
+      const auto key = cursor.scalar(true);
+      if (!key || !cursor.consume(':')) return context.error("expected `name: value`");
+      if (first == 0) {
+        if (*key == kVersionKey) {
+          const auto version = cursor.number();
+          if (!version || !cursor.at_end()) return context.error("pipette_link_cache must be a format version number");
+          if (*version != kLinkCacheFormatVersion)
+            return context.error("format version " + shortest(*version) + " is not supported (this Pipette reads version " +
+                                 std::to_string(kLinkCacheFormatVersion) + "); upgrade Pipette or re-run pipette-probe");
+          has_version = true;
+          section = Section::none;
+        } else if (*key == "nodes" || *key == "pairs") {
+          if (!has_version) return context.error("the first key must be `pipette_link_cache: 1` (the format version)");
+          section = *key == "nodes" ? Section::nodes : Section::pairs;
+          if (cursor.consume('{') && !cursor.consume('}')) return context.error(std::string(*key) + ": only `{}` may follow on this line");
+          if (!cursor.at_end()) return context.error("entries go on the following lines, indented");
+        } else {
+          return context.error("unknown top-level key \"" + std::string(*key) + "\"; expected pipette_link_cache, nodes or pairs");
+        }
+        continue;
       }
-      continue;
+      if (section == Section::nodes) {
+        context.entry = "node " + std::string(*key);
+        NodeMeasurement node;
+        if (auto problem = parse_node(*key, cursor, context, node)) return *problem;
+        cache.nodes.push_back(std::move(node));
+        node_lines.push_back(context.line);
+      } else if (section == Section::pairs) {
+        context.entry = "pair " + std::string(*key);
+        PairMeasurement pair;
+        if (auto problem = parse_pair(*key, cursor, context, pair)) return *problem;
+        cache.pairs.push_back(std::move(pair));
+        pair_lines.push_back(context.line);
+      } else {
+        return context.error("an indented entry must follow `nodes:` or `pairs:`");
+      }
     }
-    if (section == Section::nodes) {
-      context.entry = "node " + std::string(*key);
-      NodeMeasurement node;
-      if (auto problem = parse_node(*key, cursor, context, node)) return *problem;
-      cache.nodes.push_back(std::move(node));
-      node_lines.push_back(context.line);
-    } else if (section == Section::pairs) {
-      context.entry = "pair " + std::string(*key);
-      PairMeasurement pair;
-      if (auto problem = parse_pair(*key, cursor, context, pair)) return *problem;
-      cache.pairs.push_back(std::move(pair));
-      pair_lines.push_back(context.line);
-    } else {
-      return context.error("an indented entry must follow `nodes:` or `pairs:`");
-    }
-  }
-  if (!has_version)
-    return Error{source_name + ": not a Pipette link cache (no `pipette_link_cache: 1` line); point the site file's "
-                               "links.cache at a file written by pipette-probe"};
-  if (auto problem = sort_and_reject_duplicates(cache.nodes, node_lines, source_name, node_key, "this node")) return *problem;
-  if (auto problem = sort_and_reject_duplicates(cache.pairs, pair_lines, source_name, pair_key, "this node pair"))
-    return *problem;
-  return cache;
+    if (!has_version)
+      return Error{source_name + ": not a Pipette link cache (no `pipette_link_cache: 1` line); point the site file's "
+                                 "links.cache at a file written by pipette-probe"};
+    if (auto problem = sort_and_reject_duplicates(cache.nodes, node_lines, source_name, node_key, "this node")) return *problem;
+    if (auto problem = sort_and_reject_duplicates(cache.pairs, pair_lines, source_name, pair_key, "this node pair"))
+      return *problem;
+    return cache;
+  });
 }
 
 Result<LinkCache> read_link_cache(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return Error{"link cache " + path + ": cannot open (" + std::strerror(errno) +
-                          "); run pipette-probe to create it or fix links.cache in the site file"};
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (file.bad()) return Error{"link cache " + path + ": read error"};
-  return parse_link_cache(contents.str(), path);
+  return guarded("link cache ", path, [&]() -> Result<LinkCache> {
+    std::ifstream file(path, std::ios::binary);
+    if (!file) return Error{"link cache " + path + ": cannot open (" + std::strerror(errno) +
+                            "); run pipette-probe to create it or fix links.cache in the site file"};
+    std::ostringstream contents;
+    contents << file.rdbuf();
+    if (file.bad()) return Error{"link cache " + path + ": read error"};
+    return parse_link_cache(contents.str(), path);
+  });
 }
 
 std::string format_link_cache(const LinkCache& cache) {
@@ -644,35 +650,37 @@ LinkCache merge_link_caches(LinkCache base, const LinkCache& incoming) {
 }
 
 Result<LinkCache> update_link_cache(const std::string& path, const LinkCache& incoming) {
-  const std::string lock_path = path + ".lock";
-  FileDescriptor lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (lock.get() < 0) return Error{system_error("cannot open the lock file", lock_path)};
-  if (::flock(lock.get(), LOCK_EX) != 0) return Error{system_error("cannot lock", lock_path)};
+  return guarded("link cache ", path, [&]() -> Result<LinkCache> {
+    const std::string lock_path = path + ".lock";
+    FileDescriptor lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (lock.get() < 0) return Error{system_error("cannot open the lock file", lock_path)};
+    if (::flock(lock.get(), LOCK_EX) != 0) return Error{system_error("cannot lock", lock_path)};
 
-  LinkCache base;
-  if (std::filesystem::exists(path)) {
-    auto existing = read_link_cache(path);
-    if (!existing)
-      return Error{existing.error().message + " — not overwriting it; move the damaged cache aside and re-run"};
-    base = std::move(existing).value();
-  }
-  LinkCache merged = merge_link_caches(std::move(base), incoming);
-  const std::string text = format_link_cache(merged);
-  // The writer must produce what the reader accepts; refuse to replace a good file with one that is not.
-  auto check = parse_link_cache(text, path);
-  if (!check) return Error{"refusing to write " + path + ": the merged cache does not validate: " + check.error().message};
-  std::error_code ignored;
-  auto yaml = write_temporary(path, text);
-  if (!yaml) return yaml.error();
-  // The index is built from what parsing the written text gives, so both read paths agree to the
-  // bit. It goes in place first: until the YAML's rename its stamp matches no file, so readers in
-  // between parse the old YAML. A failure to write it only costs speed.
-  const std::string index_path = link_index_path(path);
-  if (auto index = write_temporary(index_path, encode_link_index(link_table_of(*check), yaml->status)); index) {
-    if (rename_over(*index, index_path)) std::filesystem::remove(index_path, ignored);
-  }
-  if (auto problem = rename_over(*yaml, path)) return *problem;
-  return merged;
+    LinkCache base;
+    if (std::filesystem::exists(path)) {
+      auto existing = read_link_cache(path);
+      if (!existing)
+        return Error{existing.error().message + " — not overwriting it; move the damaged cache aside and re-run"};
+      base = std::move(existing).value();
+    }
+    LinkCache merged = merge_link_caches(std::move(base), incoming);
+    const std::string text = format_link_cache(merged);
+    // The writer must produce what the reader accepts; refuse to replace a good file with one that is not.
+    auto check = parse_link_cache(text, path);
+    if (!check) return Error{"refusing to write " + path + ": the merged cache does not validate: " + check.error().message};
+    std::error_code ignored;
+    auto yaml = write_temporary(path, text);
+    if (!yaml) return yaml.error();
+    // The index is built from what parsing the written text gives, so both read paths agree to the
+    // bit. It goes in place first: until the YAML's rename its stamp matches no file, so readers in
+    // between parse the old YAML. A failure to write it only costs speed.
+    const std::string index_path = link_index_path(path);
+    if (auto index = write_temporary(index_path, encode_link_index(link_table_of(*check), yaml->status)); index) {
+      if (rename_over(*index, index_path)) std::filesystem::remove(index_path, ignored);
+    }
+    if (auto problem = rename_over(*yaml, path)) return *problem;
+    return merged;
+  });
 }
 
 double staleness_weight(const StalenessPolicy& policy, double age_seconds) {

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <unordered_map>
 
+#include "guarded.hpp"
+
 namespace pipette {
 
 namespace {
@@ -70,6 +72,7 @@ class Reader {
   bool read(T* out, std::size_t count) {
     const std::size_t size = sizeof(T) * count;
     if (count > bytes_.size() || size > bytes_.size() - pos_) return false;
+    if (size == 0) return true;  // an empty vector's data() may be null
     std::memcpy(out, bytes_.data() + pos_, size);
     pos_ += size;
     return true;
@@ -81,6 +84,7 @@ class Reader {
     return pos_ <= bytes_.size();
   }
   bool at_end() const { return pos_ == bytes_.size(); }
+  std::size_t remaining() const { return bytes_.size() - pos_; }
 
  private:
   std::string_view bytes_;
@@ -89,6 +93,7 @@ class Reader {
 
 bool split_strings(std::string_view block, std::size_t count, std::vector<std::string>& out) {
   out.clear();
+  if (count > block.size()) return false;  // every string takes at least its NUL
   out.reserve(count);
   std::size_t pos = 0;
   for (std::size_t i = 0; i < count; ++i) {
@@ -200,6 +205,7 @@ std::optional<LinkTable> decode_link_index(std::string_view bytes, const struct 
     if (r.name >= table.names.size() || r.gpus < 0 || r.gpus > 1024) return std::nullopt;
     LinkTable::Node node{r.name, r.measured_at, std::move(fingerprint_list[i]), r.gpus, {}, {}};
     const std::size_t cells = static_cast<std::size_t>(r.gpus) * static_cast<std::size_t>(r.gpus);
+    if (2 * cells * sizeof(double) > reader.remaining()) return std::nullopt;
     node.bandwidth_bytes_per_second.resize(cells);
     node.latency_seconds.resize(cells);
     if (!reader.read(node.bandwidth_bytes_per_second.data(), cells) || !reader.read(node.latency_seconds.data(), cells))
@@ -212,26 +218,28 @@ std::optional<LinkTable> decode_link_index(std::string_view bytes, const struct 
 }
 
 Result<LinkTable> read_link_table(const std::string& path) {
-  struct stat yaml_status {};
-  if (::stat(path.c_str(), &yaml_status) == 0) {
-    std::ifstream index(link_index_path(path), std::ios::binary);
-    if (index) {
-      std::string bytes;
-      index.seekg(0, std::ios::end);
-      const auto size = index.tellg();
-      index.seekg(0);
-      if (size > 0) {
-        bytes.resize(static_cast<std::size_t>(size));
-        index.read(bytes.data(), size);
-        if (index) {
-          if (auto table = decode_link_index(bytes, yaml_status)) return std::move(*table);
+  return guarded("link cache ", path, [&]() -> Result<LinkTable> {
+    struct stat yaml_status {};
+    if (::stat(path.c_str(), &yaml_status) == 0) {
+      std::ifstream index(link_index_path(path), std::ios::binary);
+      if (index) {
+        std::string bytes;
+        index.seekg(0, std::ios::end);
+        const auto size = index.tellg();
+        index.seekg(0);
+        if (size > 0) {
+          bytes.resize(static_cast<std::size_t>(size));
+          index.read(bytes.data(), size);
+          if (index) {
+            if (auto table = decode_link_index(bytes, yaml_status)) return std::move(*table);
+          }
         }
       }
     }
-  }
-  auto cache = read_link_cache(path);
-  if (!cache) return cache.error();
-  return link_table_of(*cache);
+    auto cache = read_link_cache(path);
+    if (!cache) return cache.error();
+    return link_table_of(*cache);
+  });
 }
 
 }  // namespace pipette

@@ -1,26 +1,30 @@
 #include "pipette/core/search.hpp"
 #include "pipette/topology/job_planner.hpp"
 
+#include "guarded.hpp"
+
 namespace pipette {
 
 Result<JobPlan> plan_job(const JobRequest& request, const SiteConfig& site) {
-  auto prepared = prepare_job(request, site);
-  if (!prepared) return prepared.error();
-  PreparedJob& job = *prepared;
-  auto searched = search_plans(job.model, job.training, job.cluster, job.options);
-  if (!searched) return searched.error();
-  JobPlan plan;
-  plan.search = std::move(searched).value();
-  for (Plan& candidate : plan.search.plans)
-    if (candidate.links_assumed.empty()) candidate.links_assumed = job.links_assumed;
-  plan.model = std::move(job.model);
-  plan.training = std::move(job.training);
-  plan.cluster = std::move(job.cluster);
-  plan.links_assumed = std::move(job.links_assumed);
-  plan.notes = std::move(job.notes);
-  plan.measured_node_pairs = job.measured_node_pairs;
-  plan.assumed_node_pairs = job.assumed_node_pairs;
-  return plan;
+  return guarded("planning", std::string(), [&]() -> Result<JobPlan> {
+    auto prepared = prepare_job(request, site);
+    if (!prepared) return prepared.error();
+    PreparedJob& job = *prepared;
+    auto searched = search_plans(job.model, job.training, job.cluster, job.options);
+    if (!searched) return searched.error();
+    JobPlan plan;
+    plan.search = std::move(searched).value();
+    for (Plan& candidate : plan.search.plans)
+      if (candidate.links_assumed.empty()) candidate.links_assumed = job.links_assumed;
+    plan.model = std::move(job.model);
+    plan.training = std::move(job.training);
+    plan.cluster = std::move(job.cluster);
+    plan.links_assumed = std::move(job.links_assumed);
+    plan.notes = std::move(job.notes);
+    plan.measured_node_pairs = job.measured_node_pairs;
+    plan.assumed_node_pairs = job.assumed_node_pairs;
+    return plan;
+  });
 }
 
 }  // namespace pipette

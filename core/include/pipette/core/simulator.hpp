@@ -58,6 +58,10 @@ SimulationResult simulate_schedule(const ParallelConfig& config, const WorkProfi
 // means more warm-up forwards, i.e. more activations in flight. 0 when m < p (no valid N).
 int interleaved_group_size(int pp, int num_microbatches);
 
+// Share of a micro-batch's TP collective time in its forward pass: forward passes run 1 : 1
+// between forward and backward, 1 : 2 with full recompute (the backward reruns the forward).
+double forward_share_of_tp(RecomputeMode recompute);
+
 // One pipeline rank's operations in execution order, as simulate_schedule runs them.
 struct ScheduledOp {
   bool backward = false;
