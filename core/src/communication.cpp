@@ -62,14 +62,17 @@ struct RingBottleneck {
 class NodeRing {
  public:
   NodeRing(const Cluster& cluster, const std::vector<int>& gpus) : size_(static_cast<int>(gpus.size())) {
-    for (const int gpu : gpus)
-      if (std::find(nodes_.begin(), nodes_.end(), node_of(cluster, gpu)) == nodes_.end()) nodes_.push_back(node_of(cluster, gpu));
+    std::vector<int> node_of_member(gpus.size());
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      node_of_member[i] = node_of(cluster, gpus[i]);
+      if (std::find(nodes_.begin(), nodes_.end(), node_of_member[i]) == nodes_.end()) nodes_.push_back(node_of_member[i]);
+    }
     local_gpus_.reserve(gpus.size());
     group_begin_.reserve(nodes_.size() + 1);
     group_begin_.push_back(0);
     for (const int node : nodes_) {
-      for (const int gpu : gpus)
-        if (node_of(cluster, gpu) == node) local_gpus_.push_back(local_of(cluster, gpu));
+      for (size_t i = 0; i < gpus.size(); ++i)
+        if (node_of_member[i] == node) local_gpus_.push_back(local_of(cluster, gpus[i]));
       group_begin_.push_back(static_cast<int>(local_gpus_.size()));
     }
   }
@@ -217,25 +220,30 @@ RankMap make_rank_map(const Cluster& cluster, const Placement& placement) {
 double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
                               double message_bytes, int from_stage, int to_stage, int replica) {
   double slowest = 0;
-  // The tp flows of a replica usually cross one node pair: count its concurrent flows once.
-  int counted_sender_node = -1;
-  int counted_receiver_node = -1;
-  int forward_flows = 1;
-  int backward_flows = 1;
+  // The tp flows of a replica usually cross one node pair, where every flow costs the same:
+  // count the pair's concurrent flows and price a flow once.
+  int priced_sender_node = -1;
+  int priced_receiver_node = -1;
+  double priced_seconds = 0;
   for (int t = 0; t < config.tp; ++t) {
     const int sender = map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, replica, from_stage}))];
     const int receiver = map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, replica, to_stage}))];
     const int sender_node = node_of(cluster, sender);
     const int receiver_node = node_of(cluster, receiver);
-    if (sender_node != receiver_node && (sender_node != counted_sender_node || receiver_node != counted_receiver_node)) {
-      forward_flows = concurrent_boundary_flows(cluster, config, map, sender_node, receiver_node, from_stage, to_stage);
-      backward_flows = concurrent_boundary_flows(cluster, config, map, receiver_node, sender_node, to_stage, from_stage);
-      counted_sender_node = sender_node;
-      counted_receiver_node = receiver_node;
+    if (sender_node == receiver_node) {
+      slowest = std::max(slowest, 0.5 * (p2p_seconds(cluster, sender, receiver, message_bytes, 1) +
+                                         p2p_seconds(cluster, receiver, sender, message_bytes, 1)));
+      continue;
     }
-    const double seconds = 0.5 * (p2p_seconds(cluster, sender, receiver, message_bytes, forward_flows) +
-                                  p2p_seconds(cluster, receiver, sender, message_bytes, backward_flows));
-    slowest = std::max(slowest, seconds);
+    if (sender_node != priced_sender_node || receiver_node != priced_receiver_node) {
+      const int forward_flows = concurrent_boundary_flows(cluster, config, map, sender_node, receiver_node, from_stage, to_stage);
+      const int backward_flows = concurrent_boundary_flows(cluster, config, map, receiver_node, sender_node, to_stage, from_stage);
+      priced_seconds = 0.5 * (p2p_seconds(cluster, sender, receiver, message_bytes, forward_flows) +
+                              p2p_seconds(cluster, receiver, sender, message_bytes, backward_flows));
+      priced_sender_node = sender_node;
+      priced_receiver_node = receiver_node;
+    }
+    slowest = std::max(slowest, priced_seconds);
   }
   return slowest;
 }
@@ -261,12 +269,13 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
   // reduce-scatter + all-gather moves the same bytes in the same ring steps as one all-reduce.
   // The usual case (TP groups inside nodes): every tp index's group visits the same nodes in the
   // same order, so all cross every edge of one node ring and only their intra-node rings differ.
-  const NodeRing first(cluster, gpus_of_dp_group(config, map, stage, 0));
+  const std::vector<int> first_gpus = gpus_of_dp_group(config, map, stage, 0);
+  const NodeRing first(cluster, first_gpus);
   bool same_node_ring = true;
   for (int t = 1; t < config.tp && same_node_ring; ++t)
     for (int d = 0; d < config.dp && same_node_ring; ++d)
       same_node_ring = node_of(cluster, map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, d, stage}))]) ==
-                       node_of(cluster, map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {0, d, stage}))]);
+                       node_of(cluster, first_gpus[static_cast<size_t>(d)]);
   double slowest = 0;
   if (same_node_ring) {
     const int flows = config.tp * first.subrings();

@@ -20,31 +20,45 @@ struct LayerActivationElements {
   double split_values = 0;
   double split_masks = 0;
   double layer_input_values = 0;  // what full recompute keeps
+  // Of the values, the saved inputs of the four GEMMs (QKV and MLP inputs replicated; attention
+  // output and the MLP's ffn-wide product split): fp8 recipes keep these as fp8 casts.
+  double replicated_gemm_inputs = 0;
+  double split_gemm_inputs = 0;
 };
 
-LayerActivationElements layer_activation_elements(double s, double b, double h, double kv, double f, double a,
-                                                  FfnKind ffn, bool keep_attention_scores) {
-  const double tokens = s * b;
+struct LayerShape {
+  double s = 0, b = 0, h = 0, kv = 0, f = 0, a = 0;
+  FfnKind ffn = FfnKind::gelu;
+  bool dropout = true;
+};
+
+LayerActivationElements layer_activation_elements(const LayerShape& shape, bool keep_attention_scores) {
+  const double tokens = shape.s * shape.b;
+  const double h = shape.h;
   LayerActivationElements e;
   e.replicated_values = tokens * h * 4;  // two norm inputs, QKV input, MLP input
-  e.replicated_masks = tokens * h * 2;   // dropout after attention and after the MLP
-  e.split_values = tokens * (2 * h + 2 * kv) + tokens * f * (ffn == FfnKind::swiglu ? 3 : 2);
+  e.replicated_masks = shape.dropout ? tokens * h * 2 : 0;  // dropout after attention and after the MLP
+  e.split_values = tokens * (2 * h + 2 * shape.kv) + tokens * shape.f * (shape.ffn == FfnKind::swiglu ? 3 : 2);
   if (keep_attention_scores) {
-    e.split_values += 2 * a * s * s * b;  // softmax output, dropout output
-    e.split_masks += a * s * s * b;       // attention dropout mask
+    const double scores = shape.a * shape.s * shape.s * shape.b;
+    e.split_values += (shape.dropout ? 2 : 1) * scores;  // softmax output (and dropout output)
+    e.split_masks += shape.dropout ? scores : 0;         // attention dropout mask
   }
   e.layer_input_values = tokens * h;
+  e.replicated_gemm_inputs = tokens * h * 2;
+  e.split_gemm_inputs = tokens * (h + shape.f);
   return e;
 }
 
-double activation_bytes(const LayerActivationElements& e, double value_bytes, int t, bool sequence_parallel,
-                        RecomputeMode recompute) {
+double activation_bytes(const LayerActivationElements& e, double value_bytes, double gemm_input_bytes, int t,
+                        bool sequence_parallel, RecomputeMode recompute) {
   const double tp = t;
   if (recompute == RecomputeMode::full) {
     return e.layer_input_values * value_bytes / (sequence_parallel ? tp : 1.0);
   }
-  const double replicated = e.replicated_values * value_bytes + e.replicated_masks;
-  const double split = e.split_values * value_bytes + e.split_masks;
+  const double saved_on_gemm_inputs = value_bytes - gemm_input_bytes;
+  const double replicated = e.replicated_values * value_bytes + e.replicated_masks - e.replicated_gemm_inputs * saved_on_gemm_inputs;
+  const double split = e.split_values * value_bytes + e.split_masks - e.split_gemm_inputs * saved_on_gemm_inputs;
   return (sequence_parallel ? replicated / tp : replicated) + split / tp;
 }
 
@@ -76,19 +90,22 @@ int communicators_of_stage(const ParallelConfig& config, int stage) {
 
 double korthikanti_layer_activation_bytes(int s, int b, int h, int a, int t, bool sequence_parallel,
                                           RecomputeMode recompute) {
-  const bool keep_scores = recompute == RecomputeMode::none;
-  return activation_bytes(layer_activation_elements(s, b, h, h, 4.0 * h, a, FfnKind::gelu, keep_scores), 2.0, t,
+  const LayerShape shape{static_cast<double>(s), static_cast<double>(b), static_cast<double>(h),
+                         static_cast<double>(h), 4.0 * h, static_cast<double>(a), FfnKind::gelu, true};
+  return activation_bytes(layer_activation_elements(shape, recompute == RecomputeMode::none), 2.0, 2.0, t,
                           sequence_parallel, recompute);
 }
 
 double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
   const bool keep_scores = training.attention == AttentionKernel::unfused && config.recompute == RecomputeMode::none;
-  const LayerActivationElements elements =
-      layer_activation_elements(training.sequence_length, config.micro_batch, model.hidden_size,
-                                model.kv_hidden_size(), model.ffn_hidden_size, model.num_attention_heads,
-                                model.ffn_kind, keep_scores);
-  return activation_bytes(elements, activation_value_bytes(training.precision), config.tp, config.sequence_parallel,
-                          config.recompute);
+  const LayerShape shape{static_cast<double>(training.sequence_length), static_cast<double>(config.micro_batch),
+                         static_cast<double>(model.hidden_size),        static_cast<double>(model.kv_hidden_size()),
+                         static_cast<double>(model.ffn_hidden_size),    static_cast<double>(model.num_attention_heads),
+                         model.ffn_kind,                                model.dropout};
+  const double value_bytes = activation_value_bytes(training.precision);
+  const double gemm_input_bytes = training.precision == Precision::fp8 ? 1.0 : value_bytes;
+  return activation_bytes(layer_activation_elements(shape, keep_scores), value_bytes, gemm_input_bytes, config.tp,
+                          config.sequence_parallel, config.recompute);
 }
 
 int in_flight_microbatch_chunks(int stage, int pp, int num_microbatches, int virtual_stages) {

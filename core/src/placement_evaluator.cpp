@@ -35,9 +35,8 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
   active_slots_ = (world + gpus_per_node - 1) / gpus_per_node;
   node_of_slot_.resize(static_cast<size_t>(cluster.num_nodes()));
   for (int k = 0; k < cluster.num_nodes(); ++k) node_of_slot_[static_cast<size_t>(k)] = k;
-  local_gpu_.assign(static_cast<size_t>(cluster.num_nodes()), std::vector<int>(static_cast<size_t>(gpus_per_node)));
-  for (auto& locals : local_gpu_)
-    for (int j = 0; j < gpus_per_node; ++j) locals[static_cast<size_t>(j)] = j;
+  local_gpu_.resize(static_cast<size_t>(cluster.num_gpus()));
+  for (size_t gpu = 0; gpu < local_gpu_.size(); ++gpu) local_gpu_[gpu] = static_cast<int>(gpu) % gpus_per_node;
   map_.gpu_of_rank.assign(static_cast<size_t>(world), 0);
   map_.rank_of_gpu.assign(static_cast<size_t>(cluster.num_gpus()), -1);
   for (int slot = 0; slot < active_slots_; ++slot) place_slot(slot);
@@ -102,7 +101,7 @@ void PlacementEvaluator::place_slot(int slot) {
   const int first_rank = slot * gpus_per_node;
   const int last_rank = std::min(first_rank + gpus_per_node, config_.world_size());
   for (int rank = first_rank; rank < last_rank; ++rank) {
-    const int gpu = node * gpus_per_node + local_gpu_[static_cast<size_t>(node)][static_cast<size_t>(rank - first_rank)];
+    const int gpu = node * gpus_per_node + local_gpu_[static_cast<size_t>(node * gpus_per_node + rank - first_rank)];
     map_.gpu_of_rank[static_cast<size_t>(rank)] = gpu;
     map_.rank_of_gpu[static_cast<size_t>(gpu)] = rank;
   }
@@ -154,8 +153,8 @@ void PlacementEvaluator::exchange_slot_nodes(int slot_a, int slot_b) {
 }
 
 int PlacementEvaluator::exchange_local_gpus(int node, int position_a, int position_b) {
-  auto& locals = local_gpu_[static_cast<size_t>(node)];
-  std::swap(locals[static_cast<size_t>(position_a)], locals[static_cast<size_t>(position_b)]);
+  const auto first = static_cast<size_t>(node * cluster_.gpus_per_node);
+  std::swap(local_gpu_[first + static_cast<size_t>(position_a)], local_gpu_[first + static_cast<size_t>(position_b)]);
   const int slot = static_cast<int>(std::find(node_of_slot_.begin(), node_of_slot_.end(), node) - node_of_slot_.begin());
   if (slot < active_slots_) place_slot(slot);
   return slot;
@@ -197,7 +196,7 @@ void PlacementEvaluator::undo() {
   last_move_ = MoveKind::none;
 }
 
-void PlacementEvaluator::assign(const std::vector<int>& node_of_slot, const std::vector<std::vector<int>>& local_gpus) {
+void PlacementEvaluator::assign(const std::vector<int>& node_of_slot, const std::vector<int>& local_gpus) {
   node_of_slot_ = node_of_slot;
   local_gpu_ = local_gpus;
   std::fill(map_.rank_of_gpu.begin(), map_.rank_of_gpu.end(), -1);

@@ -2,7 +2,7 @@
 // Incremental evaluation of a placement for the placement search. A placement is a node
 // permutation plus, per node, a permutation of its GPUs:
 //   slot k (ranks k·G … k·G + G − 1 in Megatron order, G = GPUs per node) runs on node
-//   node_of_slot[k]; local position j of that slot runs on GPU local_gpu[node][j] of the node.
+//   node_of_slot[k]; local position j of that slot runs on GPU local_gpu[node · G + j] of the node.
 // Slots at or beyond the active count hold idle nodes. A move (swap two slots' nodes, or two GPUs
 // inside one node) recomputes only the communication entries whose GPUs moved, then the objective.
 #include <cstdint>
@@ -29,7 +29,7 @@ class PlacementEvaluator {
   int active_slots() const { return active_slots_; }
   int gpus_per_node() const { return cluster_.gpus_per_node; }
   const std::vector<int>& node_of_slot() const { return node_of_slot_; }
-  const std::vector<std::vector<int>>& local_gpus() const { return local_gpu_; }
+  const std::vector<int>& local_gpus() const { return local_gpu_; }
   const CommunicationTimes& communication() const { return communication_; }
   Placement placement() const { return Placement{map_.gpu_of_rank}; }
 
@@ -39,7 +39,7 @@ class PlacementEvaluator {
   void undo();
 
   // Moves to a whole state (used to restore the best state found).
-  void assign(const std::vector<int>& node_of_slot, const std::vector<std::vector<int>>& local_gpus);
+  void assign(const std::vector<int>& node_of_slot, const std::vector<int>& local_gpus);
 
   // One entry of a CommunicationTimes table.
   struct EntryRef {
@@ -70,7 +70,7 @@ class PlacementEvaluator {
   PlacementObjective objective_;
   int active_slots_ = 0;
   std::vector<int> node_of_slot_;
-  std::vector<std::vector<int>> local_gpu_;
+  std::vector<int> local_gpu_;  // flat, node-major
   RankMap map_;
   CommunicationTimes communication_;
   double value_ = 0;

@@ -9,6 +9,8 @@ int submission_init(spank_t sp, int argc, char** argv);      // submission.cpp (
 int submission_init_post_opt(spank_t sp);
 
 int remote_init(spank_t sp, int argc, char** argv);          // remote_init.cpp (slurmstepd, root)
+int remote_user_init(spank_t sp);                            // user_init.cpp (slurmstepd, job user)
+int remote_task_init(spank_t sp);                            // task_init.cpp (each task, before exec)
 
 int slurmd_init();                                           // slurmd.cpp
 

@@ -54,4 +54,14 @@ __attribute__((visibility("default"))) int slurm_spank_init_post_opt(spank_t sp,
   }
 }
 
+__attribute__((visibility("default"))) int slurm_spank_user_init(spank_t sp, int, char**) noexcept {
+  if (spank_context() != S_CTX_REMOTE) return 0;
+  return guarded([&] { return remote_user_init(sp); }, 0);
+}
+
+__attribute__((visibility("default"))) int slurm_spank_task_init(spank_t sp, int, char**) noexcept {
+  if (spank_context() != S_CTX_REMOTE) return 0;
+  return guarded([&] { return remote_task_init(sp); }, -1);
+}
+
 }  // extern "C"

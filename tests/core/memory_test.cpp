@@ -124,6 +124,25 @@ TEST(LayerActivation, Fp32ActivationsDoubleTheValuesButNotTheMasks) {
   EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training, config), 2 * 32 * sbh + 2 * sbh);
 }
 
+TEST(LayerActivation, NoDropoutKeepsNoMasksAndNoDropoutOutput) {
+  ModelSpec model = gpt3_175b();
+  model.dropout = false;
+  const ParallelConfig config = config_of(t, 8, 1, false, RecomputeMode::none);
+  // 34 − 2 (hidden masks) sbh, and of the 5as/h score term only the softmax output (2as/h).
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training_of(64, AttentionKernel::unfused), config),
+                   sbh * (8 + 24.0 / t + 2.0 * a * s / h / t));
+}
+
+TEST(LayerActivation, Fp8KeepsGemmInputsAsOneByteCasts) {
+  const ModelSpec model = gpt3_175b();
+  TrainingSpec training = training_of(64, AttentionKernel::flash);
+  const ParallelConfig config = config_of(t, 8, 1, true, RecomputeMode::none);
+  const double bf16 = layer_activation_bytes(model, training, config);
+  training.precision = Precision::fp8;
+  // QKV and MLP inputs (h each) and the attention output (h) and GeLU output (4h) lose a byte.
+  EXPECT_DOUBLE_EQ(bf16 - layer_activation_bytes(model, training, config), 7 * sbh / t);
+}
+
 TEST(InFlightMicrobatches, OneFOneBStageHoldsPipelineDepthMinusIndex) {
   for (int stage = 0; stage < 8; ++stage) EXPECT_EQ(in_flight_microbatch_chunks(stage, 8, 64, 1), 8 - stage);
   EXPECT_EQ(in_flight_microbatch_chunks(0, 8, 3, 1), 3);  // fewer micro-batches than stages

@@ -98,3 +98,31 @@ finish() {
   [ "$failures" -eq 0 ]
   exit $?
 }
+
+# write_site_file [YAML lines...]: a trusted site file (root-owned, 0644) at $site_file.
+site_file=$work_dir/pipette.yaml
+write_site_file() {
+  printf '%s\n' "$@" >"$site_file"
+  chmod 0644 "$site_file"
+}
+
+# write_link_cache PATH: fresh, uneven measurements of n1..n4 (see scripts/slurm/write-links.sh).
+write_link_cache() { bash "$source_dir/scripts/slurm/write-links.sh" "$1"; }
+
+# A batch script that records what the batch step and every task of an srun inside it see.
+# Usage: sbatch ... "$rank_job" OUTPUT_PREFIX [srun arguments...]
+rank_job=$work_dir/rank_job.sh
+cat >"$rank_job" <<'JOB'
+#!/bin/bash
+# Works with --export=NONE too, where the batch step starts without PATH.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+prefix=$1; shift
+env | grep '^PIPETTE_' | grep -v '^PIPETTE_SLURM_DIR=' | sort >"$prefix.batch-env"
+srun "$@" /bin/bash -c 'echo "$SLURM_PROCID $SLURMD_NODENAME ${RANK:--} ${LOCAL_RANK:--} ${WORLD_SIZE:--} ${LOCAL_WORLD_SIZE:--} ${NODE_RANK:--} ${MASTER_ADDR:--} ${MASTER_PORT:--} ${PIPETTE_PLAN_HASH:--} ${PIPETTE_RANK_ORDER:--} ${PIPETTE_STATUS:--} ${PET_NODE_RANK:--}"' |
+  sort -n >"$prefix.tasks"
+JOB
+chmod 0755 "$rank_job"
+
+batch_variable() {  # batch_variable PREFIX NAME
+  sed -n "s/^$2=//p" "$1.batch-env"
+}

@@ -71,6 +71,8 @@ TEST(ModelPresets, Llama3ArchitectureFields) {
   EXPECT_FALSE(model->linear_bias);
   EXPECT_FALSE(model->tied_embeddings);
   EXPECT_EQ(model->learned_position_embeddings, 0);
+  EXPECT_FALSE(model->dropout);
+  EXPECT_TRUE(load_model("gpt3-175b", source_presets)->dropout);
 }
 
 TEST(ModelPresets, DefaultDirsIncludeTheSourceTree) {

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/units.hpp"
@@ -109,6 +111,41 @@ TEST(SiteConfig, UnreadableFileIsAnError) {
   auto site = load_site_config("/nonexistent/pipette.yaml");
   ASSERT_FALSE(site.ok());
   EXPECT_NE(site.error().message.find("/nonexistent/pipette.yaml: cannot read the site file"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipette
+
+namespace pipette {
+namespace {
+
+// Every key the loader accepts appears in the shipped etc/pipette.yaml: the loader's own list of
+// keys (from its "not a known key" error) is checked against the file.
+TEST(SiteConfig, ShippedFileShowsEveryKeyTheLoaderKnows) {
+  std::ifstream file(PIPETTE_SOURCE_DIR "/etc/pipette.yaml");
+  const std::string shipped((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  for (const std::string section : {"", "defaults", "links", "priors", "memory", "search", "placement", "gpus"}) {
+    const std::string text = section.empty() ? "zzz_unknown: 1\n"
+                             : section == "gpus" ? "gpus:\n  - zzz_unknown: 1\n"
+                                                 : section + ":\n  zzz_unknown: 1\n";
+    auto site = parse_site_config(text, "probe.yaml");
+    ASSERT_FALSE(site.ok());
+    const std::string& message = site.error().message;
+    const auto list = message.find("expected one of: ");
+    ASSERT_NE(list, std::string::npos) << message;
+    std::stringstream keys(message.substr(list + 17));
+    std::string key;
+    int checked = 0;
+    while (std::getline(keys, key, ',')) {
+      key.erase(0, key.find_first_not_of(' '));
+      // Top-level and section keys start a line (indented in a section); gpus' keys are shown in
+      // the commented example.
+      const std::string pattern = section.empty() ? "\n" + key + ":" : section == "gpus" ? key + ":" : "\n  " + key + ":";
+      EXPECT_NE(shipped.find(pattern), std::string::npos) << "etc/pipette.yaml lacks " << (section.empty() ? "" : section + ".") << key;
+      ++checked;
+    }
+    EXPECT_GT(checked, 1) << section;
+  }
 }
 
 }  // namespace

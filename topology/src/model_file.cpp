@@ -88,6 +88,7 @@ const std::map<std::string, KeyParser>& key_parsers() {
       {"tied_embeddings", boolean(&ModelSpec::tied_embeddings)},
       {"linear_bias", boolean(&ModelSpec::linear_bias)},
       {"learned_position_embeddings", integer_at_least(&ModelSpec::learned_position_embeddings, 0)},
+      {"dropout", boolean(&ModelSpec::dropout)},
   };
   return parsers;
 }

@@ -28,8 +28,10 @@ double korthikanti_layer_activation_bytes(int s, int b, int h, int a, int t, boo
 // Activation bytes of one transformer layer for one micro-batch on one GPU, generalising the
 // formula above to the model's architecture: grouped-query attention (K and V are kv_hidden wide),
 // SwiGLU (three ffn-wide tensors instead of two), flash attention (no s×s score, softmax or dropout
-// tensors: the 5as/h term goes), the training precision (fp32 activations take 4 bytes) and the
-// recompute mode (full recompute keeps only the layer input).
+// tensors: the 5as/h term goes), models without dropout (no masks, no dropout output), the
+// training precision (fp32 activations take 4 bytes; fp8 recipes keep the four GEMM inputs as
+// 1-byte casts, as Transformer Engine does) and the recompute mode (full recompute keeps only the
+// layer input).
 double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 
 // Micro-batch passes (of one model chunk) whose activations pipeline rank `stage` of `pp` holds at

@@ -25,6 +25,7 @@ struct ModelSpec {
   bool tied_embeddings = false;     // output layer shares the input embedding matrix
   bool linear_bias = true;          // GPT-style biases on every linear layer
   int learned_position_embeddings = 0;  // rows of a learned position table; 0 for rotary
+  bool dropout = true;              // GPT/Megatron-style hidden and attention dropout (keeps masks); Llama has none
 
   int head_dim() const { return hidden_size / num_attention_heads; }
   int kv_hidden_size() const { return head_dim() * num_kv_heads; }

@@ -22,7 +22,9 @@ struct StageWork {
   double backward_compute_seconds = 0;   // includes recompute
   double recompute_seconds = 0;
   double tp_bytes_per_microbatch = 0;    // bytes each GPU puts on the wire in TP collectives, fwd + bwd
-                                         // (an all-reduce of P bytes over t GPUs: 2(t−1)/t · P)
+                                         // (an all-reduce of P bytes over t GPUs: 2(t−1)/t · P); with
+                                         // TrainingSpec::overlap_tensor_parallel_communication only
+                                         // the share not hidden under GEMMs
   int tp_collectives_per_microbatch = 0; // all-reduce equivalents, for latency: each costs 2(t−1) ring
                                          // steps; a reduce-scatter + all-gather pair (SP) counts once
   double gradient_bytes_per_gpu = 0;     // what this stage's DP reduction moves per GPU

@@ -28,6 +28,9 @@ struct TrainingSpec {
   AttentionKernel attention = AttentionKernel::flash;
   bool gradients_in_fp32 = true;       // Megatron's fp32 main-grad accumulation buffer
   bool overlap_gradient_reduce = true; // DP reduction overlapped with the last backward passes
+  // Megatron-core's --tp-comm-overlap (Transformer Engine userbuffers, needs sequence parallelism):
+  // the all-gathers and reduce-scatters run in chunks under the GEMMs they feed.
+  bool overlap_tensor_parallel_communication = false;
   FixedKnobs fixed;
 };
 

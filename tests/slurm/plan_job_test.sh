@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# `sbatch -N4 --pipette=auto` on a real cluster of 4 nodes × 8 GPUs: the batch script sees the
+# plan, an srun inside it gets RANK etc. forming a bijection equal to PIPETTE_RANK_ORDER, the same
+# plan on every node and in every job (plan hash); also with --export=NONE, with the environment
+# alone, in plan-only mode, and with one launcher per node.
+source "$(dirname "$0")/lib.sh"
+
+write_link_cache "$work_dir/links.yaml"
+write_site_file "gpu: H100-SXM" "links:" "  cache: $work_dir/links.yaml"
+start_cluster "config=$site_file"
+
+plan_variables="PIPETTE_TP PIPETTE_PP PIPETTE_DP PIPETTE_VPP PIPETTE_MICRO_BATCH PIPETTE_GLOBAL_BATCH
+  PIPETTE_NUM_MICROBATCHES PIPETTE_RECOMPUTE PIPETTE_SEQUENCE_PARALLEL PIPETTE_DISTRIBUTED_OPTIMIZER
+  PIPETTE_RANK_ORDER PIPETTE_NODE_ORDER PIPETTE_PREDICTED_ITER_MS PIPETTE_PREDICTED_MEM_GIB
+  PIPETTE_PLAN_HASH PIPETTE_MEGATRON_ARGS PIPETTE_STATUS"
+job_args=(-N4 --ntasks-per-node=8 --gres=gpu:8)
+model_args=(--pipette-model=llama2-7b --pipette-batch=256 --pipette-seq=4096)
+
+expect_batch_plan() {  # expect_batch_plan WHAT PREFIX
+  local name
+  for name in $plan_variables; do
+    [ -n "$(batch_variable "$2" "$name")" ] || fail "$1: batch script lacks $name"
+  done
+  expect_eq "$1: PIPETTE_STATUS" ok "$(batch_variable "$2" PIPETTE_STATUS)"
+  local tp pp dp
+  tp=$(batch_variable "$2" PIPETTE_TP); pp=$(batch_variable "$2" PIPETTE_PP); dp=$(batch_variable "$2" PIPETTE_DP)
+  expect_eq "$1: tp × pp × dp = 32 GPUs" 32 "$((tp * pp * dp))"
+  expect_eq "$1: global batch" 256 "$(batch_variable "$2" PIPETTE_GLOBAL_BATCH)"
+  expect_contains "$1: Megatron arguments" "--tensor-model-parallel-size $tp --pipeline-model-parallel-size $pp" "$2.batch-env"
+}
+
+# Every task line: procid node rank local_rank world local_world node_rank addr port hash order status pet.
+expect_remapped_tasks() {  # expect_remapped_tasks WHAT PREFIX
+  local tasks=$2.tasks hash order
+  hash=$(batch_variable "$2" PIPETTE_PLAN_HASH)
+  order=$(batch_variable "$2" PIPETTE_RANK_ORDER)
+  expect_eq "$1: 32 tasks reported" 32 "$(wc -l <"$tasks")"
+  expect_eq "$1: every task has the batch step's plan hash" "$hash" "$(awk '{print $10}' "$tasks" | sort -u | tr -d '\n')"
+  expect_eq "$1: every task has the same rank order" "$order" "$(awk '{print $11}' "$tasks" | sort -u | tr -d '\n')"
+  expect_eq "$1: RANK is a bijection onto 0..31" "$(seq 0 31 | tr '\n' ' ')" "$(awk '{print $3}' "$tasks" | sort -n | tr '\n' ' ')"
+  local mismatches
+  mismatches=$(awk -v order="$order" 'BEGIN { n = split(order, o, ",") }
+    { if (o[$3 + 1] != $1) print "task " $1 " plays rank " $3 " but PIPETTE_RANK_ORDER[" $3 "] = " o[$3 + 1] }' "$tasks")
+  expect_eq "$1: PIPETTE_RANK_ORDER[RANK] = SLURM_PROCID for every task" "" "$mismatches"
+  expect_eq "$1: LOCAL_RANK = SLURM_LOCALID" "" "$(awk '$4 != $1 % 8 {print $1}' "$tasks")"
+  expect_eq "$1: WORLD_SIZE and LOCAL_WORLD_SIZE" "32 8" "$(awk '{print $5, $6}' "$tasks" | sort -u | tr -d '\n')"
+  expect_eq "$1: one MASTER_ADDR:MASTER_PORT" 1 "$(awk '{print $8 ":" $9}' "$tasks" | sort -u | wc -l)"
+  expect_eq "$1: MASTER_ADDR is the node of rank 0" "$(awk '$3 == 0 {print $2}' "$tasks")" "$(awk 'NR == 1 {print $8}' "$tasks")"
+  local node_order expected_node_ranks
+  node_order=$(batch_variable "$2" PIPETTE_NODE_ORDER)
+  expected_node_ranks=$(awk -v order="$node_order" 'BEGIN { n = split(order, o, ","); for (i = 1; i <= n; i++) r[o[i]] = i - 1 }
+    $7 != r[$2] { print "task " $1 " on " $2 " has NODE_RANK " $7 }' "$tasks")
+  expect_eq "$1: NODE_RANK follows PIPETTE_NODE_ORDER" "" "$expected_node_ranks"
+}
+
+run_batch auto "${job_args[@]}" --pipette=auto "${model_args[@]}" "$rank_job" "$work_dir/auto"
+expect_eq "auto: job exit status" 0 "$batch_status"
+expect_batch_plan auto "$work_dir/auto"
+expect_remapped_tasks auto "$work_dir/auto"
+expect_not_contains "auto: nothing on the job's stderr" "pipette" "$work_dir/auto.err"
+for step in batch 0; do
+  grep -h "pipette $expected_version: job $job_id step $step node " "$PIPETTE_SLURM_DIR"/log/slurmd-n*.log | grep -q "tp=" &&
+    pass "slurmd log has the plugin's version and plan line for step $step" ||
+    fail "no 'pipette $expected_version: job $job_id step $step node N: tp=...' line in the slurmd logs"
+done
+
+# Determinism: another job, separately planned on every node, gets the same plan.
+run_batch again "${job_args[@]}" --pipette=auto "${model_args[@]}" "$rank_job" "$work_dir/again"
+expect_eq "a second job gets the same plan hash" "$(batch_variable "$work_dir/auto" PIPETTE_PLAN_HASH)" \
+  "$(batch_variable "$work_dir/again" PIPETTE_PLAN_HASH)"
+expect_remapped_tasks again "$work_dir/again"
+
+# --export=NONE: the batch step gets no option callbacks, only Slurm's forwarded option variables.
+run_batch export-none "${job_args[@]}" --export=NONE --pipette=auto "${model_args[@]}" "$rank_job" "$work_dir/none"
+expect_eq "--export=NONE: job exit status" 0 "$batch_status"
+expect_batch_plan "--export=NONE" "$work_dir/none"
+expect_remapped_tasks "--export=NONE" "$work_dir/none"
+
+# The environment alone switches Pipette on.
+PIPETTE=auto PIPETTE_MODEL=llama2-7b PIPETTE_BATCH=256 PIPETTE_SEQ=4096 \
+  run_batch env-only "${job_args[@]}" "$rank_job" "$work_dir/env"
+expect_batch_plan "environment only" "$work_dir/env"
+expect_remapped_tasks "environment only" "$work_dir/env"
+expect_eq "environment only: same plan as the command line" "$(batch_variable "$work_dir/auto" PIPETTE_PLAN_HASH)" \
+  "$(batch_variable "$work_dir/env" PIPETTE_PLAN_HASH)"
+
+# plan: the variables, but no rank remapping.
+run_batch plan "${job_args[@]}" --pipette=plan "${model_args[@]}" "$rank_job" "$work_dir/plan"
+expect_batch_plan plan "$work_dir/plan"
+expect_eq "plan: no task gets RANK" "-" "$(awk '{print $3}' "$work_dir/plan.tasks" | sort -u | tr -d '\n')"
+expect_eq "plan: every task has the plan" ok "$(awk '{print $12}' "$work_dir/plan.tasks" | sort -u | tr -d '\n')"
+
+# One launcher per node (torchrun): NODE_RANK and torchrun's PET_* defaults follow the node order.
+run_batch per-node "${job_args[@]}" --pipette=auto "${model_args[@]}" "$rank_job" "$work_dir/launcher" --ntasks=4 --ntasks-per-node=1
+expect_eq "per node: 4 launchers" 4 "$(wc -l <"$work_dir/launcher.tasks")"
+node_order=$(batch_variable "$work_dir/launcher" PIPETTE_NODE_ORDER)
+launcher_ranks=$(awk -v order="$node_order" 'BEGIN { n = split(order, o, ","); for (i = 1; i <= n; i++) r[o[i]] = i - 1 }
+  $7 != r[$2] || $13 != r[$2] || $5 != 4 { print "launcher on " $2 ": NODE_RANK " $7 ", PET_NODE_RANK " $13 ", WORLD_SIZE " $5 }' \
+  "$work_dir/launcher.tasks")
+expect_eq "per node: NODE_RANK = PET_NODE_RANK = position in PIPETTE_NODE_ORDER" "" "$launcher_ranks"
+
+# Without Pipette nothing changes.
+run_batch off "${job_args[@]}" "$rank_job" "$work_dir/off"
+expect_eq "off: no PIPETTE_ variable" "" "$(cat "$work_dir/off.batch-env")"
+expect_eq "off: no RANK" "-" "$(awk '{print $3}' "$work_dir/off.tasks" | sort -u | tr -d '\n')"
+
+expect_cluster_healthy "planned jobs"
+finish
