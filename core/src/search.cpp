@@ -9,6 +9,7 @@
 
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/performance.hpp"
+#include "pipette/core/placement.hpp"
 #include "pipette/core/units.hpp"
 
 namespace pipette {
@@ -255,9 +256,7 @@ Plan make_plan(const ModelSpec& model, const TrainingSpec& training, const Clust
   plan.model_flops_utilization = model_flops_per_iteration(model, training) / (time.iteration_seconds * peak * cluster.num_gpus());
   plan.placement = std::move(placement);
   plan.default_placement_iteration_seconds = default_placement_seconds;
-  // Slurm's order: rank r on global GPU r, so node k hosts ranks k·G … k·G + G − 1.
-  plan.node_order.resize(static_cast<size_t>(cluster.num_nodes()));
-  std::iota(plan.node_order.begin(), plan.node_order.end(), 0);
+  plan.node_order = node_order_of(cluster, plan.placement);
   // Inter-node links this job relies on that nobody measured (priors from the site file).
   constexpr int listed = 8;
   int unmeasured = 0;
@@ -293,8 +292,15 @@ Evaluated evaluate_in_default_order(const ModelSpec& model, const TrainingSpec& 
 Plan finish_plan(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
                  const ParallelConfig& config, const SearchOptions& options, const Evaluated& evaluated) {
   std::vector<StageMemory> memory = estimate_memory(model, training, config, options.overheads);
-  return make_plan(model, training, cluster, config, evaluated.work, std::move(memory), evaluated.time,
-                   default_placement(config), evaluated.time.iteration_seconds);
+  if (!options.optimize_placement) {
+    return make_plan(model, training, cluster, config, evaluated.work, std::move(memory), evaluated.time,
+                     default_placement(config), evaluated.time.iteration_seconds);
+  }
+  PlacementResult placed = optimize_placement(cluster, config, evaluated.work, training, options.placement);
+  const CommunicationTimes communication = communication_times(cluster, config, evaluated.work, placed.placement);
+  const TimeBreakdown time = critical_path(config, evaluated.work, communication, training);
+  return make_plan(model, training, cluster, config, evaluated.work, std::move(memory), time,
+                   std::move(placed.placement), evaluated.time.iteration_seconds);
 }
 
 std::string check_inputs(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster) {
@@ -393,7 +399,9 @@ Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& tr
   std::sort(enumeration.fitting.begin(), enumeration.fitting.end(), [](const Candidate& a, const Candidate& b) {
     return a.lower_bound_seconds < b.lower_bound_seconds;
   });
-  const size_t keep = static_cast<size_t>(std::max(1, options.top_k));
+  // Placement can change which layout wins on an uneven fabric: keep enough candidates to re-rank.
+  const size_t keep = static_cast<size_t>(
+      std::max({1, options.top_k, options.optimize_placement ? options.placement_candidates : 0}));
   std::vector<std::pair<double, size_t>> best;  // (time in default order, index), sorted, at most `keep`
   SearchResult result;
   result.rejections = std::move(enumeration.rejections);
@@ -413,6 +421,10 @@ Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& tr
     result.plans.push_back(
         finish_plan(model, training, cluster, config, options, evaluate_in_default_order(model, training, cluster, config)));
   }
+  std::stable_sort(result.plans.begin(), result.plans.end(), [](const Plan& a, const Plan& b) {
+    return a.time.iteration_seconds < b.time.iteration_seconds;
+  });
+  if (result.plans.size() > static_cast<size_t>(options.top_k)) result.plans.resize(static_cast<size_t>(std::max(0, options.top_k)));
   return result;
 }
 

@@ -250,3 +250,39 @@ TEST(EvaluatePlan, MatchesTheSearchAndHashesStably) {
 
 }  // namespace
 }  // namespace pipette
+
+namespace pipette {
+namespace {
+
+TEST(Search, PlacementIsOptimisedAndTheCandidatesReRanked) {
+  // Four nodes whose links are uneven: node 1 reaches the others slowly, except node 3.
+  Cluster cluster = uniform_cluster(4, 8);
+  for (int other : {0, 2}) {
+    cluster.inter_node.at(1, other).bandwidth_bytes_per_second = 5 * units::gigabyte;
+    cluster.inter_node.at(other, 1).bandwidth_bytes_per_second = 5 * units::gigabyte;
+  }
+  TrainingSpec training = training_of(64, 4096);
+  training.fixed.tp = 8;  // one stage or replica per node: placement decides which links carry what
+  SearchOptions options = quick_options();
+  options.optimize_placement = true;
+  options.placement.max_moves = 20000;
+  const Result<SearchResult> result = search_plans(llama_like(32, 4096, 32, 8, 14336), training, cluster, options);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  bool improved = false;
+  for (size_t i = 0; i < result->plans.size(); ++i) {
+    const Plan& plan = result->plans[i];
+    EXPECT_LE(plan.time.iteration_seconds, plan.default_placement_iteration_seconds * (1 + 1e-12));
+    improved = improved || plan.time.iteration_seconds < 0.99 * plan.default_placement_iteration_seconds;
+    std::vector<int> gpus = plan.placement.gpu_of_rank;
+    std::sort(gpus.begin(), gpus.end());
+    for (int gpu = 0; gpu < 32; ++gpu) EXPECT_EQ(gpus[static_cast<size_t>(gpu)], gpu);
+    EXPECT_EQ(plan.node_order.size(), 4u);
+    if (i > 0) {
+      EXPECT_GE(plan.time.iteration_seconds, result->plans[i - 1].time.iteration_seconds);
+    }
+  }
+  EXPECT_TRUE(improved);
+}
+
+}  // namespace
+}  // namespace pipette
