@@ -110,7 +110,7 @@ Matrix full_matrix() {
   Matrix matrix;
   matrix.models = {{"llama2-7b", 4}, {"llama2-13b", 4}, {"llama2-70b", 4}, {"gpt3-175b", 16}};
   matrix.node_counts = {4, 16, 64, 256};
-  matrix.effort.max_moves = 20000;
+  matrix.effort.max_moves = 4000;
   return matrix;
 }
 
@@ -118,7 +118,7 @@ Matrix quick_matrix() {
   Matrix matrix;
   matrix.models = {{"llama2-7b", 4}, {"llama2-70b", 4}};
   matrix.node_counts = {4, 16};
-  matrix.effort.max_moves = 5000;
+  matrix.effort.max_moves = 2000;
   return matrix;
 }
 

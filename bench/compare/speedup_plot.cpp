@@ -25,7 +25,7 @@ double median(std::vector<double> values) {
 
 std::string speedup_svg(const std::string& title, const std::vector<SpeedupSeries>& series,
                         const std::vector<int>& node_counts) {
-  constexpr double width = 760, height = 440, left = 70, right = 200, top = 40, bottom = 60;
+  constexpr double width = 800, height = 440, left = 70, right = 240, top = 40, bottom = 60;
   const double plot_width = width - left - right, plot_height = height - top - bottom;
 
   double highest = 1.1, lowest = 0.9;
