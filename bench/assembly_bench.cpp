@@ -1,6 +1,7 @@
-// Job-start cost of the topology layer: expanding the node list, reading the link cache and
-// assembling the core's cluster for a 1024-node job (523,776 node pairs). The cache is synthetic
-// but full-sized: every pair measured with two message sizes, every node with its 8×8 matrix.
+// Job-start cost of the topology layer: expanding the node list, inspecting the node with hwloc,
+// reading the link cache and assembling the core's cluster for a 1024-node job (523,776 node
+// pairs). The cache is synthetic but full-sized: every pair measured at two message sizes, every
+// node with its 8×8 matrix.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 
 #include "pipette/topology/cluster_assembly.hpp"
 #include "pipette/topology/hostlist.hpp"
+#include "pipette/topology/hwloc_inspect.hpp"
 #include "pipette/topology/link_cache.hpp"
 
 namespace pipette {
@@ -158,6 +160,25 @@ void BM_CompressHostlist(benchmark::State& state) {
 }
 BENCHMARK(BM_ExpandHostlist)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_CompressHostlist)->Unit(benchmark::kMillisecond);
+
+// hwloc inspection, which the plugin runs on every node at job start: this machine, and a 4-GPU
+// JURECA-DC node (256 PUs, 8 NUMA nodes) from its XML export.
+void BM_InspectThisMachine(benchmark::State& state) {
+  for (auto _ : state) {
+    auto node = inspect_local_node();
+    benchmark::DoNotOptimize(node);
+  }
+}
+void BM_InspectXml(benchmark::State& state) {
+  const std::string file = PIPETTE_SOURCE_DIR "/tests/data/hwloc/psmgmt-jureca-dc-gpu-4xA100-4xHDR-hwloc22.xml";
+  for (auto _ : state) {
+    auto node = inspect_topology_xml(file);
+    if (!node) state.SkipWithError(node.error().message.c_str());
+    benchmark::DoNotOptimize(node);
+  }
+}
+BENCHMARK(BM_InspectThisMachine)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_InspectXml)->Unit(benchmark::kMillisecond);
 
 // Arguments: nodes, pair stride (1 = every pair measured; 64 = one pair in 64, a partial cache).
 BENCHMARK(BM_ReadCacheAndAssemble)->Args({64, 1})->Args({1024, 1})->Args({1024, 64})->Unit(benchmark::kMillisecond);

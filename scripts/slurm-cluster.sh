@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real Slurm 22.05 cluster on this one machine, for Pipette's integration tests and demo:
 # a private munged, slurmctld and N slurmd (Debian's Slurm is built with MULTIPLE_SLURMD, so every
-# node is a slurmd on 127.0.0.1 with its own port) with 8 fake GPUs each (/dev/tty0-7 as GRES files).
+# node is a slurmd on 127.0.0.1 with its own port) with 8 fake GPUs each (/dev/tty0-7 as GRES files,
+# or empty stand-in files where a container has no virtual consoles).
 # Everything it writes (config, keys, state, logs, PIDs) lives in one run directory.
 #
 #   scripts/slurm-cluster.sh start|stop|status|env
@@ -61,7 +62,10 @@ write_config() {
   cluster_name="pipette$(printf '%s' "$run_dir" | cksum | cut -c1-6)"
   ctld_host=$(hostname -s)
   mkdir -p "$run_dir"/{etc,run,log,state,spool}
-  chmod 0700 "$run_dir"
+  # Jobs run as their users: they need to reach the spool (their batch script), the munge socket
+  # and the config. Only slurmctld's state stays private.
+  chmod 0755 "$run_dir" "$run_dir"/{etc,run,log,spool}
+  chmod 0700 "$run_dir/state"
   for node in $(node_names); do mkdir -p "$run_dir/spool/$node"; done
 
   {
@@ -107,10 +111,21 @@ write_config() {
     echo "PartitionName=debug Nodes=n[1-$num_nodes] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
   } >"$conf"
 
-  # No NVML here: the GPUs are character devices that exist on every Linux box.
+  # No NVML here: the GPUs are the virtual consoles /dev/tty0-7. Containers often lack them;
+  # slurmd only stat()s GRES files (task/none constrains no devices), so stand-ins in the run
+  # directory do as well there.
+  local gpu_files="/dev/tty[0-$((gpus_per_node - 1))]" gpu
+  for ((gpu = 0; gpu < gpus_per_node; gpu++)); do
+    if [ ! -e "/dev/tty$gpu" ]; then
+      mkdir -p "$run_dir/dev"
+      for ((gpu = 0; gpu < gpus_per_node; gpu++)); do : >"$run_dir/dev/gpu$gpu"; done
+      gpu_files="$run_dir/dev/gpu[0-$((gpus_per_node - 1))]"
+      break
+    fi
+  done
   {
     echo "AutoDetect=off"
-    echo "Name=gpu File=/dev/tty[0-$((gpus_per_node - 1))]"
+    echo "Name=gpu File=$gpu_files"
   } >"$run_dir/etc/gres.conf"
 
   # slurmd 22.05 loads a cgroup plugin even with proctrack/linuxproc and task/none.

@@ -120,6 +120,9 @@ struct System {
 };
 const System dgx_a100{"A100-80GB", 235e9, 8 * 24e9};
 const System dgx_h100{"H100-SXM", 367e9, 8 * 47e9};
+// DGX-2: V100 NVLink2 through NVSwitch, ~130 GB/s all-reduce bus bandwidth (6 links × 25 GB/s at
+// NCCL's usual ~85%); the runs used here stay inside one node.
+const System dgx2_v100{"V100-SXM2-32GB", 130e9, 8 * 12e9};
 
 Cluster cluster_of(const System& system, int gpus) {
   Cluster cluster;
@@ -134,7 +137,7 @@ Cluster cluster_of(const System& system, int gpus) {
   return cluster;
 }
 
-enum class Metric { iteration_seconds, tokens_per_second_per_gpu };
+enum class Metric { iteration_seconds, tokens_per_second_per_gpu, model_tflops_per_gpu };
 
 struct Row {
   std::string source;
@@ -149,6 +152,7 @@ struct Row {
   std::string excluded;  // why the model cannot represent this row; empty when it can
   std::string group;     // identical configurations share a group (and a fit/held-out side)
   bool fit = false;
+  bool extra = false;    // a source beyond the three the report must cover: never fitted
 };
 
 ParallelConfig config_of(const ModelSpec& model, int tp, int pp, int gpus, int micro_batch, int chunks) {
@@ -295,6 +299,68 @@ std::vector<Row> nemo_rows() {
   return rows;
 }
 
+// Extra checks, never fitted. Megatron-Core's H100 weak-scaling table (bf16; the README's runs use
+// sequence 4096 and a 131072-token vocabulary; we assume GPT-style GeLU layers, micro-batch 1, no
+// interleaving, flash attention, SP, the distributed optimizer and TP overlap), compared in model
+// TFLOP/s per GPU (SC21's count).
+std::vector<Row> megatron_core_h100_rows() {
+  std::vector<Row> rows;
+  const auto table = read_csv("megatron_core_h100_weak_scaling.csv");
+  for (size_t i = 1; i < table.size(); ++i) {
+    const auto& f = table[i];
+    Row row;
+    row.source = "Megatron-Core H100 weak scaling (extra)";
+    row.extra = true;
+    row.system = dgx_h100;
+    row.metric = Metric::model_tflops_per_gpu;
+    row.model = gpt(f[0], std::stoi(f[3]), std::stoi(f[2]), std::stoi(f[1]), 131072);
+    row.model.learned_position_embeddings = 0;
+    row.gpus = std::stoi(f[7]);
+    row.training.global_batch_sequences = std::stoi(f[8]);
+    row.training.sequence_length = 4096;
+    row.training.precision = Precision::bf16;
+    row.training.overlap_tensor_parallel_communication = true;
+    row.config = config_of(row.model, std::stoi(f[4]), std::stoi(f[5]), row.gpus, 1, 1);
+    row.config.sequence_parallel = row.config.tp > 1;
+    row.config.distributed_optimizer = row.config.dp > 1;
+    row.published = std::stod(f[9]);
+    row.label = f[0] + " " + config_label(row.config) + " B" + f[8];
+    row.group = row.label;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// Megatron-LM's January 2021 README scaling table (DGX-2 V100 and DGX A100, fp16, sequence 1024,
+// tensor parallelism only, full recompute, the whole per-replica batch as one micro-batch).
+std::vector<Row> megatron_2021_rows() {
+  std::vector<Row> rows;
+  const auto table = read_csv("megatron_jan2021_scaling.csv");
+  for (size_t i = 1; i < table.size(); ++i) {
+    const auto& f = table[i];
+    Row row;
+    row.source = "Megatron-LM Jan 2021 (extra)";
+    row.extra = true;
+    row.system = f[6] == "DGX-A100" ? dgx_a100 : dgx2_v100;
+    row.model = gpt(f[0], std::stoi(f[3]), std::stoi(f[1]), std::stoi(f[2]), 51200);
+    row.model.learned_position_embeddings = 1024;
+    row.gpus = std::stoi(f[7]);
+    row.training.global_batch_sequences = std::stoi(f[8]);
+    row.training.sequence_length = 1024;
+    row.training.precision = Precision::fp16;
+    row.training.attention = AttentionKernel::unfused;
+    const int tp = std::stoi(f[5]);
+    const int dp = row.gpus / tp;
+    row.config = config_of(row.model, tp, 1, row.gpus, static_cast<int>(row.training.global_batch_sequences / dp), 1);
+    row.config.recompute = RecomputeMode::full;
+    row.published = std::stod(f[9]) / 1000;
+    row.label = f[0] + " " + f[6] + " " + config_label(row.config) + " B" + f[8];
+    row.group = row.label;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
 struct Prediction {
   double iteration_seconds = 0;
   double value = 0;  // in the row's metric
@@ -309,8 +375,14 @@ Prediction predict(const Row& row, const ComputeEfficiency& efficiency) {
   Prediction prediction;
   prediction.iteration_seconds = critical_path(row.config, work, communication, row.training).iteration_seconds;
   const double tokens = static_cast<double>(row.training.global_batch_sequences) * row.training.sequence_length;
-  prediction.value = row.metric == Metric::iteration_seconds ? prediction.iteration_seconds
-                                                             : tokens / prediction.iteration_seconds / row.gpus;
+  switch (row.metric) {
+    case Metric::iteration_seconds: prediction.value = prediction.iteration_seconds; break;
+    case Metric::tokens_per_second_per_gpu: prediction.value = tokens / prediction.iteration_seconds / row.gpus; break;
+    case Metric::model_tflops_per_gpu:
+      prediction.value =
+          model_flops_per_iteration(row.model, row.training) / prediction.iteration_seconds / row.gpus / units::teraflop;
+      break;
+  }
   prediction.error = prediction.value / row.published - 1;
   for (const StageMemory& stage : estimate_memory(row.model, row.training, row.config, RuntimeOverheads{})) {
     prediction.peak_memory_bytes = std::max(prediction.peak_memory_bytes, stage.total_bytes());
@@ -329,7 +401,7 @@ double median(std::vector<double> values) {
 void split(std::vector<Row>& rows) {
   std::map<std::string, std::map<std::string, int>> order;  // source → group → index
   for (Row& row : rows) {
-    if (!row.excluded.empty()) continue;
+    if (!row.excluded.empty() || row.extra) continue;
     auto& groups = order[row.source];
     const auto found = groups.emplace(row.group, static_cast<int>(groups.size())).first;
     row.fit = found->second % 2 == 0;
@@ -390,8 +462,10 @@ void report(const std::vector<Row>& rows, const ComputeEfficiency& efficiency) {
   std::printf("| source | row | half | published | predicted | error | our memory |\n|---|---|---|---|---|---|---|\n");
   std::map<std::string, std::vector<double>> errors;  // "source/half" → |error|
   for (const Row& row : rows) {
-    const char* unit = row.metric == Metric::iteration_seconds ? " s" : " tok/s/GPU";
-    const int digits = row.metric == Metric::iteration_seconds ? 2 : 0;
+    const char* unit = row.metric == Metric::iteration_seconds           ? " s"
+                       : row.metric == Metric::tokens_per_second_per_gpu ? " tok/s/GPU"
+                                                                         : " TFLOP/s/GPU";
+    const int digits = row.metric == Metric::tokens_per_second_per_gpu ? 0 : row.metric == Metric::iteration_seconds ? 2 : 1;
     if (!row.excluded.empty()) {
       std::printf("| %s | %s | excluded | %s%s | — | %s | |\n", row.source.c_str(), row.label.c_str(),
                   number(row.published, digits).c_str(), unit, row.excluded.c_str());
@@ -400,12 +474,16 @@ void report(const std::vector<Row>& rows, const ComputeEfficiency& efficiency) {
     const Prediction prediction = predict(row, efficiency);
     const Cluster cluster = cluster_of(row.system, row.gpus);
     const bool fits = prediction.peak_memory_bytes <= cluster.gpu.memory_bytes;
-    std::printf("| %s | %s | %s | %s%s | %s%s | %s | %.1f GiB%s |\n", row.source.c_str(), row.label.c_str(),
-                row.fit ? "fit" : "held out", number(row.published, digits).c_str(), unit,
+    const char* half = row.extra ? "extra" : row.fit ? "fit" : "held out";
+    std::printf("| %s | %s | %s | %s%s | %s%s | %s | %.1f GiB%s |\n", row.source.c_str(), row.label.c_str(), half, number(row.published, digits).c_str(), unit,
                 number(prediction.value, digits).c_str(), unit, percent(prediction.error).c_str(),
                 prediction.peak_memory_bytes / units::gibibyte, fits ? "" : " (over)");
-    for (const std::string& key : {row.source + " / " + (row.fit ? "fit" : "held out"), row.source + " / all",
-                                  std::string("all / ") + (row.fit ? "fit" : "held out"), std::string("all / all")}) {
+    if (row.extra) {
+      errors[row.source + " / extra, never fitted"].push_back(std::abs(prediction.error));
+      continue;
+    }
+    for (const std::string& key : {row.source + " / " + half, row.source + " / all", std::string("all / ") + half,
+                                  std::string("all / all")}) {
       errors[key].push_back(std::abs(prediction.error));
     }
   }
@@ -466,7 +544,9 @@ void plan_comparison(const std::vector<Row>& rows) {
 int main(int argc, char** argv) {
   using namespace pipette;
   std::vector<Row> rows = sc21_rows();
-  for (auto more : {korthikanti_rows(), nemo_rows()}) rows.insert(rows.end(), more.begin(), more.end());
+  for (auto more : {korthikanti_rows(), nemo_rows(), megatron_core_h100_rows(), megatron_2021_rows()}) {
+    rows.insert(rows.end(), more.begin(), more.end());
+  }
   split(rows);
   ComputeEfficiency efficiency = fitted_compute_efficiency();
   if (argc > 1 && std::string(argv[1]) == "--fit") {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "pipette/core/simulator.hpp"
+
 namespace pipette {
 
 namespace {
@@ -109,8 +111,10 @@ double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& traini
 }
 
 int in_flight_microbatch_chunks(int stage, int pp, int num_microbatches, int virtual_stages) {
-  if (virtual_stages <= 1) return std::min(pp - stage, num_microbatches);
-  const int warmup = 2 * (pp - stage - 1) + (virtual_stages - 1) * pp;
+  if (virtual_stages <= 1 || pp <= 1) return std::min(pp - stage, num_microbatches);
+  // Megatron-core walks groups of N micro-batches through the chunks; N = pp when pp divides m.
+  const int group = std::max(pp, interleaved_group_size(pp, num_microbatches));
+  const int warmup = 2 * (pp - stage - 1) + (virtual_stages - 1) * group;
   return std::min(warmup + 1, num_microbatches * virtual_stages);
 }
 

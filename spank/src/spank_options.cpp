@@ -41,13 +41,6 @@ std::optional<std::string> remote_getenv(spank_t sp, const char* name) {
   return std::nullopt;
 }
 
-std::optional<std::string> read_variable(spank_t sp, const char* name) {
-  if (spank_remote(sp)) return remote_getenv(sp, name);
-  const char* value = std::getenv(name);
-  if (!value) return std::nullopt;
-  return std::string(value);
-}
-
 // Slurm's name for a forwarded option: the plugin name, then the option with '-' as '_'.
 std::string forwarded_variable(const OptionInfo& option) {
   std::string name = std::string("SLURM_SPANK__SLURM_SPANK_OPTION_pipette_") + option.name;
@@ -77,6 +70,13 @@ std::string register_options(spank_t sp) {
     }
   }
   return {};
+}
+
+std::optional<std::string> read_variable(spank_t sp, const char* name) {
+  if (spank_remote(sp)) return remote_getenv(sp, name);
+  const char* value = std::getenv(name);
+  if (!value) return std::nullopt;
+  return std::string(value);
 }
 
 const OptionRecorder& command_line_options() { return recorder; }

@@ -1,6 +1,7 @@
 #pragma once
 // The options as Slurm sees them: registration with SPANK, the shared callback, and how each
 // context reads the environment. Used by every context file.
+#include <optional>
 #include <string>
 
 #include "options.hpp"
@@ -16,7 +17,11 @@ std::string register_options(spank_t sp);
 const OptionRecorder& command_line_options();
 const std::string& remote_option_error();
 
-// The job environment, remotely through spank_getenv; locally (srun, sbatch) the process's own.
+// One variable of the job's environment, remotely through spank_getenv; locally (srun, sbatch)
+// the process's own.
+std::optional<std::string> read_variable(spank_t sp, const char* name);
+
+// The PIPETTE* option variables of that environment.
 OptionValues environment_options(spank_t sp, std::string& error);
 
 // Options that Slurm forwards to remote steps as SLURM_SPANK__SLURM_SPANK_OPTION_pipette_* job

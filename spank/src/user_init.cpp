@@ -17,12 +17,6 @@ namespace pipette::spank {
 
 namespace {
 
-std::optional<std::string> job_variable(spank_t sp, const char* name) {
-  char value[65536];
-  if (spank_getenv(sp, name, value, sizeof value) != ESPANK_SUCCESS) return std::nullopt;
-  return std::string(value);
-}
-
 // The options in force for this step: the command line (callbacks, or the forwarded job
 // variables when the callbacks did not run) over PIPETTE* variables over the site defaults.
 Settings resolve_settings(spank_t sp, const RemoteContext& context, std::string& error) {
@@ -51,12 +45,12 @@ std::vector<std::string> expand_hostlist(const std::string& hostlist) {
 // GPUs Slurm gave this node: SLURM_GPUS_ON_NODE when the job asked for GPUs as GRES, else the
 // devices CUDA_VISIBLE_DEVICES lists; 0 when neither says, and the planner asks hwloc.
 int gpus_on_node(spank_t sp) {
-  if (auto count = job_variable(sp, "SLURM_GPUS_ON_NODE")) {
+  if (auto count = read_variable(sp, "SLURM_GPUS_ON_NODE")) {
     char* end = nullptr;
     const long value = std::strtol(count->c_str(), &end, 10);
     if (end != count->c_str() && *end == '\0' && value > 0 && value < 1024) return static_cast<int>(value);
   }
-  if (auto devices = job_variable(sp, "CUDA_VISIBLE_DEVICES")) {
+  if (auto devices = read_variable(sp, "CUDA_VISIBLE_DEVICES")) {
     if (devices->empty() || *devices == "NoDevFiles") return 0;
     int count = 1;
     for (char c : *devices) count += c == ',';
@@ -75,7 +69,7 @@ std::string describe_step(spank_t sp, bool batch_step, StepRequest& request) {
   std::uint32_t node_id = 0, local_tasks = 0, total_tasks = 0;
   if (!item(sp, S_JOB_ID, request.job_id)) return "cannot read the job id";
   const char* nodelist_variable = batch_step ? "SLURM_JOB_NODELIST" : "SLURM_STEP_NODELIST";
-  const std::optional<std::string> nodelist = job_variable(sp, nodelist_variable);
+  const std::optional<std::string> nodelist = read_variable(sp, nodelist_variable);
   if (!nodelist) return std::string(nodelist_variable) + " is not set";
   request.layout.node_names = expand_hostlist(*nodelist);
   if (request.layout.node_names.empty()) return std::string("cannot expand ") + nodelist_variable + "=" + *nodelist;

@@ -4,6 +4,8 @@
 
 #include <numeric>
 
+#include "pipette/core/simulator.hpp"
+
 namespace pipette {
 namespace {
 
@@ -153,6 +155,34 @@ TEST(InFlightMicrobatches, InterleavedHoldsMegatronWarmupPlusOne) {
   EXPECT_EQ(in_flight_microbatch_chunks(0, 4, 16, 2), 2 * 3 + 4 + 1);
   EXPECT_EQ(in_flight_microbatch_chunks(3, 4, 16, 2), 0 + 4 + 1);
   EXPECT_EQ(in_flight_microbatch_chunks(0, 4, 2, 2), 4);  // capped by m·v
+}
+
+TEST(InFlightMicrobatches, MatchTheScheduleOpByOp) {
+  // Count, in each rank's program as the simulator runs it, the most chunk passes whose forward has
+  // run and whose backward has not: that is what the rank must keep.
+  for (int pp = 1; pp <= 8; ++pp) {
+    for (int chunks = 1; chunks <= 4; ++chunks) {
+      for (int m = 1; m <= 3 * pp + 2; ++m) {
+        if (chunks > 1 && (pp == 1 || m < pp)) continue;  // Megatron rejects these
+        for (int stage = 0; stage < pp; ++stage) {
+          int held = 0, most = 0;
+          for (const ScheduledOp& op : pipeline_rank_program(pp, stage, m, chunks)) {
+            held += op.backward ? -1 : 1;
+            most = std::max(most, held);
+          }
+          EXPECT_EQ(in_flight_microbatch_chunks(stage, pp, m, chunks), most)
+              << "pp=" << pp << " v=" << chunks << " m=" << m << " stage=" << stage;
+        }
+      }
+    }
+  }
+}
+
+TEST(InFlightMicrobatches, InterleavedWithMicrobatchesNotAMultipleOfPHoldsMore) {
+  // p = 4, m = 6: Megatron-core's group is N = 6, so warm-up is 2·3 + (2 − 1)·6 = 12 chunk forwards.
+  EXPECT_EQ(interleaved_group_size(4, 6), 6);
+  EXPECT_EQ(in_flight_microbatch_chunks(0, 4, 6, 2), 12);  // all m·v chunk passes
+  EXPECT_EQ(in_flight_microbatch_chunks(3, 4, 6, 2), 7);
 }
 
 TEST(InFlightMicrobatches, InterleavedFirstStageHoldsOnePlusPMinusOneOverPvOfTheModel) {

@@ -68,5 +68,26 @@ check_case foreign-site "owned by uid 65534" "${model_args[@]}"
 rm -f "$site_file"
 check_case missing-site "No such file or directory" "${model_args[@]}"
 
+# A user's model file is read with the user's rights, never root's: as nobody, a file only root
+# can read is an error; the same model readable by everyone plans.
+write_site_file "${good_site[@]}"
+user_dir=$work_dir/user
+mkdir -m 1777 "$user_dir"
+install -m 0600 "$source_dir/etc/models/llama2-7b.yaml" "$user_dir/private-model.yaml"
+install -m 0644 "$source_dir/etc/models/llama2-7b.yaml" "$user_dir/model.yaml"
+as_nobody=(--uid=65534 --gid=65534)
+batch_dir=$user_dir run_batch nobody-private "${as_nobody[@]}" "${job_args[@]}" --pipette-model="$user_dir/private-model.yaml" \
+  --pipette-batch=256 --pipette-seq=4096 "$rank_job" "$user_dir/nobody-private"
+expect_eq "model file only root can read, job as nobody: runs (exit 0)" 0 "$batch_status"
+case "$(batch_variable "$user_dir/nobody-private" PIPETTE_STATUS)" in
+  error:*private-model.yaml*) pass "model file only root can read: PIPETTE_STATUS names it" ;;
+  *) fail "model file only root can read, job as nobody: PIPETTE_STATUS is '$(batch_variable "$user_dir/nobody-private" PIPETTE_STATUS)'" ;;
+esac
+batch_dir=$user_dir run_batch nobody-open "${as_nobody[@]}" "${job_args[@]}" --pipette-model="$user_dir/model.yaml" \
+  --pipette-batch=256 --pipette-seq=4096 "$rank_job" "$user_dir/nobody-open"
+expect_eq "readable model file, job as nobody: planned" ok "$(batch_variable "$user_dir/nobody-open" PIPETTE_STATUS)"
+expect_eq "readable model file, job as nobody: every task gets a RANK" 32 \
+  "$(awk '$3 != "-"' "$user_dir/nobody-open.tasks" | wc -l)"
+
 expect_cluster_healthy "the bad-input matrix"
 finish

@@ -29,7 +29,8 @@ slurmd_pids_at_start=""
 
 cleanup() {
   bash "$source_dir/scripts/slurm-cluster.sh" stop >/dev/null 2>&1 || true
-  rm -rf "$work_dir"
+  # A failed run keeps its job outputs and Slurm logs for a look.
+  if [ "$failures" -eq 0 ]; then rm -rf "$work_dir"; else echo "$test_name: outputs and logs kept in $work_dir"; fi
 }
 trap cleanup EXIT
 trap "exit 143" TERM INT HUP
@@ -58,13 +59,13 @@ expect_not_contains() {  # expect_not_contains WHAT NEEDLE FILE
 }
 
 # run_batch NAME [sbatch arguments...] SCRIPT [script arguments...]: runs a batch job to
-# completion; its stdout and stderr land in $work_dir/NAME.out and NAME.err, the job id in
+# completion; its stdout and stderr land in ${batch_dir:-$work_dir}/NAME.out and NAME.err, the job id in
 # $job_id, its exit code in $batch_status (1 when it was never submitted). Polls every 0.1 s:
 # `sbatch --wait` sleeps in steps of seconds.
 run_batch() {
-  local name=$1; shift
+  local name=$1 dir=${batch_dir:-$work_dir}; shift
   batch_status=1
-  job_id=$(sbatch --parsable -o "$work_dir/$name.out" -e "$work_dir/$name.err" "$@" 2>"$work_dir/$name.submit") ||
+  job_id=$(sbatch --parsable -o "$dir/$name.out" -e "$dir/$name.err" "$@" 2>"$work_dir/$name.submit") ||
     { job_id=""; return 0; }
   local deadline=$((SECONDS + 120)) state
   while ((SECONDS < deadline)); do

@@ -57,6 +57,9 @@ run_batch auto "${job_args[@]}" --pipette=auto "${model_args[@]}" "$rank_job" "$
 expect_eq "auto: job exit status" 0 "$batch_status"
 expect_batch_plan auto "$work_dir/auto"
 expect_remapped_tasks auto "$work_dir/auto"
+order=$(batch_variable "$work_dir/auto" PIPETTE_RANK_ORDER)
+[ "$order" != "$(seq -s, 0 31)" ] && pass "auto: the degraded n1-n2 link moves ranks off Slurm's order ($order)" ||
+  fail "auto: rank order is Slurm's own despite the degraded n1-n2 link"
 expect_not_contains "auto: nothing on the job's stderr" "pipette" "$work_dir/auto.err"
 for step in batch 0; do
   grep -h "pipette $expected_version: job $job_id step $step node " "$PIPETTE_SLURM_DIR"/log/slurmd-n*.log | grep -q "tp=" &&

@@ -36,9 +36,9 @@ double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& traini
 
 // Micro-batch passes (of one model chunk) whose activations pipeline rank `stage` of `pp` holds at
 // its peak. 1F1B: min(pp − stage, m). Interleaved 1F1B with v chunks per rank (Megatron's schedule):
-// rank i runs 2(pp − i − 1) + (v − 1)·pp warm-up chunk forwards, then alternates one forward and one
-// backward, so it holds min(2(pp − i − 1) + (v − 1)·pp + 1, m·v) chunk activations, each of L/(pp·v)
-// layers. For rank 0 that is L·(1 + (pp − 1)/(pp·v)) layers' worth against 1F1B's L (Narayanan et al.
+// rank i runs 2(pp − i − 1) + (v − 1)·N warm-up chunk forwards, then alternates one forward and one
+// backward, so it holds min(2(pp − i − 1) + (v − 1)·N + 1, m·v) chunk activations, each of L/(pp·v)
+// layers; N = interleaved_group_size(pp, m), which is pp when pp divides m and more otherwise. For rank 0 that is L·(1 + (pp − 1)/(pp·v)) layers' worth against 1F1B's L (Narayanan et al.
 // SC21's figure): interleaving costs activation memory as well as saving bubble.
 int in_flight_microbatch_chunks(int stage, int pp, int num_microbatches, int virtual_stages);
 

@@ -1,0 +1,101 @@
+#include "step_plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace pipette::spank {
+namespace {
+
+std::map<std::string, std::string> as_map(const EnvironmentList& list) {
+  return std::map<std::string, std::string>(list.begin(), list.end());
+}
+
+StepRequest request_for(int nodes, int tasks_per_node, int node_index) {
+  StepRequest request;
+  request.settings.mode = Mode::auto_remap;
+  request.settings.model = "llama2-7b";
+  request.settings.global_batch = 256;
+  request.settings.sequence_length = 4096;
+  for (int i = 0; i < nodes; ++i) request.layout.node_names.push_back("node" + std::to_string(i));
+  request.layout.gpus_per_node = 8;
+  request.layout.tasks_per_node = tasks_per_node;
+  request.node_index = node_index;
+  request.job_id = 7;
+  request.step_id = 0;
+  request.reference_time_unix_seconds = 1'800'000'000;
+  return request;
+}
+
+SiteConfig h100_site() {
+  SiteConfig site;
+  site.gpu = "H100-SXM";
+  return site;
+}
+
+// What every node computes on its own must agree: same variables, and together the nodes' tasks
+// play every rank exactly once.
+TEST(PlanStep, EveryNodePlansTheSameStepAndRanksFormABijection) {
+  const int nodes = 4;
+  std::set<int> ranks;
+  EnvironmentList first_step;
+  for (int node = 0; node < nodes; ++node) {
+    const StepPlanResult result = plan_step(request_for(nodes, 8, node), h100_site());
+    ASSERT_EQ(result.error, "");
+    if (node == 0) first_step = result.plan.step_environment;
+    EXPECT_EQ(result.plan.step_environment, first_step);
+    ASSERT_EQ(result.plan.task_environment.size(), 8u);
+    const auto step = as_map(result.plan.step_environment);
+    for (int local = 0; local < 8; ++local) {
+      const auto task = as_map(result.plan.task_environment[static_cast<std::size_t>(local)]);
+      const int rank = std::stoi(task.at("RANK"));
+      ranks.insert(rank);
+      EXPECT_EQ(task.at("LOCAL_RANK"), std::to_string(local));
+      EXPECT_EQ(task.at("WORLD_SIZE"), "32");
+      // PIPETTE_RANK_ORDER[RANK] is this task's SLURM_PROCID (block distribution).
+      std::vector<int> order;
+      std::stringstream stream(step.at("PIPETTE_RANK_ORDER"));
+      for (std::string item; std::getline(stream, item, ',');) order.push_back(std::stoi(item));
+      EXPECT_EQ(order.at(static_cast<std::size_t>(rank)), node * 8 + local);
+    }
+  }
+  EXPECT_EQ(ranks.size(), 32u);
+}
+
+TEST(PlanStep, BatchStepHasNoTaskVariables) {
+  const StepPlanResult result = plan_step(request_for(4, 0, 0), h100_site());
+  ASSERT_EQ(result.error, "");
+  EXPECT_TRUE(result.plan.task_environment.empty());
+  EXPECT_EQ(as_map(result.plan.step_environment).at("PIPETTE_STATUS"), "ok");
+  EXPECT_NE(result.plan.summary.find("tp="), std::string::npos);
+}
+
+TEST(PlanStep, PlannerErrorsComeBackAsOneLine) {
+  StepRequest request = request_for(4, 8, 0);
+  request.settings.model = "no-such-model";
+  const StepPlanResult result = plan_step(request, h100_site());
+  EXPECT_NE(result.error.find("no-such-model"), std::string::npos) << result.error;
+  EXPECT_EQ(result.error.find('\n'), std::string::npos);
+}
+
+TEST(PlanStep, TaskLayoutThatFitsNeitherLaunchStyleIsAnError) {
+  const StepPlanResult result = plan_step(request_for(4, 2, 0), h100_site());
+  EXPECT_EQ(result.error,
+            "2 tasks per node: run one task per GPU (--ntasks-per-node=8) or one launcher per node "
+            "(--ntasks-per-node=1)");
+}
+
+TEST(SiteDefaults, ModeAndFailurePolicyFromTheSiteFile) {
+  SiteConfig site;
+  EXPECT_EQ(site_defaults(site).mode, "off");
+  EXPECT_EQ(site_defaults(site).strict, false);
+  site.default_mode = PipetteMode::automatic;
+  site.failure_policy = FailurePolicy::fail_job;
+  EXPECT_EQ(site_defaults(site).mode, "auto");
+  EXPECT_EQ(site_defaults(site).strict, true);
+}
+
+}  // namespace
+}  // namespace pipette::spank

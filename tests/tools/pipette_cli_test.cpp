@@ -1,0 +1,356 @@
+// Runs the real `pipette` binary and checks what it prints. JSON output is parsed with yaml-cpp
+// (JSON is YAML 1.2 flow style); SVG output is checked with xmllint from libxml2-utils.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "command_table.hpp"
+
+namespace {
+
+struct Outcome {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+class PipetteCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    directory_ = std::filesystem::temp_directory_path() /
+                 ("pipette_cli_test_" + std::to_string(::getpid()) + "_" +
+                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(directory_);
+  }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+
+  // `arguments` is shell syntax; the binary's stdout and stderr are captured separately.
+  Outcome pipette(const std::string& arguments) const {
+    const auto out = directory_ / "stdout";
+    const auto err = directory_ / "stderr";
+    const std::string command = std::string("'") + PIPETTE_BINARY + "' " + arguments + " >'" + out.string() + "' 2>'" +
+                                err.string() + "'";
+    const int raw = std::system(command.c_str());
+    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(out), read_file(err)};
+  }
+
+  std::string path(const std::string& name) const { return (directory_ / name).string(); }
+
+  std::filesystem::path directory_;
+};
+
+int count_lines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
+
+int count_of(const std::string& text, const std::string& needle) {
+  int count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++count;
+  return count;
+}
+
+// One-line error: a single line on stderr, nothing on stdout.
+void expect_one_line_error(const Outcome& run, int status, const std::string& mentions) {
+  EXPECT_EQ(run.status, status) << run.err;
+  EXPECT_EQ(count_lines(run.err), 1) << run.err;
+  EXPECT_NE(run.err.find(mentions), std::string::npos) << run.err;
+  EXPECT_TRUE(run.out.empty()) << run.out;
+}
+
+constexpr const char* kSmallInterleaved = "--fix tp=8,pp=4,dp=2,mbs=1,vpp=2,recompute=selective,sp=on,distopt=on";
+
+// Every planning command takes the same model; the cluster is the bundled example.
+std::string planning(const std::string& command) { return command + " --model llama3-70b"; }
+
+TEST_F(PipetteCli, VersionPrintsTheRelease) {
+  const Outcome run = pipette("--version");
+  EXPECT_EQ(run.status, 0);
+  EXPECT_TRUE(std::regex_match(run.out, std::regex("pipette [0-9]+\\.[0-9]+\\.[0-9]+\n"))) << run.out;
+}
+
+TEST_F(PipetteCli, HelpListsEveryCommandAndEveryCommandHasHelpWithItsOptions) {
+  const Outcome top = pipette("--help");
+  EXPECT_EQ(top.status, 0);
+  for (const auto& command : pipette::cli::commands()) {
+    EXPECT_NE(top.out.find(std::string(command.name)), std::string::npos) << command.name;
+    const Outcome help = pipette(std::string(command.name) + " --help");
+    EXPECT_EQ(help.status, 0) << command.name;
+    EXPECT_NE(help.out.find("usage: pipette " + std::string(command.name)), std::string::npos) << help.out;
+    for (const auto* option : command.options) {
+      EXPECT_NE(help.out.find("--" + std::string(option->name)), std::string::npos) << command.name << " --" << option->name;
+    }
+  }
+}
+
+TEST_F(PipetteCli, UsageErrorsAreOneLineWithExitStatusTwo) {
+  expect_one_line_error(pipette("frobnicate"), 2, "unknown command 'frobnicate'");
+  expect_one_line_error(pipette("plan --model llama3-70b --colour"), 2, "unknown option --colour");
+  expect_one_line_error(pipette("plan --model"), 2, "--model needs a value");
+  expect_one_line_error(pipette("check-config"), 2, "missing FILE");
+  EXPECT_EQ(pipette("").status, 2);
+}
+
+TEST_F(PipetteCli, BadInputsAreOneLineErrorsWithExitStatusOne) {
+  expect_one_line_error(pipette("plan"), 1, "--model");
+  expect_one_line_error(pipette("plan --model no-such-model"), 1, "no-such-model");
+  expect_one_line_error(pipette("plan --model llama3-70b --num-nodes zero"), 1, "--num-nodes must be a positive integer");
+  expect_one_line_error(pipette("plan --model llama3-70b --num-nodes 64"), 1, "--num-nodes 64");
+  expect_one_line_error(pipette("plan --model llama3-70b --nodes 'gpu[01-'"), 1, "--nodes");
+  expect_one_line_error(pipette("plan --model llama3-70b --fix tp=banana"), 1, "tp");
+  expect_one_line_error(pipette("plan --model llama3-70b --site /nonexistent/site.yaml"), 1, "/nonexistent/site.yaml");
+  expect_one_line_error(pipette("plan --model llama3-70b --links /nonexistent/links.yaml"), 1, "/nonexistent/links.yaml");
+}
+
+TEST_F(PipetteCli, PlanOnTheBundledExampleShowsATableAndThePlacement) {
+  const Outcome run = pipette(planning("plan") + " --top 3");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("16 nodes x 8"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("bundled example cluster"), std::string::npos);
+  EXPECT_NE(run.out.find("peak memory / GPU"), std::string::npos);
+  // Three plan rows: "  1 ", "  2 ", "  3 " starting a line, right-aligned under '#'.
+  for (const char* row : {"\n  1  ", "\n  2  ", "\n  3  "}) EXPECT_NE(run.out.find(row), std::string::npos) << row;
+  EXPECT_EQ(run.out.find("\n  4  "), std::string::npos);
+  EXPECT_NE(run.out.find("placement of plan 1"), std::string::npos);
+  EXPECT_NE(run.out.find("plan hash "), std::string::npos);
+}
+
+YAML::Node parse_json(const std::string& text) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& error) {
+    ADD_FAILURE() << "not JSON: " << error.what() << "\n" << text.substr(0, 400);
+    return {};
+  }
+}
+
+TEST_F(PipetteCli, PlanJsonFollowsSchemaVersionOne) {
+  const Outcome run = pipette("plan --model llama3-70b --top 4 --json");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const YAML::Node json = parse_json(run.out);
+  ASSERT_TRUE(json.IsMap());
+  EXPECT_EQ(json["schema"].as<std::string>(), "pipette.plan");
+  EXPECT_EQ(json["schema_version"].as<int>(), 1);
+  EXPECT_FALSE(json["pipette_version"].as<std::string>().empty());
+  EXPECT_EQ(json["model"]["name"].as<std::string>(), "llama3-70b");
+  EXPECT_GT(json["model"]["parameters"].as<double>(), 69e9);
+  EXPECT_EQ(json["cluster"]["nodes"].size(), 16u);
+  EXPECT_EQ(json["cluster"]["gpus_per_node"].as<int>(), 8);
+  EXPECT_GT(json["cluster"]["gpu_memory_bytes"].as<double>(), 0);
+  EXPECT_EQ(json["cluster"]["node_pairs_measured"].as<int>() + json["cluster"]["node_pairs_assumed"].as<int>(), 120);
+  EXPECT_FALSE(json["every_knob_fixed"].as<bool>());
+  EXPECT_TRUE(json["does_not_fit"].IsNull());
+  ASSERT_TRUE(json["plans"].IsSequence());
+  ASSERT_GE(json["plans"].size(), 1u);
+  EXPECT_LE(json["plans"].size(), 4u);
+  EXPECT_TRUE(json["rejections"].IsSequence());
+  double previous_time = 0;
+  for (const auto& plan : json["plans"]) {
+    const int tp = plan["tp"].as<int>(), pp = plan["pp"].as<int>(), dp = plan["dp"].as<int>();
+    EXPECT_EQ(tp * pp * dp, 128);
+    EXPECT_EQ(plan["plan_hash"].as<std::string>().size(), 16u);
+    EXPECT_GE(plan["virtual_stages"].as<int>(), 1);
+    EXPECT_GE(plan["micro_batch"].as<int>(), 1);
+    EXPECT_EQ(plan["num_microbatches"].as<long>() * plan["micro_batch"].as<long>() * dp,
+              json["training"]["global_batch_sequences"].as<long>());
+    EXPECT_TRUE(std::set<std::string>({"none", "selective", "full"}).count(plan["recompute"].as<std::string>()));
+    plan["sequence_parallel"].as<bool>();
+    plan["distributed_optimizer"].as<bool>();
+    int layers = 0;
+    for (const auto& stage_layers : plan["layers_per_stage"]) layers += stage_layers.as<int>();
+    EXPECT_EQ(layers, json["model"]["layers"].as<int>());
+    const double iteration = plan["iteration_seconds"].as<double>();
+    EXPECT_GE(iteration, previous_time);  // best first
+    previous_time = iteration;
+    EXPECT_DOUBLE_EQ(plan["time"]["iteration_seconds"].as<double>(), iteration);
+    for (const char* key : {"compute_seconds", "recompute_seconds", "pipeline_bubble_seconds", "tp_communication_seconds",
+                            "pp_communication_seconds", "dp_communication_seconds", "optimizer_seconds",
+                            "embedding_imbalance_seconds"}) {
+      EXPECT_GE(plan["time"][key].as<double>(), 0) << key;
+    }
+    EXPECT_GT(plan["tokens_per_second"].as<double>(), 0);
+    const double mfu = plan["model_flops_utilization"].as<double>();
+    EXPECT_GT(mfu, 0.05);
+    EXPECT_LT(mfu, 1.0);
+    EXPECT_LE(plan["peak_memory_bytes"].as<double>(), plan["gpu_memory_bytes"].as<double>());
+    ASSERT_EQ(plan["memory_per_stage"].size(), static_cast<size_t>(pp));
+    double peak = 0;
+    for (const auto& stage : plan["memory_per_stage"]) peak = std::max(peak, stage["total_bytes"].as<double>());
+    EXPECT_NEAR(peak, plan["peak_memory_bytes"].as<double>(), 1.0);
+    // Every rank on a distinct GPU of the job.
+    ASSERT_EQ(plan["placement"]["ranks"].size(), 128u);
+    std::set<std::pair<std::string, int>> gpus;
+    for (const auto& rank : plan["placement"]["ranks"]) {
+      gpus.emplace(rank["node"].as<std::string>(), rank["local_gpu"].as<int>());
+    }
+    EXPECT_EQ(gpus.size(), 128u);
+    EXPECT_EQ(plan["placement"]["node_order"].size(), 16u);
+    EXPECT_GT(plan["placement"]["default_order_iteration_seconds"].as<double>(), 0);
+    EXPECT_TRUE(plan["links_assumed"].IsSequence());
+  }
+}
+
+TEST_F(PipetteCli, EveryKnobFixedEvaluatesExactlyThatConfiguration) {
+  const Outcome run = pipette(planning("plan") + " --json --fix tp=8,pp=4,dp=4,mbs=1,vpp=1,recompute=selective,sp=on,distopt=on");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const YAML::Node json = parse_json(run.out);
+  EXPECT_TRUE(json["every_knob_fixed"].as<bool>());
+  ASSERT_EQ(json["plans"].size(), 1u);
+  const auto plan = json["plans"][0];
+  EXPECT_EQ(plan["tp"].as<int>(), 8);
+  EXPECT_EQ(plan["pp"].as<int>(), 4);
+  EXPECT_EQ(plan["dp"].as<int>(), 4);
+  EXPECT_EQ(plan["micro_batch"].as<int>(), 1);
+  EXPECT_EQ(plan["virtual_stages"].as<int>(), 1);
+  EXPECT_EQ(plan["recompute"].as<std::string>(), "selective");
+  EXPECT_TRUE(plan["sequence_parallel"].as<bool>());
+  EXPECT_TRUE(plan["distributed_optimizer"].as<bool>());
+  const Outcome text = pipette(planning("plan") + " --fix tp=8,pp=4,dp=4,mbs=1,vpp=1,recompute=selective,sp=on,distopt=on");
+  EXPECT_NE(text.out.find("the configuration you fixed"), std::string::npos) << text.out;
+}
+
+TEST_F(PipetteCli, AFixedConfigurationThatDoesNotFitSaysSo) {
+  // 70B on tp=1 pp=1: ~1 TiB of model state per GPU.
+  const Outcome run = pipette(planning("plan") + " --fix tp=1,pp=1,dp=128,mbs=1,vpp=1,recompute=full,sp=off,distopt=off");
+  EXPECT_EQ(run.status, 1);
+  EXPECT_NE(run.out.find("DOES NOT FIT: tp=1 pp=1 dp=128"), std::string::npos) << run.out << run.err;
+  EXPECT_NE(run.out.find("memory per GPU by pipeline stage"), std::string::npos) << run.out;
+  const Outcome json = pipette(planning("plan") + " --json --fix tp=1,pp=1,dp=128,mbs=1,vpp=1,recompute=full,sp=off,distopt=off");
+  EXPECT_EQ(json.status, 1);
+  const YAML::Node parsed = parse_json(json.out);
+  EXPECT_NE(parsed["does_not_fit"].as<std::string>().find("GiB"), std::string::npos);
+  EXPECT_EQ(parsed["plans"].size(), 0u);
+  // A configuration that cannot exist on this job is an error, not "does not fit".
+  expect_one_line_error(pipette(planning("plan") + " --fix tp=8,pp=4,dp=8,mbs=1,vpp=1,recompute=full,sp=off,distopt=off"),
+                        1, "GPUs");
+}
+
+TEST_F(PipetteCli, ExplainBreaksDownTimeMemoryLinksAndRunnersUp) {
+  const Outcome run = pipette(planning("explain") + " --top 3");
+  ASSERT_EQ(run.status, 0) << run.err;
+  for (const char* section : {"where the time goes", "pipeline bubble", "DP communication", "optimizer step",
+                              "memory per GPU by pipeline stage", "activations", "links (node pairs of this job",
+                              "measured", "why the runners-up lost", "  2. ", "  3. "}) {
+    EXPECT_NE(run.out.find(section), std::string::npos) << section << "\n" << run.out;
+  }
+}
+
+TEST_F(PipetteCli, SimulateWritesAWellFormedSvgWithOneRowPerStageAndAChromeTrace) {
+  const std::string svg = path("schedule.svg");
+  const std::string trace = path("trace.json");
+  // A small plan keeps the files small: 8 micro-batches through 4 stages of 2 chunks, 2 replicas.
+  const Outcome run = pipette(planning("simulate") + " --num-nodes 8 --global-batch 16 " + kSmallInterleaved +
+                              " --json --svg '" + svg + "' --trace '" + trace + "'");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const YAML::Node json = parse_json(run.out);
+  EXPECT_EQ(json["schema"].as<std::string>(), "pipette.simulation");
+  const int pp = json["plans"][0]["pp"].as<int>();
+  EXPECT_EQ(pp, 4);
+  const double simulated = json["simulated_iteration_seconds"].as<double>();
+  const double closed_form = json["closed_form_iteration_seconds"].as<double>();
+  EXPECT_NEAR(closed_form / simulated, 1.0, 0.03);
+
+  const std::string check = "xmllint --noout '" + svg + "'";
+  EXPECT_EQ(std::system(check.c_str()), 0) << "xmllint rejected " << svg;
+  const std::string drawing = read_file(svg);
+  EXPECT_EQ(count_of(drawing, "<g class=\"stage\""), pp);
+  for (int stage = 0; stage < pp; ++stage) {
+    EXPECT_NE(drawing.find("data-stage=\"" + std::to_string(stage) + "\""), std::string::npos);
+  }
+  for (const char* kind : {"class=\"forward\"", "class=\"backward\"", "class=\"idle\"", "class=\"send-activation\""}) {
+    EXPECT_NE(drawing.find(kind), std::string::npos) << kind;
+  }
+
+  const YAML::Node events = parse_json(read_file(trace));
+  ASSERT_TRUE(events["traceEvents"].IsSequence());
+  int complete = 0;
+  for (const auto& event : events["traceEvents"]) {
+    if (event["ph"].as<std::string>() != "X") continue;
+    ++complete;
+    EXPECT_GE(event["dur"].as<double>(), 0);
+    EXPECT_LE(event["ts"].as<double>() + event["dur"].as<double>(), simulated * 1e6 * (1 + 1e-6));
+  }
+  // Every forward and backward of every chunk, micro-batch, stage and replica is in the trace.
+  EXPECT_GT(complete, 2 * 8 * 2 * pp * 2);
+}
+
+TEST_F(PipetteCli, SimulateTextShowsBothTimes) {
+  const Outcome run = pipette(planning("simulate") + " --top 1");
+  EXPECT_EQ(run.status, 2);  // simulate has no --top
+  const Outcome text = pipette(planning("simulate") + "");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("simulated (discrete-event, exact schedule)"), std::string::npos);
+  EXPECT_NE(text.out.find("closed-form prediction"), std::string::npos);
+  expect_one_line_error(pipette(planning("simulate") + " --replica 999 --svg '" + path("x.svg") + "'"), 1,
+                        "--replica 999");
+}
+
+TEST_F(PipetteCli, CheckConfigAcceptsTheExampleAndRejectsAnUnknownKeyWithItsLine) {
+  const Outcome good = pipette("check-config '" PIPETTE_SOURCE_DIR "/etc/example-cluster/site.yaml'");
+  EXPECT_EQ(good.status, 0) << good.err;
+  EXPECT_NE(good.out.find("ok: "), std::string::npos);
+  const std::string bad = path("bad.yaml");
+  std::ofstream(bad) << "# a site file\ngpu: H100-SXM\nno_such_key: 3\n";
+  const Outcome run = pipette("check-config '" + bad + "'");
+  expect_one_line_error(run, 1, "no_such_key");
+  EXPECT_NE(run.err.find(":3"), std::string::npos) << run.err;
+}
+
+TEST_F(PipetteCli, LinksShowListsEveryPairAndFlagsTheDegradedOnes) {
+  const Outcome run = pipette("links show");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("118 node pairs"), std::string::npos) << run.out;
+  EXPECT_EQ(count_of(run.out, "SLOW"), 2) << run.out;
+  EXPECT_NE(run.out.find("gpu04   gpu12"), std::string::npos);
+  const Outcome some = pipette("links show --nodes 'gpu[01-03]'");
+  ASSERT_EQ(some.status, 0) << some.err;
+  EXPECT_EQ(count_of(some.out, "\n  gpu0"), 3 + 3);  // 3 pairs, then those 3 nodes' intra-node rows
+}
+
+TEST_F(PipetteCli, LinksImportMergesNcclTestsOutputIntoACache) {
+  const std::string cache = path("links.yaml");
+  const std::string data = PIPETTE_SOURCE_DIR "/tests/data/nccl-tests/";
+  const Outcome run = pipette("links import --links '" + cache + "' --measured-at 2026-11-30T12:00:00Z '" + data +
+                              "all_reduce_perf_2nodes_8xH100.txt' '" + data + "all_reduce_perf_1node_8xH200.txt'");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("imported 1 node pairs and 1 nodes"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("pair gpu001 gpu002"), std::string::npos) << run.out;
+  const Outcome shown = pipette("links show --links '" + cache + "'");
+  ASSERT_EQ(shown.status, 0) << shown.err;
+  EXPECT_NE(shown.out.find("gpu001  gpu002"), std::string::npos) << shown.out;
+  // The cache is YAML with the measurement time given.
+  const YAML::Node written = YAML::LoadFile(cache);
+  EXPECT_EQ(written["pipette_link_cache"].as<int>(), 1);
+  EXPECT_NE(read_file(cache).find("2026-11-30T12:00:00Z"), std::string::npos);
+  // A second import of the same pair keeps one entry.
+  ASSERT_EQ(pipette("links import --links '" + cache + "' '" + data + "all_reduce_perf_2nodes_8xH100.txt'").status, 0);
+  EXPECT_EQ(count_of(read_file(cache), "gpu001 gpu002:"), 1);
+
+  expect_one_line_error(pipette("links import '" + data + "all_reduce_perf_2nodes_8xH100.txt'"), 1, "--links CACHE");
+  expect_one_line_error(pipette("links import --links '" + cache + "' '" PIPETTE_SOURCE_DIR "/README.md'"), 1,
+                        "README.md");
+  expect_one_line_error(pipette("links frobnicate"), 2, "unknown command 'links frobnicate'");
+}
+
+TEST_F(PipetteCli, TheExampleLinkCacheIsExactlyWhatItsGeneratorPrints) {
+  const std::string generated = path("links.yaml");
+  const std::string command = "python3 '" PIPETTE_SOURCE_DIR "/etc/example-cluster/generate_link_cache.py' > '" +
+                              generated + "'";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  EXPECT_EQ(read_file(generated), read_file(PIPETTE_SOURCE_DIR "/etc/example-cluster/links.yaml"));
+}
+
+}  // namespace

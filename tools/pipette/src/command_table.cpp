@@ -1,0 +1,160 @@
+#include "command_table.hpp"
+
+#include <algorithm>
+#include <array>
+
+namespace pipette::cli {
+
+namespace {
+
+// Options shared by the planning commands (plan, explain, simulate).
+constexpr OptionSpec kModel{"model", "PRESET|FILE",
+                            "model preset name (see etc/models/) or a model YAML file; required", ""};
+constexpr OptionSpec kNodes{"nodes", "HOSTLIST",
+                            "the job's nodes as a Slurm hostlist, e.g. gpu[01-16]; default: the bundled example cluster",
+                            ""};
+constexpr OptionSpec kNumNodes{"num-nodes", "N",
+                               "plan for N nodes instead of a hostlist (the first N of the cluster's nodes)", ""};
+constexpr OptionSpec kGpusPerNode{"gpus-per-node", "N", "GPUs per node", "8"};
+constexpr OptionSpec kSite{"site", "FILE", "site-defaults file; default: the bundled example cluster's", ""};
+constexpr OptionSpec kLinks{"links", "CACHE", "link-measurement cache; default: the one the site file names", ""};
+constexpr OptionSpec kGlobalBatch{"global-batch", "B", "global batch in sequences", "the site default"};
+constexpr OptionSpec kSeq{"seq", "L", "sequence length in tokens", "the site default"};
+constexpr OptionSpec kFix{"fix", "KNOBS",
+                          "knobs the search must keep, e.g. tp=8,pp=4,mbs=1,vpp=2,recompute=selective,sp=on,distopt=on;"
+                          " with every knob fixed the command evaluates exactly that configuration",
+                          ""};
+constexpr OptionSpec kTop{"top", "K", "how many plans to show (the chosen one and K-1 runners-up)", "5"};
+constexpr OptionSpec kJson{"json", "", "print machine-readable JSON (schema: README, `pipette plan --json`)", ""};
+constexpr OptionSpec kSvg{"svg", "FILE", "write the simulated schedule as an SVG Gantt chart", ""};
+constexpr OptionSpec kTrace{"trace", "FILE", "write the simulated schedule as Chrome-trace JSON (opens in Perfetto)", ""};
+constexpr OptionSpec kReplica{"replica", "D", "DP replica drawn in the SVG chart", "the slowest"};
+constexpr OptionSpec kHelp{"help", "", "show this help", ""};
+
+constexpr std::array<const OptionSpec*, 12> kPlanOptions{&kModel, &kNodes,       &kNumNodes, &kGpusPerNode,
+                                                         &kSite,  &kLinks,       &kGlobalBatch, &kSeq,
+                                                         &kFix,   &kTop,         &kJson,     &kHelp};
+constexpr std::array<const OptionSpec*, 11> kExplainOptions{&kModel, &kNodes, &kNumNodes,    &kGpusPerNode,
+                                                            &kSite,  &kLinks, &kGlobalBatch, &kSeq,
+                                                            &kFix,   &kTop,   &kHelp};
+constexpr std::array<const OptionSpec*, 14> kSimulateOptions{
+    &kModel, &kNodes, &kNumNodes, &kGpusPerNode, &kSite,    &kLinks, &kGlobalBatch,
+    &kSeq,   &kFix,   &kSvg,      &kTrace,       &kReplica, &kJson,  &kHelp};
+constexpr std::array<const OptionSpec*, 1> kHelpOnly{&kHelp};
+constexpr std::array<const OptionSpec*, 4> kLinksShowOptions{&kSite, &kLinks, &kNodes, &kHelp};
+constexpr OptionSpec kImportInto{"links", "CACHE", "the cache to merge into; default: the one --site names", ""};
+constexpr OptionSpec kImportNodes{"nodes", "HOSTLIST",
+                                  "the nodes each run covered, in rank order, when the host names nccl-tests printed "
+                                  "are not the Slurm names",
+                                  ""};
+constexpr OptionSpec kMeasuredAt{"measured-at", "TIME", "when the runs were made, UTC ISO-8601", "each file's modification time"};
+constexpr std::array<const OptionSpec*, 5> kLinksImportOptions{&kSite, &kImportInto, &kImportNodes, &kMeasuredAt, &kHelp};
+
+constexpr std::array<CommandSpec, 6> kCommands{{
+    {"plan", "",
+     "choose the parallel layout and rank placement of a training job",
+     "Runs the same planner as the Slurm plugin on a model, a training setup and a cluster (the bundled "
+     "16-node example unless --nodes/--site/--links say otherwise) and prints the chosen plan and the "
+     "runners-up: sizes, micro-batch, predicted iteration time, tokens/s, MFU and peak memory per GPU "
+     "against capacity, then the placement.",
+     kPlanOptions},
+    {"explain", "",
+     "why the plan wins: time and memory breakdowns, links used, runners-up",
+     "Plans like `pipette plan`, then explains the chosen plan: where the iteration time goes (compute, "
+     "pipeline bubble, TP/PP/DP communication, optimizer), memory per pipeline stage, which links were "
+     "measured and which assumed, and why each runner-up lost.",
+     kExplainOptions},
+    {"simulate", "",
+     "simulate the plan's exact pipeline schedule; draw it",
+     "Plans like `pipette plan` (fix every knob to simulate a given configuration), then runs the "
+     "discrete-event simulation of its 1F1B or interleaved schedule on the per-link times and prints "
+     "the simulated iteration time beside the closed-form prediction.",
+     kSimulateOptions},
+    {"check-config", "FILE",
+     "check a site-defaults file (and the link cache it names)",
+     "Loads a site-defaults file strictly (unknown keys and wrong types are errors with their line), "
+     "then the link cache it names, and reports what they contain. Exits non-zero on the first error.",
+     kHelpOnly},
+    {"links show", "",
+     "list the link measurements of a cache",
+     "Prints every node pair of a link cache (bandwidth, latency, age), marks links well below the "
+     "cache's median, and the per-node intra-node summary.",
+     kLinksShowOptions},
+    {"links import", "FILE...",
+     "merge nccl-tests output into a link cache",
+     "Reads nccl-tests output files (any *_perf binary; a run over two nodes gives that node pair's "
+     "bandwidth and latency from an alpha-beta fit of its timings, a run on one node the node's "
+     "GPU-pair matrix), and merges them into the cache atomically; per pair and node the newer "
+     "measurement wins. Give --links or --site: the bundled example's cache is never written.",
+     kLinksImportOptions},
+}};
+
+std::string option_line(const OptionSpec& option) {
+  std::string left = "  --" + std::string(option.name);
+  if (!option.value_name.empty()) left += " " + std::string(option.value_name);
+  constexpr size_t kHelpColumn = 28;
+  std::string line = left + (left.size() + 2 <= kHelpColumn ? std::string(kHelpColumn - left.size(), ' ') : "\n" + std::string(kHelpColumn, ' '));
+  line += std::string(option.help);
+  if (!option.default_value.empty()) line += " (default: " + std::string(option.default_value) + ")";
+  return line + "\n";
+}
+
+// Word-wraps a paragraph at 78 columns.
+std::string wrap(std::string_view text, size_t indent) {
+  std::string out;
+  size_t column = 0;
+  while (!text.empty()) {
+    const size_t space = text.find(' ');
+    const std::string_view word = text.substr(0, space);
+    if (column > indent && column + 1 + word.size() > 78) {
+      out += "\n";
+      column = 0;
+    }
+    if (column == 0) {
+      out += std::string(indent, ' ');
+      column = indent;
+    } else {
+      out += ' ';
+      ++column;
+    }
+    out += word;
+    column += word.size();
+    text = space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
+  }
+  return out + "\n";
+}
+
+}  // namespace
+
+std::span<const CommandSpec> commands() { return kCommands; }
+
+const CommandSpec* find_command(std::string_view name) {
+  const auto found = std::find_if(kCommands.begin(), kCommands.end(), [&](const CommandSpec& c) { return c.name == name; });
+  return found == kCommands.end() ? nullptr : &*found;
+}
+
+std::string program_help() {
+  std::string out =
+      "usage: pipette COMMAND [OPTIONS]\n"
+      "       pipette --version\n\n"
+      "Plans the parallel layout (TP/PP/DP, micro-batch, rank placement) of an LLM training job\n"
+      "with the engine the Slurm plugin runs at job start.\n\n"
+      "commands:\n";
+  for (const auto& command : kCommands) {
+    std::string left = "  " + std::string(command.name);
+    out += left + std::string(left.size() < 18 ? 18 - left.size() : 1, ' ') + std::string(command.summary) + "\n";
+  }
+  out += "\n`pipette COMMAND --help` describes a command's options.\n";
+  return out;
+}
+
+std::string command_help(const CommandSpec& command) {
+  std::string out = "usage: pipette " + std::string(command.name);
+  if (!command.options.empty()) out += " [OPTIONS]";
+  if (!command.operands.empty()) out += " " + std::string(command.operands);
+  out += "\n\n" + wrap(command.description, 0) + "\noptions:\n";
+  for (const OptionSpec* option : command.options) out += option_line(*option);
+  return out;
+}
+
+}  // namespace pipette::cli

@@ -1,0 +1,481 @@
+#include "reports.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "json_writer.hpp"
+#include "pipette/core/units.hpp"
+#include "pipette/topology/version.hpp"
+#include "text_table.hpp"
+
+namespace pipette::cli {
+
+namespace {
+
+constexpr int kPlanSchemaVersion = 1;
+constexpr int kMaxReplicaColumns = 8;
+
+int node_of_gpu(const Cluster& cluster, int gpu) { return gpu / cluster.gpus_per_node; }
+
+std::string billions(std::int64_t count) { return strprintf("%.1f B", static_cast<double>(count) / 1e9); }
+
+std::string header(const PlanningOutcome& outcome) {
+  const Cluster& cluster = outcome.cluster;
+  std::string out = "pipette " + std::string(version()) + ": " + outcome.model.name + " (" +
+                    billions(total_parameters(outcome.model)) + " parameters) on " +
+                    std::to_string(cluster.num_nodes()) + " nodes x " + std::to_string(cluster.gpus_per_node) + " " +
+                    cluster.gpu.name + " (" + std::to_string(cluster.num_gpus()) + " GPUs, " +
+                    human_gibibytes(cluster.gpu.memory_bytes) + " each)\n";
+  out += "cluster: " + outcome.cluster_source + "; node pairs measured " + std::to_string(outcome.links_measured) +
+         ", assumed " + std::to_string(outcome.links_assumed) + "\n";
+  const TrainingSpec& training = outcome.training;
+  out += "training: global batch " + std::to_string(training.global_batch_sequences) + " sequences x " +
+         std::to_string(training.sequence_length) + " tokens, " + to_string(training.precision) + ", " +
+         to_string(training.attention) + " attention" +
+         (training.overlap_gradient_reduce ? ", gradient reduction overlapped" : "") + "\n";
+  return out;
+}
+
+std::string on_off(bool flag) { return flag ? "on" : "off"; }
+
+std::string layers_text(const std::vector<int>& layers) {
+  std::string out;
+  for (size_t i = 0; i < layers.size(); ++i) out += (i ? "," : "") + std::to_string(layers[i]);
+  return out;
+}
+
+// Layers per stage, runs of equal stages folded: "10x8", "9,10x6,11".
+std::string layers_compact(const std::vector<int>& layers) {
+  std::string out;
+  for (size_t i = 0; i < layers.size();) {
+    size_t run = 1;
+    while (i + run < layers.size() && layers[i + run] == layers[i]) ++run;
+    out += (out.empty() ? "" : ",") + std::to_string(layers[i]) + (run > 1 ? "x" + std::to_string(run) : "");
+    i += run;
+  }
+  return out;
+}
+
+// Node (and GPUs, when the TP group does not fill the node) of one (pp, dp) position.
+std::string position_cell(const Plan& plan, const Cluster& cluster, int pp_index, int dp_index) {
+  const ParallelConfig& config = plan.config;
+  std::set<int> nodes;
+  std::vector<int> local_gpus;
+  for (int tp_index = 0; tp_index < config.tp; ++tp_index) {
+    const int rank = rank_of_position(config, {tp_index, dp_index, pp_index});
+    const int gpu = plan.placement.gpu_of_rank[static_cast<size_t>(rank)];
+    nodes.insert(node_of_gpu(cluster, gpu));
+    local_gpus.push_back(gpu % cluster.gpus_per_node);
+  }
+  std::string cell;
+  for (const int node : nodes) cell += (cell.empty() ? "" : "+") + cluster.node_names[static_cast<size_t>(node)];
+  if (nodes.size() == 1 && config.tp < cluster.gpus_per_node) {
+    const auto [low, high] = std::minmax_element(local_gpus.begin(), local_gpus.end());
+    const bool contiguous = *high - *low + 1 == config.tp;
+    cell += ":" + (contiguous ? std::to_string(*low) + "-" + std::to_string(*high) : layers_text(local_gpus));
+  }
+  return cell;
+}
+
+std::string placement_report(const Plan& plan, const Cluster& cluster) {
+  const ParallelConfig& config = plan.config;
+  std::string out = "placement of plan 1 (Megatron rank order: tp fastest, then dp, then pp):\n";
+  const int shown = std::min(config.dp, kMaxReplicaColumns);
+  std::vector<TextTable::Column> columns = {{"stage"}, {"layers"}};
+  for (int d = 0; d < shown; ++d) columns.push_back({"replica " + std::to_string(d), TextTable::Align::left});
+  TextTable table(columns);
+  for (int s = 0; s < config.pp; ++s) {
+    std::vector<std::string> row = {std::to_string(s), std::to_string(config.layers_per_stage[static_cast<size_t>(s)])};
+    for (int d = 0; d < shown; ++d) row.push_back(position_cell(plan, cluster, s, d));
+    table.add_row(row);
+  }
+  out += table.render("  ");
+  if (shown < config.dp) {
+    out += "  ... " + std::to_string(config.dp - shown) + " more replicas (`pipette plan --json` lists every rank)\n";
+  }
+  if (!plan.node_order.empty()) {
+    out += "  node order (NODE_RANK 0, 1, ...):";
+    for (const int node : plan.node_order) out += " " + cluster.node_names[static_cast<size_t>(node)];
+    out += "\n";
+  }
+  if (plan.default_placement_iteration_seconds > 0) {
+    const double gain = 1 - plan.time.iteration_seconds / plan.default_placement_iteration_seconds;
+    out += "  predicted iteration " + human_seconds(plan.time.iteration_seconds) + " with this placement, " +
+           human_seconds(plan.default_placement_iteration_seconds) + " in Slurm's node order (" +
+           strprintf("%.1f%% faster", 100 * gain) + ")\n";
+  }
+  out += "  plan hash " + plan_hash(plan) + "\n";
+  return out;
+}
+
+std::string memory_cell(const Plan& plan, const Cluster& cluster) {
+  return strprintf("%.1f / %.1f GiB", plan.peak_memory_bytes / units::gibibyte, cluster.gpu.memory_bytes / units::gibibyte);
+}
+
+std::string plans_table(const PlanningOutcome& outcome) {
+  TextTable table({{"#"},
+                   {"tp"},
+                   {"pp"},
+                   {"dp"},
+                   {"vpp"},
+                   {"mbs"},
+                   {"micro-batches"},
+                   {"layers/stage", TextTable::Align::left},
+                   {"recompute", TextTable::Align::left},
+                   {"sp", TextTable::Align::left},
+                   {"dist-opt", TextTable::Align::left},
+                   {"iteration"},
+                   {"tokens/s"},
+                   {"MFU"},
+                   {"peak memory / GPU"}});
+  for (size_t i = 0; i < outcome.plans.size(); ++i) {
+    const Plan& plan = outcome.plans[i];
+    const ParallelConfig& c = plan.config;
+    table.add_row({std::to_string(i + 1), std::to_string(c.tp), std::to_string(c.pp), std::to_string(c.dp),
+                   std::to_string(c.virtual_stages), std::to_string(c.micro_batch),
+                   std::to_string(plan.num_microbatches), layers_compact(c.layers_per_stage), to_string(c.recompute),
+                   on_off(c.sequence_parallel),
+                   on_off(c.distributed_optimizer), human_seconds(plan.time.iteration_seconds),
+                   strprintf("%.0f", plan.tokens_per_second), strprintf("%.1f%%", 100 * plan.model_flops_utilization),
+                   memory_cell(plan, outcome.cluster)});
+  }
+  return table.render("  ");
+}
+
+void write_time(JsonWriter& json, const TimeBreakdown& time) {
+  json.begin_object("time")
+      .value("iteration_seconds", time.iteration_seconds)
+      .value("compute_seconds", time.compute_seconds)
+      .value("recompute_seconds", time.recompute_seconds)
+      .value("pipeline_bubble_seconds", time.pipeline_bubble_seconds)
+      .value("tp_communication_seconds", time.tp_communication_seconds)
+      .value("pp_communication_seconds", time.pp_communication_seconds)
+      .value("dp_communication_seconds", time.dp_communication_seconds)
+      .value("optimizer_seconds", time.optimizer_seconds)
+      .value("embedding_imbalance_seconds", time.embedding_imbalance_seconds)
+      .end_object();
+}
+
+void write_plan(JsonWriter& json, const Plan& plan, const Cluster& cluster) {
+  const ParallelConfig& c = plan.config;
+  json.begin_object();
+  json.value("plan_hash", plan_hash(plan));
+  json.value("tp", c.tp).value("pp", c.pp).value("dp", c.dp).value("virtual_stages", c.virtual_stages);
+  json.value("micro_batch", c.micro_batch).value("num_microbatches", plan.num_microbatches);
+  json.value("recompute", to_string(c.recompute));
+  json.value("sequence_parallel", c.sequence_parallel).value("distributed_optimizer", c.distributed_optimizer);
+  json.begin_array("layers_per_stage");
+  for (const int layers : c.layers_per_stage) json.element(layers);
+  json.end_array();
+  json.value("iteration_seconds", plan.time.iteration_seconds);
+  json.value("tokens_per_second", plan.tokens_per_second);
+  json.value("model_flops_utilization", plan.model_flops_utilization);
+  json.value("peak_memory_bytes", plan.peak_memory_bytes);
+  json.value("gpu_memory_bytes", cluster.gpu.memory_bytes);
+  write_time(json, plan.time);
+  json.begin_array("memory_per_stage");
+  for (const StageMemory& m : plan.memory_per_stage) {
+    json.begin_object()
+        .value("weights_bytes", m.weights_bytes)
+        .value("gradients_bytes", m.gradients_bytes)
+        .value("optimizer_state_bytes", m.optimizer_state_bytes)
+        .value("activations_bytes", m.activations_bytes)
+        .value("logits_and_loss_bytes", m.logits_and_loss_bytes)
+        .value("runtime_overhead_bytes", m.runtime_overhead_bytes)
+        .value("total_bytes", m.total_bytes())
+        .end_object();
+  }
+  json.end_array();
+  json.begin_object("placement");
+  json.begin_array("ranks");  // entry r: rank r's node and local GPU
+  for (const int gpu : plan.placement.gpu_of_rank) {
+    json.begin_object()
+        .value("node", cluster.node_names[static_cast<size_t>(node_of_gpu(cluster, gpu))])
+        .value("local_gpu", gpu % cluster.gpus_per_node)
+        .end_object();
+  }
+  json.end_array();
+  json.begin_array("node_order");
+  for (const int node : plan.node_order) json.element(cluster.node_names[static_cast<size_t>(node)]);
+  json.end_array();
+  json.value("default_order_iteration_seconds", plan.default_placement_iteration_seconds);
+  json.end_object();
+  json.begin_array("links_assumed");
+  for (const auto& link : plan.links_assumed) json.element(link);
+  json.end_array();
+  json.end_object();
+}
+
+void write_preamble(JsonWriter& json, const PlanningOutcome& outcome, const char* schema) {
+  json.value("schema", schema).value("schema_version", kPlanSchemaVersion).value("pipette_version", version());
+  json.begin_object("model")
+      .value("name", outcome.model.name)
+      .value("parameters", static_cast<long long>(total_parameters(outcome.model)))
+      .value("layers", outcome.model.num_layers)
+      .end_object();
+  json.begin_object("training")
+      .value("global_batch_sequences", static_cast<long long>(outcome.training.global_batch_sequences))
+      .value("sequence_length", outcome.training.sequence_length)
+      .value("precision", to_string(outcome.training.precision))
+      .end_object();
+  json.begin_object("cluster");
+  json.value("source", outcome.cluster_source);
+  json.begin_array("nodes");
+  for (const auto& name : outcome.cluster.node_names) json.element(name);
+  json.end_array();
+  json.value("gpus_per_node", outcome.cluster.gpus_per_node)
+      .value("gpu", outcome.cluster.gpu.name)
+      .value("gpu_memory_bytes", outcome.cluster.gpu.memory_bytes)
+      .value("node_pairs_measured", outcome.links_measured)
+      .value("node_pairs_assumed", outcome.links_assumed)
+      .end_object();
+}
+
+// Component name and seconds of a breakdown, in the order people read them.
+std::vector<std::pair<std::string, double>> components(const TimeBreakdown& time) {
+  return {{"compute (incl. recompute)", time.compute_seconds},
+          {"pipeline bubble", time.pipeline_bubble_seconds},
+          {"TP communication", time.tp_communication_seconds},
+          {"PP communication (exposed)", time.pp_communication_seconds},
+          {"DP communication (exposed)", time.dp_communication_seconds},
+          {"optimizer step", time.optimizer_seconds}};
+}
+
+std::string time_breakdown_report(const Plan& plan) {
+  std::string out = "where the time goes (plan 1, one iteration):\n";
+  TextTable table({{"component", TextTable::Align::left}, {"time"}, {"share"}});
+  for (const auto& [name, seconds] : components(plan.time)) {
+    table.add_row({name, human_seconds(seconds), strprintf("%.1f%%", 100 * seconds / plan.time.iteration_seconds)});
+  }
+  table.add_row({"iteration", human_seconds(plan.time.iteration_seconds), "100.0%"});
+  // Parts of the rows above, not additions to them.
+  const auto share = [&](double seconds) { return strprintf("%.1f%%", 100 * seconds / plan.time.iteration_seconds); };
+  table.add_row({"  of which recomputing activations", human_seconds(plan.time.recompute_seconds),
+                 share(plan.time.recompute_seconds)});
+  table.add_row({"  of which embedding / LM-head imbalance", human_seconds(plan.time.embedding_imbalance_seconds),
+                 share(plan.time.embedding_imbalance_seconds)});
+  return out + table.render("  ");
+}
+
+std::string memory_report(const ParallelConfig& config, const std::vector<StageMemory>& memory_per_stage,
+                          const Cluster& cluster, const std::string& title) {
+  std::string out = "memory per GPU by pipeline stage (" + title + "; GiB):\n";
+  TextTable table({{"stage"},
+                   {"layers"},
+                   {"weights"},
+                   {"grads"},
+                   {"optimizer"},
+                   {"activations"},
+                   {"logits+loss"},
+                   {"runtime"},
+                   {"total"},
+                   {"of capacity"}});
+  const auto gib = [](double bytes) { return strprintf("%.2f", bytes / units::gibibyte); };
+  for (size_t s = 0; s < memory_per_stage.size(); ++s) {
+    const StageMemory& m = memory_per_stage[s];
+    table.add_row({std::to_string(s), std::to_string(config.layers_per_stage[s]), gib(m.weights_bytes),
+                   gib(m.gradients_bytes), gib(m.optimizer_state_bytes), gib(m.activations_bytes),
+                   gib(m.logits_and_loss_bytes), gib(m.runtime_overhead_bytes), gib(m.total_bytes()),
+                   strprintf("%.0f%%", 100 * m.total_bytes() / cluster.gpu.memory_bytes)});
+  }
+  return out + table.render("  ");
+}
+
+std::string link_text(const Link& link) {
+  return strprintf("%.1f GB/s, %.1f µs, %s", link.bandwidth_bytes_per_second / units::gigabyte,
+                   link.latency_seconds / units::microsecond, link.measured ? "measured" : "ASSUMED");
+}
+
+// The slowest node-pair link each pipeline hop and each stage's DP group uses.
+std::string links_report(const Plan& plan, const PlanningOutcome& outcome) {
+  const Cluster& cluster = outcome.cluster;
+  const ParallelConfig& config = plan.config;
+  const auto node_of = [&](int s, int d) {
+    return node_of_gpu(cluster, plan.placement.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {0, d, s}))]);
+  };
+  const auto slower = [&](int a, int b, int best_a, int best_b) {
+    if (best_a < 0) return true;
+    return cluster.inter_node.at(a, b).bandwidth_bytes_per_second <
+           cluster.inter_node.at(best_a, best_b).bandwidth_bytes_per_second;
+  };
+  std::string out = "links (node pairs of this job: " + std::to_string(outcome.links_measured) + " measured, " +
+                    std::to_string(outcome.links_assumed) + " assumed from the site's priors):\n";
+  TextTable table({{"used by", TextTable::Align::left},
+                   {"slowest node pair", TextTable::Align::left},
+                   {"link", TextTable::Align::left}});
+  const auto add = [&](const std::string& what, int a, int b) {
+    if (a < 0) {
+      table.add_row({what, "inside one node", "NVLink / intra-node matrix"});
+      return;
+    }
+    table.add_row({what, cluster.node_names[static_cast<size_t>(a)] + " - " + cluster.node_names[static_cast<size_t>(b)],
+                   link_text(cluster.inter_node.at(a, b))});
+  };
+  for (int s = 0; s + 1 < config.pp; ++s) {
+    int worst_a = -1, worst_b = -1;
+    for (int d = 0; d < config.dp; ++d) {
+      const int a = node_of(s, d), b = node_of(s + 1, d);
+      if (a != b && slower(a, b, worst_a, worst_b)) worst_a = a, worst_b = b;
+    }
+    add("pipeline hop " + std::to_string(s) + " -> " + std::to_string(s + 1), worst_a, worst_b);
+  }
+  if (config.dp > 1) {
+    for (int s = 0; s < config.pp; ++s) {
+      int worst_a = -1, worst_b = -1;
+      for (int d = 0; d < config.dp; ++d) {
+        const int a = node_of(s, d), b = node_of(s, (d + 1) % config.dp);
+        if (a != b && slower(a, b, worst_a, worst_b)) worst_a = a, worst_b = b;
+      }
+      add("DP ring of stage " + std::to_string(s), worst_a, worst_b);
+    }
+  }
+  out += table.render("  ");
+  for (const auto& assumed : plan.links_assumed) out += "  assumed: " + assumed + "\n";
+  return out;
+}
+
+std::string runners_up_report(const PlanningOutcome& outcome) {
+  std::string out;
+  const Plan& best = outcome.plans.front();
+  if (outcome.plans.size() > 1) out += "why the runners-up lost (against plan 1):\n";
+  for (size_t i = 1; i < outcome.plans.size(); ++i) {
+    const Plan& plan = outcome.plans[i];
+    const auto mine = components(plan.time);
+    const auto theirs = components(best.time);
+    std::vector<std::pair<double, std::string>> deltas;
+    for (size_t k = 0; k < mine.size(); ++k) deltas.emplace_back(mine[k].second - theirs[k].second, mine[k].first);
+    std::sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::string reasons;
+    for (const auto& [delta, name] : deltas) {
+      if (delta <= 0.005 * best.time.iteration_seconds || reasons.size() > 120) continue;
+      reasons += (reasons.empty() ? "" : ", ") + name + " +" + human_seconds(delta);
+    }
+    if (reasons.empty()) reasons = "no single component stands out";
+    out += strprintf("  %zu. %s: %+.1f%% iteration time; ", i + 1, plan_label(plan.config).c_str(),
+                     100 * (plan.time.iteration_seconds / best.time.iteration_seconds - 1)) +
+           reasons + "\n";
+  }
+  if (!outcome.rejections.empty()) {
+    out += "rejected (" + std::to_string(outcome.rejections.size()) + " families):\n";
+    for (const auto& rejection : outcome.rejections) out += "  " + rejection.family + ": " + rejection.reason + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string plan_label(const ParallelConfig& config) {
+  std::string label = "tp=" + std::to_string(config.tp) + " pp=" + std::to_string(config.pp) +
+                      " dp=" + std::to_string(config.dp) + " mbs=" + std::to_string(config.micro_batch);
+  if (config.virtual_stages > 1) label += " vpp=" + std::to_string(config.virtual_stages);
+  label += std::string(" recompute=") + to_string(config.recompute);
+  if (config.sequence_parallel) label += " sp";
+  if (config.distributed_optimizer) label += " distopt";
+  return label;
+}
+
+std::string does_not_fit_report(const PlanningOutcome& outcome) {
+  return "DOES NOT FIT: " + outcome.does_not_fit + "\n\n" +
+         memory_report(outcome.fixed_config, outcome.fixed_memory, outcome.cluster, plan_label(outcome.fixed_config));
+}
+
+std::string plan_report(const PlanningOutcome& outcome) {
+  std::string out = header(outcome) + "\n";
+  if (!outcome.does_not_fit.empty()) return out + does_not_fit_report(outcome);
+  out += (outcome.every_knob_fixed ? "the configuration you fixed:\n" : "plans, best first:\n") + plans_table(outcome);
+  out += "\n" + placement_report(outcome.plans.front(), outcome.cluster);
+  if (!outcome.rejections.empty()) {
+    out += "\n" + std::to_string(outcome.rejections.size()) +
+           " configuration families were rejected; `pipette explain` says why.\n";
+  }
+  return out;
+}
+
+std::string plan_json(const PlanningOutcome& outcome) {
+  JsonWriter json;
+  json.begin_object();
+  write_preamble(json, outcome, "pipette.plan");
+  json.value("every_knob_fixed", outcome.every_knob_fixed);
+  if (outcome.does_not_fit.empty()) {
+    json.null("does_not_fit");
+  } else {
+    json.value("does_not_fit", outcome.does_not_fit);
+  }
+  json.begin_array("plans");
+  for (const Plan& plan : outcome.plans) write_plan(json, plan, outcome.cluster);
+  json.end_array();
+  json.begin_array("rejections");
+  for (const auto& rejection : outcome.rejections) {
+    json.begin_object().value("family", rejection.family).value("reason", rejection.reason).end_object();
+  }
+  json.end_array();
+  json.end_object();
+  return json.str();
+}
+
+std::string explain_report(const PlanningOutcome& outcome) {
+  std::string out = header(outcome) + "\n";
+  if (!outcome.does_not_fit.empty()) return out + does_not_fit_report(outcome);
+  const Plan& best = outcome.plans.front();
+  out += "plan 1: " + plan_label(best.config) + ", layers per stage " + layers_text(best.config.layers_per_stage) +
+         ", " + std::to_string(best.num_microbatches) + " micro-batches per replica\n\n";
+  out += time_breakdown_report(best) + "\n";
+  out += memory_report(best.config, best.memory_per_stage, outcome.cluster, "plan 1") + "\n";
+  out += links_report(best, outcome) + "\n";
+  out += runners_up_report(outcome);
+  return out;
+}
+
+SimulationSummary summarize(const SimulationResult& simulation, double closed_form_seconds, int pp) {
+  SimulationSummary summary;
+  summary.simulated_seconds = simulation.iteration_seconds;
+  summary.closed_form_seconds = closed_form_seconds;
+  std::map<std::pair<int, int>, double> busy;  // (stage, replica) -> compute seconds
+  for (const auto& event : simulation.events) {
+    if (event.kind == EventKind::forward || event.kind == EventKind::backward) {
+      busy[{event.stage, event.dp_replica}] += event.end_seconds - event.start_seconds;
+    }
+  }
+  summary.per_stage_busy_fraction_min = 1;
+  for (const auto& [key, seconds] : busy) {
+    const double fraction = seconds / simulation.iteration_seconds;
+    summary.per_stage_busy_fraction_min = std::min(summary.per_stage_busy_fraction_min, fraction);
+    summary.per_stage_busy_fraction_max = std::max(summary.per_stage_busy_fraction_max, fraction);
+  }
+  if (busy.empty() || pp == 0) summary.per_stage_busy_fraction_min = 0;
+  return summary;
+}
+
+std::string simulate_report(const PlanningOutcome& outcome, const SimulationSummary& summary) {
+  const Plan& plan = outcome.plans.front();
+  std::string out = header(outcome) + "\n";
+  out += "plan: " + plan_label(plan.config) + ", " + std::to_string(plan.num_microbatches) +
+         " micro-batches per replica, layers per stage " + layers_text(plan.config.layers_per_stage) + "\n\n";
+  TextTable table({{"iteration time", TextTable::Align::left}, {"seconds"}});
+  table.add_row({"simulated (discrete-event, exact schedule)", strprintf("%.4f", summary.simulated_seconds)});
+  table.add_row({"closed-form prediction", strprintf("%.4f", summary.closed_form_seconds)});
+  table.add_row({"difference", strprintf("%+.2f%%", 100 * (summary.closed_form_seconds / summary.simulated_seconds - 1))});
+  out += table.render("  ");
+  out += strprintf("  pipeline ranks busy computing %.0f%% to %.0f%% of the iteration\n",
+                   100 * summary.per_stage_busy_fraction_min, 100 * summary.per_stage_busy_fraction_max);
+  return out;
+}
+
+std::string simulate_json(const PlanningOutcome& outcome, const SimulationSummary& summary) {
+  JsonWriter json;
+  json.begin_object();
+  write_preamble(json, outcome, "pipette.simulation");
+  json.begin_array("plans");
+  write_plan(json, outcome.plans.front(), outcome.cluster);
+  json.end_array();
+  json.value("simulated_iteration_seconds", summary.simulated_seconds);
+  json.value("closed_form_iteration_seconds", summary.closed_form_seconds);
+  json.value("busy_fraction_min", summary.per_stage_busy_fraction_min);
+  json.value("busy_fraction_max", summary.per_stage_busy_fraction_max);
+  json.end_object();
+  return json.str();
+}
+
+}  // namespace pipette::cli
