@@ -100,12 +100,18 @@ class NodeRing {
   std::vector<int> local_gpus_;   // grouped by node, rank order within a node
 };
 
-RingBottleneck intra_node_ring(const Cluster& cluster, const NodeRing& ring, int index) {
+// The ring through g GPUs of one node, `local_gpu_at(k)` the k-th in rank order.
+template <typename LocalGpuAt>
+RingBottleneck intra_node_ring(const LinkMatrix& links, int g, LocalGpuAt local_gpu_at) {
   RingBottleneck bottleneck;
-  const int n = ring.gpus_on(index);
-  const LinkMatrix& links = cluster.intra_node[static_cast<size_t>(ring.node(index))];
-  for (int k = 0; k < n; ++k) bottleneck.add(links.at(ring.local_gpu(index, k), ring.local_gpu(index, (k + 1) % n)));
+  for (int k = 0; k < g; ++k) bottleneck.add(links.at(local_gpu_at(k), local_gpu_at((k + 1) % g)));
   return bottleneck;
+}
+
+// A ring all-reduce over g GPUs at the given bottleneck.
+CollectiveCost single_node_ring_cost(int g, const RingBottleneck& links) {
+  if (g < 2) return {};
+  return {2.0 * (g - 1) / g / links.bandwidth_bytes_per_second, 2.0 * (g - 1) * links.latency_seconds};
 }
 
 // Single node: the plain ring. Across nodes: reduce-scatter inside every node at once before the
@@ -116,10 +122,10 @@ CollectiveCost intra_node_cost(const Cluster& cluster, const NodeRing& ring) {
   CollectiveCost cost;
   for (int i = 0; i < ring.node_count(); ++i) {
     const int g = ring.gpus_on(i);
-    if (g < 2) continue;
-    const RingBottleneck links = intra_node_ring(cluster, ring, i);
-    cost.seconds_per_payload_byte = std::max(cost.seconds_per_payload_byte, 2.0 * (g - 1) / g / links.bandwidth_bytes_per_second);
-    cost.latency_seconds = std::max(cost.latency_seconds, 2.0 * (g - 1) * links.latency_seconds);
+    const CollectiveCost node_cost = single_node_ring_cost(
+        g, intra_node_ring(cluster.intra_node[static_cast<size_t>(ring.node(i))], g, [&](int k) { return ring.local_gpu(i, k); }));
+    cost.seconds_per_payload_byte = std::max(cost.seconds_per_payload_byte, node_cost.seconds_per_payload_byte);
+    cost.latency_seconds = std::max(cost.latency_seconds, node_cost.latency_seconds);
   }
   return cost;
 }
@@ -175,7 +181,7 @@ int concurrent_boundary_flows(const Cluster& cluster, const ParallelConfig& conf
   for (int gpu = first; gpu < first + cluster.gpus_per_node; ++gpu) {
     const int rank = map.rank_of_gpu[static_cast<size_t>(gpu)];
     if (rank < 0) continue;
-    const RankPosition position = position_of_rank(config, rank);
+    const RankPosition& position = map.position_of_rank[static_cast<size_t>(rank)];
     if (position.pp_index != from_stage) continue;
     const int partner = map.gpu_of_rank[static_cast<size_t>(
         rank_of_position(config, {position.tp_index, position.dp_index, to_stage}))];
@@ -208,12 +214,14 @@ double ring_allreduce_seconds(const Cluster& cluster, const std::vector<int>& gp
 
 namespace detail {
 
-RankMap make_rank_map(const Cluster& cluster, const Placement& placement) {
+RankMap make_rank_map(const Cluster& cluster, const ParallelConfig& config, const Placement& placement) {
   RankMap map;
   map.gpu_of_rank = placement.gpu_of_rank;
   map.rank_of_gpu.assign(static_cast<size_t>(cluster.num_gpus()), -1);
-  for (size_t rank = 0; rank < placement.gpu_of_rank.size(); ++rank)
+  for (size_t rank = 0; rank < placement.gpu_of_rank.size(); ++rank) {
     map.rank_of_gpu[static_cast<size_t>(placement.gpu_of_rank[rank])] = static_cast<int>(rank);
+    map.position_of_rank.push_back(position_of_rank(config, static_cast<int>(rank)));
+  }
   return map;
 }
 
@@ -251,9 +259,19 @@ double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& conf
 double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
                              const StageWork& work, int stage, int replica) {
   if (config.tp <= 1) return 0;
-  const NodeRing ring(cluster, gpus_of_tp_group(config, map, stage, replica));
-  const int own_flows = ring.subrings();
-  const CollectiveCost cost = ring_allreduce_cost(cluster, ring, [own_flows](int, int) { return own_flows; });
+  const auto gpu_of = [&](int t) { return map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, replica, stage}))]; };
+  const int node = node_of(cluster, gpu_of(0));
+  bool one_node = true;
+  for (int t = 1; t < config.tp && one_node; ++t) one_node = node_of(cluster, gpu_of(t)) == node;
+  CollectiveCost cost;
+  if (one_node) {  // the usual case, priced without building the group
+    cost = single_node_ring_cost(config.tp, intra_node_ring(cluster.intra_node[static_cast<size_t>(node)], config.tp,
+                                                            [&](int t) { return local_of(cluster, gpu_of(t)); }));
+  } else {
+    const NodeRing ring(cluster, gpus_of_tp_group(config, map, stage, replica));
+    const int own_flows = ring.subrings();
+    cost = ring_allreduce_cost(cluster, ring, [own_flows](int, int) { return own_flows; });
+  }
   // tp_bytes_per_microbatch counts bytes on the wire per GPU; an all-reduce of P bytes puts
   // 2(t−1)/t · P there.
   const double wire_bytes_per_payload_byte = 2.0 * (config.tp - 1) / config.tp;
@@ -321,7 +339,7 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
 
 CommunicationTimes communication_times(const Cluster& cluster, const ParallelConfig& config,
                                        const WorkProfile& work, const Placement& placement) {
-  const detail::RankMap map = detail::make_rank_map(cluster, placement);
+  const detail::RankMap map = detail::make_rank_map(cluster, config, placement);
   CommunicationTimes times;
   const auto pp = static_cast<size_t>(config.pp);
   const auto dp = static_cast<size_t>(config.dp);

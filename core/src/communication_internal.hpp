@@ -13,9 +13,12 @@ namespace pipette::detail {
 struct RankMap {
   std::vector<int> gpu_of_rank;  // size world_size
   std::vector<int> rank_of_gpu;  // size cluster.num_gpus(); -1 where the GPU is idle
+  // position_of_rank of every rank: independent of the placement, kept because the placement
+  // search asks for it on every move.
+  std::vector<RankPosition> position_of_rank;
 };
 
-RankMap make_rank_map(const Cluster& cluster, const Placement& placement);
+RankMap make_rank_map(const Cluster& cluster, const ParallelConfig& config, const Placement& placement);
 
 // One activation message of DP replica `replica` from stage `from_stage` to stage `to_stage`
 // (the next stage, or for the interleaved schedule's wraparound the last stage to the first): the

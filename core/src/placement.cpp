@@ -350,6 +350,18 @@ std::vector<int> node_order_of(const Cluster& cluster, const Placement& placemen
   return order;
 }
 
+std::vector<std::vector<int>> local_gpu_order_of(const Cluster& cluster, const Placement& placement) {
+  std::vector<std::vector<int>> order;
+  if (node_order_of(cluster, placement).empty()) return order;
+  const auto gpus_per_node = static_cast<size_t>(cluster.gpus_per_node);
+  for (size_t first = 0; first < placement.gpu_of_rank.size(); first += gpus_per_node) {
+    const size_t last = std::min(placement.gpu_of_rank.size(), first + gpus_per_node);
+    std::vector<int>& locals = order.emplace_back();
+    for (size_t rank = first; rank < last; ++rank) locals.push_back(placement.gpu_of_rank[rank] % cluster.gpus_per_node);
+  }
+  return order;
+}
+
 PlacementResult optimize_placement(const Cluster& cluster, const ParallelConfig& config, const WorkProfile& work,
                                    const TrainingSpec& training, const PlacementEffort& effort) {
   const detail::PlacementObjective model_seconds = [&](const CommunicationTimes& communication) {

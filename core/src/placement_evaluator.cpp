@@ -37,9 +37,7 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
   for (int k = 0; k < cluster.num_nodes(); ++k) node_of_slot_[static_cast<size_t>(k)] = k;
   local_gpu_.resize(static_cast<size_t>(cluster.num_gpus()));
   for (size_t gpu = 0; gpu < local_gpu_.size(); ++gpu) local_gpu_[gpu] = static_cast<int>(gpu) % gpus_per_node;
-  map_.gpu_of_rank.assign(static_cast<size_t>(world), 0);
-  map_.rank_of_gpu.assign(static_cast<size_t>(cluster.num_gpus()), -1);
-  for (int slot = 0; slot < active_slots_; ++slot) place_slot(slot);
+  map_ = make_rank_map(cluster, config, default_placement(config));
 
   // Which entries touch which slot, and the last slot each entry needs.
   entries_of_slot_.assign(static_cast<size_t>(active_slots_), {});

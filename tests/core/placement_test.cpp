@@ -148,8 +148,11 @@ TEST(Placement, NodeOrderOfFollowsBlocksOfRanks) {
   for (const int node : {2, 0, 1})
     for (int g = 0; g < 8; ++g) placement.gpu_of_rank.push_back(node * 8 + (7 - g));
   EXPECT_EQ(node_order_of(cluster, placement), (std::vector<int>{2, 0, 1}));
+  const std::vector<int> reversed = {7, 6, 5, 4, 3, 2, 1, 0};
+  EXPECT_EQ(local_gpu_order_of(cluster, placement), (std::vector<std::vector<int>>{reversed, reversed, reversed}));
   std::swap(placement.gpu_of_rank[0], placement.gpu_of_rank[8]);  // block 0 now spans two nodes
   EXPECT_TRUE(node_order_of(cluster, placement).empty());
+  EXPECT_TRUE(local_gpu_order_of(cluster, placement).empty());
 }
 
 TEST(Placement, PipettePaperObjectiveIsSlowestPipelineTransfersPlusStageZeroRing) {

@@ -86,6 +86,7 @@ TEST(SiteConfig, ErrorsNameFileLineKeyAndFix) {
       {"priors:\n  rails: 2.5\n", "s.yaml:2: key 'priors.rails' must be an integer from 0 to 64"},
       {"priors:\n  switch_level_factors: [1, 2]\n", "s.yaml:2: key 'priors.switch_level_factors' must hold factors in (0, 1]"},
       {"memory: 3\n", "s.yaml:1: key 'memory' must be a mapping of keys (safety_margin_gib,"},
+      {"links:\n  fresh_for_hours: -1\n", "s.yaml:2: key 'links.fresh_for_hours' must be a number of at least 0 (got '-1')"},
       {"search:\n  top_k: 0\n", "key 'search.top_k' must be an integer from 1 to 1000 (got '0')"},
       {"links:\n  require_measurements: maybe\n", "s.yaml:2: key 'links.require_measurements' must be true or false"},
       {"gpu: [a]\n", "s.yaml:1: key 'gpu' must be a string (got a list)"},

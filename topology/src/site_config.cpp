@@ -56,14 +56,17 @@ class StrictReader {
   }
 
   // Field readers. Each checks the type and range and says what to write instead.
-  FieldReader number(double& out, double minimum, double maximum, double scale = 1.0) const {
-    return [this, &out, minimum, maximum, scale](const YAML::Node& value, const std::string& key) -> std::optional<Error> {
+  FieldReader number(double& out, double minimum, double maximum) const {
+    return [this, &out, minimum, maximum](const YAML::Node& value, const std::string& key) -> std::optional<Error> {
       double parsed = 0;
       if (!value.IsScalar() || !YAML::convert<double>::decode(value, parsed) || !std::isfinite(parsed) ||
-          parsed < minimum || parsed > maximum)
-        return error(value, key, "must be a number from " + text(minimum) + " to " + text(maximum) +
-                                            " (got " + shown(value) + ")");
-      out = parsed * scale;
+          parsed < minimum || parsed > maximum) {
+        const std::string range = maximum == std::numeric_limits<double>::max()
+                                      ? "a number of at least " + text(minimum)
+                                      : "a number from " + text(minimum) + " to " + text(maximum);
+        return error(value, key, "must be " + range + " (got " + shown(value) + ")");
+      }
+      out = parsed;
       return std::nullopt;
     };
   }
@@ -128,7 +131,6 @@ class StrictReader {
   }
   static std::string shown(const YAML::Node& node) { return node.IsScalar() ? "'" + node.Scalar() + "'" : "a " + kind(node); }
   static std::string text(double value) {
-    if (value == std::numeric_limits<double>::max()) return "any size";
     std::string out = std::to_string(value);
     out.erase(out.find_last_not_of('0') + 1);
     if (!out.empty() && out.back() == '.') out.pop_back();

@@ -26,6 +26,11 @@ PlacementResult optimize_placement(const Cluster& cluster, const ParallelConfig&
 // (no placement optimize_placement returns does).
 std::vector<int> node_order_of(const Cluster& cluster, const Placement& placement);
 
+// For one-process-per-node launchers: local_gpu_order[k][j] = the GPU of its node (CUDA device
+// index) that LOCAL_RANK j of NODE_RANK k must use, e.g. the CUDA_VISIBLE_DEVICES order. The
+// identity unless the search regrouped GPUs inside nodes. Empty when node_order_of is.
+std::vector<std::vector<int>> local_gpu_order_of(const Cluster& cluster, const Placement& placement);
+
 // The objective of Pipette's released code (DATE 2024), for comparison: the slowest pipeline's
 // summed stage-to-stage transfer time plus stage 0's data-parallel reduction alone. It ignores
 // compute, the 1F1B critical path, TP and every other stage's DP ring.

@@ -21,7 +21,7 @@ struct AssemblyInput {
   const SwitchTree* switches = nullptr;       // from site.priors.topology_conf, if any; nodes it
                                               // does not list get the last switch_level_factor
   // The time staleness is measured against. The plugin passes the job's start time so every node
-  // computes identical weights (and so the identical plan).
+  // computes identical weights (and so the identical plan). 0 counts every entry as fresh.
   std::int64_t reference_time_unix_seconds = 0;
 };
 
