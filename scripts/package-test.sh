@@ -5,7 +5,7 @@
 # version, the plugin's real-Slurm integration tests (tests/slurm/*_test.sh) with the installed
 # plugin, and a job planned through the installed plugstack.conf.d snippet and site file.
 # Removes the packages again at the end. Needs root.
-# PIPETTE_PACKAGES_DIR=DIR tests the .deb files in DIR instead of building them.
+# PACKAGE_TEST_DEBS=DIR tests the .deb files in DIR instead of building them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source_dir=$(pwd)
@@ -29,9 +29,9 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
-# ---- build from a clean copy of the source (or take the packages in PIPETTE_PACKAGES_DIR)
-if [ -n "${PIPETTE_PACKAGES_DIR:-}" ]; then
-  mkdir -p "$work/debs" && cp "$PIPETTE_PACKAGES_DIR"/*.deb "$work/debs/"
+# ---- build from a clean copy of the source (or take the packages in PACKAGE_TEST_DEBS)
+if [ -n "${PACKAGE_TEST_DEBS:-}" ]; then
+  mkdir -p "$work/debs" && cp "$PACKAGE_TEST_DEBS"/*.deb "$work/debs/"
 else
   bash scripts/build-deb.sh "$work/debs"
 fi
@@ -99,7 +99,9 @@ for test in tests/slurm/*_test.sh; do
   esac
 done
 
-# ---- a job planned through the installed snippet and site file, as an admin would enable it
+# ---- a job planned through the installed snippet and site file, after the one edit every site
+# makes to it (the GPU model: these test nodes' fake GPUs show none)
+sed -i 's/^gpu: ""/gpu: H100-SXM/' /etc/slurm/pipette.yaml
 export PIPETTE_SLURM_DIR=$work/cluster SLURM_CONF=$work/cluster/etc/slurm.conf
 plugstack_line=$(grep -v '^[[:space:]]*#' /etc/slurm/plugstack.conf.d/pipette.conf | grep -m1 spank_pipette || true)
 if [ -z "$plugstack_line" ]; then
@@ -107,7 +109,7 @@ if [ -z "$plugstack_line" ]; then
 else
   PIPETTE_SLURM_PLUGSTACK=$plugstack_line bash scripts/slurm-cluster.sh start >"$work/cluster.log" 2>&1 ||
     { fail "cluster with the installed snippet did not start"; cat "$work/cluster.log"; }
-  job=$(sbatch --parsable -N2 --pipette=plan --pipette-model=llama2-7b -o "$work/job.out" \
+  job=$(sbatch --parsable -N2 --ntasks-per-node=8 --gres=gpu:8 --pipette=plan --pipette-model=llama2-7b -o "$work/job.out" \
     --wrap 'echo "status=$PIPETTE_STATUS tp=$PIPETTE_TP pp=$PIPETTE_PP dp=$PIPETTE_DP"' 2>"$work/sbatch.err") ||
     { fail "sbatch with the installed plugin:"; cat "$work/sbatch.err"; }
   for _ in $(seq 600); do

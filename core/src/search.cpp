@@ -396,7 +396,8 @@ Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& tr
     candidate.lower_bound_seconds =
         lower_bound_seconds(candidate.config, profile_work(model, training, cluster.gpu, candidate.config), training);
   }
-  std::sort(enumeration.fitting.begin(), enumeration.fitting.end(), [](const Candidate& a, const Candidate& b) {
+  // Stable: equal bounds keep the enumeration's order, so ties resolve the same on every node.
+  std::stable_sort(enumeration.fitting.begin(), enumeration.fitting.end(), [](const Candidate& a, const Candidate& b) {
     return a.lower_bound_seconds < b.lower_bound_seconds;
   });
   // Placement can change which layout wins on an uneven fabric: keep enough candidates to re-rank.

@@ -309,6 +309,19 @@ TEST_F(PipetteCli, CheckConfigAcceptsTheExampleAndRejectsAnUnknownKeyWithItsLine
   EXPECT_NE(run.err.find(":3"), std::string::npos) << run.err;
 }
 
+TEST_F(PipetteCli, CheckConfigAcceptsACacheNotMeasuredYetUnlessMeasurementsAreRequired) {
+  const std::string site = path("site.yaml");
+  std::ofstream(site) << "links:\n  cache: not-yet.yaml\n";
+  const Outcome fresh = pipette("check-config '" + site + "'");
+  EXPECT_EQ(fresh.status, 0) << fresh.err;
+  EXPECT_NE(fresh.out.find("does not exist yet"), std::string::npos) << fresh.out;
+  std::ofstream(site) << "links:\n  cache: not-yet.yaml\n  require_measurements: true\n";
+  expect_one_line_error(pipette("check-config '" + site + "'"), 1, "not-yet.yaml");
+  std::ofstream(path("not-yet.yaml")) << "pipette_link_cache: 1\npairs:\n  a b: {bandwidth_gb_per_s: -3}\n";
+  std::ofstream(site) << "links:\n  cache: not-yet.yaml\n";
+  expect_one_line_error(pipette("check-config '" + site + "'"), 1, "not-yet.yaml");
+}
+
 TEST_F(PipetteCli, LinksShowListsEveryPairAndFlagsTheDegradedOnes) {
   const Outcome run = pipette("links show");
   ASSERT_EQ(run.status, 0) << run.err;

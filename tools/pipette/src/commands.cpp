@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -130,12 +131,13 @@ int check_config_command(const Arguments& arguments) {
   const std::string cache_path = cache_path_of(*site, path);
   table.add_row({"link cache", cache_path.empty() ? "(none: every link is a prior)" : cache_path});
   out += table.render("  ");
-  if (!cache_path.empty()) {
+  std::error_code missing;
+  if (!cache_path.empty() && !std::filesystem::exists(cache_path, missing) && !site->require_measurements) {
+    // Before the first pipette-probe run there is no cache; planning then uses the priors.
+    out += "  link cache: " + cache_path + " does not exist yet; every link is a prior until pipette-probe writes it\n";
+  } else if (!cache_path.empty()) {
     auto cache = read_link_cache(cache_path);
-    if (!cache) {
-      print(out);
-      return fail("pipette check-config: " + cache.error().message);
-    }
+    if (!cache) return fail("pipette check-config: " + cache.error().message);
     out += "  link cache: " + std::to_string(cache->nodes.size()) + " nodes, " + std::to_string(cache->pairs.size()) +
            " node pairs, readable\n";
   }

@@ -106,6 +106,11 @@ std::string render_gantt_svg(const SimulationResult& simulation, int pp, int rep
   const double width = kLeft + kPlotWidth + kRight;
   const double height = axis_y + 62;
   const auto x_of = [&](double seconds) { return kLeft + kPlotWidth * seconds / span_seconds; };
+  // A tooltip per bar helps on small schedules; on big ones it would only bloat the file.
+  constexpr size_t kMaxEventsWithTooltips = 20000;
+  const auto drawn = std::count_if(simulation.events.begin(), simulation.events.end(),
+                                   [&](const ScheduleEvent& event) { return event.dp_replica == replica; });
+  const bool tooltips = static_cast<size_t>(drawn) <= kMaxEventsWithTooltips;
 
   std::string svg;
   svg += format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" ", width, height);
@@ -143,9 +148,12 @@ std::string render_gantt_svg(const SimulationResult& simulation, int pp, int rep
       svg += format("<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\"", x, y, w, h);
       svg += std::string(" class=\"") + style.css_class + "\" fill=\"" + style.fill + "\"" +
              format(" fill-opacity=\"%.2f\" stroke=\"#ffffff\" stroke-width=\"0.4\">", opacity);
-      svg += "<title>" + event_label(event) +
-             format(": %.3f to %.3f ms</title></rect>\n", event.start_seconds / units::millisecond,
-                    event.end_seconds / units::millisecond);
+      if (tooltips) {
+        svg += "<title>" + event_label(event) +
+               format(": %.3f to %.3f ms</title>", event.start_seconds / units::millisecond,
+                      event.end_seconds / units::millisecond);
+      }
+      svg += "</rect>\n";
       if (on_compute_lane(event.kind) && event.microbatch >= 0 && w >= 11) {
         svg += format("<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" fill=\"#ffffff\" font-size=\"9\">", x + w / 2,
                       row_y + 14.5) +
