@@ -9,7 +9,7 @@ packages=(
   libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libslurm-dev slurmctld slurmd slurm-client munge
-  clang-14 libclang-rt-14-dev
+  clang-14 libclang-rt-14-dev valgrind
   libxml2-utils python3
   dpkg-dev fakeroot lintian man-db
 )

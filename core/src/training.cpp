@@ -16,6 +16,10 @@ std::string validate(const TrainingSpec& training) {
     return "global_batch_sequences must be a positive number of sequences (got " +
            std::to_string(training.global_batch_sequences) + ")";
   }
+  if (training.global_batch_sequences > kMaxGlobalBatchSequences) {
+    return "global batch of " + std::to_string(training.global_batch_sequences) + " sequences is more than " +
+           std::to_string(kMaxGlobalBatchSequences) + "; give the global batch in sequences, not tokens";
+  }
   if (training.sequence_length < 1) {
     return "sequence_length must be a positive number of tokens (got " + std::to_string(training.sequence_length) + ")";
   }

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <limits>
 
+#include "pipette/core/result.hpp"
 #include "pipette/topology/job_planner.hpp"
 
 namespace pipette::spank {
@@ -51,7 +52,7 @@ std::optional<std::int64_t> parse_positive(std::string_view text, std::int64_t m
 }
 
 Parsed invalid(std::string_view source, std::string_view value, std::string_view expected) {
-  return {{}, std::string(source) + ": invalid value '" + std::string(value) +
+  return {{}, std::string(source) + ": invalid value '" + quoted_input(value) +
                   "' (expected " + std::string(expected) + ")"};
 }
 

@@ -16,6 +16,10 @@ namespace {
 
 constexpr std::size_t kListedLinksMax = 12;  // longer lists are summarised
 constexpr int kMaxNodes = 1 << 17;
+// The link matrices are dense: nodes² inter-node links plus nodes × gpus² intra-node ones. A node
+// list or GPU count beyond this is an error, not gigabytes allocated inside slurmstepd (about
+// 9000 nodes of 8 GPUs fit).
+constexpr double kMaxLinkMatrixBytes = 2.0 * (1 << 30);
 constexpr double kGBps = units::gigabyte;
 
 // Nominal GPU↔GPU rates per GPU model (one direction), for intra-node priors when nothing was
@@ -176,6 +180,15 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
     if (local_gpus > 0 && cluster.gpus_per_node > local_gpus)
       return Error{"the job asks for " + std::to_string(cluster.gpus_per_node) + " GPUs per node but this node has " +
                    std::to_string(local_gpus) + "; request at most " + std::to_string(local_gpus)};
+    const double matrix_bytes = (static_cast<double>(nodes) * nodes +
+                                 static_cast<double>(nodes) * cluster.gpus_per_node * cluster.gpus_per_node) *
+                                sizeof(Link);
+    if (matrix_bytes > kMaxLinkMatrixBytes) {
+      char gib[32];
+      std::snprintf(gib, sizeof gib, "%.1f", matrix_bytes / (1 << 30));
+      return Error{std::to_string(nodes) + " nodes × " + std::to_string(cluster.gpus_per_node) + " GPUs per node need " +
+                   gib + " GiB of link matrices; Pipette plans at most 2 GiB of them (about 9000 nodes of 8 GPUs)"};
+    }
 
     const int local_nics = input.local ? static_cast<int>(input.local->nics.size()) : 0;
     cluster.nics_per_node = site.priors.rails > 0 ? site.priors.rails : std::max(1, local_nics);

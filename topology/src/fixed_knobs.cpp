@@ -14,7 +14,7 @@ std::string_view trim(std::string_view text) {
 }
 
 Error knob_error(std::string_view item, const std::string& what) {
-  return Error{"--pipette-fix: \"" + std::string(item) + "\": " + what};
+  return Error{"--pipette-fix: \"" + quoted_input(item) + "\": " + what};
 }
 
 }  // namespace
@@ -37,7 +37,7 @@ Result<FixedKnobs> parse_fixed_knobs(std::string_view text) {
     const std::string key(trim(item.substr(0, equals)));
     const std::string_view value = trim(item.substr(equals + 1));
     for (const auto& earlier : seen)
-      if (earlier == key) return knob_error(item, key + " is given twice; keep one");
+      if (earlier == key) return knob_error(item, quoted_input(key) + " is given twice; keep one");
     seen.push_back(key);
 
     auto positive = [&](std::optional<int>& slot) -> std::optional<Error> {
@@ -85,7 +85,7 @@ Result<FixedKnobs> parse_fixed_knobs(std::string_view text) {
     } else if (key == "distopt") {
       problem = on_off(knobs.distributed_optimizer);
     } else {
-      problem = knob_error(item, "unknown knob \"" + key + "\"; keys are tp, pp, dp, mbs, vpp, recompute, sp, distopt");
+      problem = knob_error(item, "unknown knob \"" + quoted_input(key) + "\"; keys are tp, pp, dp, mbs, vpp, recompute, sp, distopt");
     }
     if (problem) return *problem;
   }

@@ -36,18 +36,17 @@ void append_padded(std::string& out, std::uint64_t number, int width) {
 }
 
 Error hostlist_error(std::string_view expression, const std::string& what) {
-  return Error{"hostlist \"" + std::string(expression.substr(0, 200)) +
-               (expression.size() > 200 ? "…" : "") + "\": " + what};
+  return Error{"hostlist \"" + quoted_input(expression) + "\": " + what};
 }
 
 Result<std::uint64_t> parse_number(std::string_view digits, std::string_view expression) {
   if (digits.empty() || digits.size() > kMaxNumberDigits)
-    return hostlist_error(expression, "\"" + std::string(digits) +
+    return hostlist_error(expression, "\"" + quoted_input(digits) +
                                           "\" is not a number of 1 to 18 digits; write ranges like [01-16,20]");
   std::uint64_t value = 0;
   for (char c : digits) {
     if (!is_digit(c))
-      return hostlist_error(expression, "\"" + std::string(digits) +
+      return hostlist_error(expression, "\"" + quoted_input(digits) +
                                             "\" is not a number; write ranges like [01-16,20]");
     value = value * 10 + static_cast<std::uint64_t>(c - '0');
   }
@@ -64,11 +63,11 @@ Result<NumberRange> parse_range(std::string_view text, std::string_view expressi
     auto hi = parse_number(text.substr(dash + 1), expression);
     if (!hi) return hi.error();
     if (*hi < *lo)
-      return hostlist_error(expression, "range \"" + std::string(text) + "\" runs backwards; write lo-hi with lo <= hi");
+      return hostlist_error(expression, "range \"" + quoted_input(text) + "\" runs backwards; write lo-hi with lo <= hi");
     range.hi = *hi;
   }
   if (range.hi - range.lo >= kMaxHostsPerRange)
-    return hostlist_error(expression, "range \"" + std::string(text) + "\" has more than 65536 hosts (Slurm's limit); split it");
+    return hostlist_error(expression, "range \"" + quoted_input(text) + "\" has more than 65536 hosts (Slurm's limit); split it");
   return range;
 }
 
@@ -81,11 +80,11 @@ Result<std::vector<Segment>> parse_item(std::string_view item, std::string_view 
       segments.push_back({std::string(item.substr(pos)), {}});
       break;
     }
-    if (item[open] == ']') return hostlist_error(expression, "']' without '[' in \"" + std::string(item) + "\"");
+    if (item[open] == ']') return hostlist_error(expression, "']' without '[' in \"" + quoted_input(item) + "\"");
     if (open > pos) segments.push_back({std::string(item.substr(pos, open - pos)), {}});
     const auto close = item.find_first_of("[]", open + 1);
     if (close == std::string_view::npos || item[close] == '[')
-      return hostlist_error(expression, "'[' without matching ']' in \"" + std::string(item) + "\"");
+      return hostlist_error(expression, "'[' without matching ']' in \"" + quoted_input(item) + "\"");
     Segment group;
     std::string_view body = item.substr(open + 1, close - open - 1);
     while (true) {
@@ -221,7 +220,9 @@ std::string compress_hostlist(const std::vector<std::string>& hosts) {
     HostRange next = split_host(host);
     if (!ranges.empty()) {
       HostRange& last = ranges.back();
-      if (same_bracket(last, next) && last.hi + 1 == next.lo && join_widths(last.lo, last.width, next.lo, next.width)) {
+      // A range stops at kMaxHostsPerRange hosts, the most expand_hostlist (and Slurm) reads back.
+      if (same_bracket(last, next) && last.hi + 1 == next.lo && last.hi - last.lo + 1 < kMaxHostsPerRange &&
+          join_widths(last.lo, last.width, next.lo, next.width)) {
         last.hi = next.hi;
         continue;
       }

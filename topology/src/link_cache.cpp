@@ -159,17 +159,44 @@ struct ParseContext {
   }
 };
 
+// Plausibility limits in the file's units (GB/s, µs, bytes): far beyond any real link and far
+// inside double's range, so that converting to SI units and back neither overflows nor
+// underflows, and what the writer writes back the reader accepts again.
+constexpr double kMaxQuantity = 1e15;
+constexpr double kMinPositiveQuantity = 1e-9;
+
 std::optional<Error> check_positive(const ParseContext& context, std::string_view field, double value) {
-  if (!std::isfinite(value) || value <= 0)
+  if (!std::isfinite(value) || value < kMinPositiveQuantity || value > kMaxQuantity)
     return context.error(std::string(field) + " is " + shortest(value) +
-                         "; it must be a finite number > 0 (re-measure with pipette-probe or delete the entry)");
+                         "; it must be a finite number > 0, from 1e-9 to 1e15 (re-measure with pipette-probe or delete "
+                         "the entry)");
   return std::nullopt;
 }
 std::optional<Error> check_non_negative(const ParseContext& context, std::string_view field, double value) {
-  if (!std::isfinite(value) || value < 0)
+  if (!std::isfinite(value) || value < 0 || value > kMaxQuantity)
     return context.error(std::string(field) + " is " + shortest(value) +
-                         "; it must be a finite number >= 0 (re-measure with pipette-probe or delete the entry)");
+                         "; it must be a finite number >= 0, at most 1e15 (re-measure with pipette-probe or delete the "
+                         "entry)");
   return std::nullopt;
+}
+
+// The writer must be able to write back whatever the reader accepts (update_link_cache re-reads
+// what it writes): names are written bare as keys, other text in quotes without escapes. So a node
+// name is a hostname-like word, and no text holds a quote or a control character.
+std::optional<Error> check_text(const ParseContext& context, std::string_view field, std::string_view text, bool is_name) {
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f || c == '"' || (is_name && std::string_view(" ,:[]{}#").find(c) != std::string_view::npos))
+      return context.error(std::string(field) + " may not contain " +
+                           (byte < 0x20 || byte == 0x7f ? std::string("control characters") : "'" + std::string(1, c) + "'") +
+                           (is_name ? "; node names are hostnames as Slurm lists them" : ""));
+  }
+  return std::nullopt;
+}
+
+// Text the writer quotes so that the reader's plain-scalar rules cannot split or trim it.
+bool needs_quotes(std::string_view text) {
+  return text.empty() || text.front() == ' ' || text.back() == ' ' || text.find_first_of(",:[]{}#") != std::string_view::npos;
 }
 
 // Parses "{key: value, ...}" calling handle(key, cursor) for each key; handle returns an error
@@ -204,6 +231,7 @@ std::optional<std::optional<Error>> parse_provenance_field(std::string_view key,
   if (key == "nccl_version") {
     const auto text = cursor.scalar(false);
     if (!text) return std::optional<Error>(context.error("nccl_version needs a value such as 2.21.5"));
+    if (auto bad = check_text(context, "nccl_version", *text, false)) return std::optional<Error>(bad);
     nccl_version = std::string(*text);
     return std::optional<Error>();
   }
@@ -212,6 +240,7 @@ std::optional<std::optional<Error>> parse_provenance_field(std::string_view key,
 
 std::optional<Error> parse_node(std::string_view name, FlowCursor& cursor, const ParseContext& context,
                                 NodeMeasurement& node) {
+  if (auto bad = check_text(context, "the node name", name, true)) return bad;
   node.name = std::string(name);
   bool has_time = false;
   std::vector<double> bandwidth_gb_per_s;
@@ -225,6 +254,7 @@ std::optional<Error> parse_node(std::string_view name, FlowCursor& cursor, const
     } else if (key == "fingerprint") {
       const auto text = c.scalar(false);
       if (!text) return context.error("fingerprint needs a value");
+      if (auto bad = check_text(context, "fingerprint", *text, false)) return bad;
       node.fingerprint = std::string(*text);
     } else if (key == "gpus") {
       const auto value = c.number();
@@ -275,6 +305,8 @@ std::optional<Error> parse_pair(std::string_view names, FlowCursor& cursor, cons
     return context.error("a pair is named by two node names separated by a space, e.g. `gpu001 gpu002:`");
   pair.node_a = std::string(names.substr(0, space));
   pair.node_b = std::string(names.substr(second));
+  if (auto bad = check_text(context, "a node name", pair.node_a, true)) return bad;
+  if (auto bad = check_text(context, "a node name", pair.node_b, true)) return bad;
   if (pair.node_a == pair.node_b) return context.error("a pair needs two different nodes");
   if (pair.node_b < pair.node_a) std::swap(pair.node_a, pair.node_b);
   bool has_time = false, has_bandwidth = false, has_latency = false;
@@ -344,6 +376,8 @@ std::optional<Error> sort_and_reject_duplicates(std::vector<Entry>& entries, std
 // ---------------------------------------------------------------- writing
 
 void append_number(std::string& out, double value) { out += shortest(value); }
+
+std::string quoted_if_needed(const std::string& text) { return needs_quotes(text) ? "\"" + text + "\"" : text; }
 
 void append_matrix(std::string& out, const std::vector<double>& values, int side, double scale) {
   out += '[';
@@ -601,7 +635,7 @@ std::string format_link_cache(const LinkCache& cache) {
   out += '\n';
   for (const auto& node : cache.nodes) {
     out += "  " + node.name + ": {measured_at: " + format_utc_timestamp(node.measured_at_unix_seconds);
-    if (!node.nccl_version.empty()) out += ", nccl_version: " + node.nccl_version;
+    if (!node.nccl_version.empty()) out += ", nccl_version: " + quoted_if_needed(node.nccl_version);
     if (!node.fingerprint.empty()) out += ", fingerprint: \"" + node.fingerprint + "\"";
     if (node.gpus > 0) {
       out += ", gpus: " + std::to_string(node.gpus) + ", bandwidth_gb_per_s: ";
@@ -616,7 +650,7 @@ std::string format_link_cache(const LinkCache& cache) {
   out += '\n';
   for (const auto& pair : cache.pairs) {
     out += "  " + pair.node_a + " " + pair.node_b + ": {measured_at: " + format_utc_timestamp(pair.measured_at_unix_seconds);
-    if (!pair.nccl_version.empty()) out += ", nccl_version: " + pair.nccl_version;
+    if (!pair.nccl_version.empty()) out += ", nccl_version: " + quoted_if_needed(pair.nccl_version);
     out += ", bandwidth_gb_per_s: ";
     append_number(out, pair.bandwidth_bytes_per_second / units::gigabyte);
     out += ", latency_us: ";

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 
 namespace pipette {
 
@@ -108,12 +110,10 @@ bool looks_like_path(std::string_view text) {
 
 }  // namespace
 
-Result<ModelSpec> load_model_file(const std::string& path) {
+Result<ModelSpec> parse_model_file(std::string_view text, const std::string& path) {
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return Error{path + ": cannot read the model file; check the path and its permissions"};
+    root = YAML::Load(std::string(text));
   } catch (const YAML::ParserException& error) {
     return Error{path + ":" + std::to_string(error.mark.line + 1) + ": not valid YAML (" + error.msg + ")"};
   }
@@ -152,6 +152,14 @@ Result<ModelSpec> load_model_file(const std::string& path) {
   return model;
 }
 
+Result<ModelSpec> load_model_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::ostringstream contents;
+  if (file) contents << file.rdbuf();
+  if (!file || file.bad()) return Error{quoted_input(path) + ": cannot read the model file; check the path and its permissions"};
+  return parse_model_file(contents.str(), path);
+}
+
 std::vector<std::string> available_presets(const std::vector<std::string>& preset_dirs) {
   std::set<std::string> names;
   for (const std::string& dir : preset_dirs) {
@@ -173,7 +181,7 @@ Result<ModelSpec> load_model(std::string_view preset_or_path, const std::vector<
   }
   std::string names;
   for (const std::string& name : available_presets(preset_dirs)) names += (names.empty() ? "" : ", ") + name;
-  return Error{"unknown model preset '" + text + "'; available presets: " + (names.empty() ? "(none found)" : names) +
+  return Error{"unknown model preset '" + quoted_input(text) + "'; available presets: " + (names.empty() ? "(none found)" : names) +
                "; or give the path of a model file"};
 }
 

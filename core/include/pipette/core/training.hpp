@@ -34,6 +34,10 @@ struct TrainingSpec {
   FixedKnobs fixed;
 };
 
+// The search counts micro-batches in int; beyond this a global batch would overflow them (and no
+// job trains with more sequences per step).
+inline constexpr std::int64_t kMaxGlobalBatchSequences = std::int64_t{1} << 24;
+
 std::string validate(const TrainingSpec& training);
 const char* to_string(Precision precision);
 const char* to_string(RecomputeMode mode);

@@ -12,6 +12,8 @@ namespace pipette {
 // README's "Model files" section). Strict: an unknown key, a wrong type or a missing required key
 // is an Error "FILE:LINE: key 'x' ...: what to do"; the model is also checked with validate().
 Result<ModelSpec> load_model_file(const std::string& path);
+// The same on the file's contents; `path` names the source in messages and gives the default name.
+Result<ModelSpec> parse_model_file(std::string_view text, const std::string& path);
 
 // `preset_or_path` is a file path when it names an existing file or contains '/' or ends in
 // .yaml/.yml; otherwise a preset name looked up as NAME.yaml in each directory in order.

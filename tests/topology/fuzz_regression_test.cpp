@@ -1,0 +1,59 @@
+// Inputs the fuzzers in fuzz/ found (scripts/fuzz.sh), kept as regression tests: each failed a
+// fuzz property before the fix named in its comment.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "pipette/topology/link_cache.hpp"
+
+namespace pipette {
+namespace {
+
+constexpr const char* kHeader = "pipette_link_cache: 1\nnodes:\n";
+
+// link_cache_fuzz: a plain fingerprint holding a '"' was accepted, then written inside quotes the
+// reader cannot take back, so update_link_cache refused every later merge into that cache.
+TEST(FuzzRegression, LinkCacheRejectsAQuoteInAFingerprint) {
+  const auto cache = parse_link_cache(std::string(kHeader) +
+                                          "  gpu001: {measured_at: 2026-12-01T15:00:00Z, fingerprint: odeM*f: \"H105-vswitch}\n",
+                                      "cache.yaml");
+  ASSERT_FALSE(cache.ok());
+  EXPECT_NE(cache.error().message.find("cache.yaml:3: node gpu001: fingerprint may not contain '\"'"), std::string::npos)
+      << cache.error().message;
+}
+
+TEST(FuzzRegression, LinkCacheRejectsNodeNamesTheWriterCannotWrite) {
+  for (const char* name : {"\"a:b\"", "\"a b\"", "\"a,b\"", "\"#a\""}) {
+    const auto cache =
+        parse_link_cache(std::string(kHeader) + "  " + name + ": {measured_at: 2026-12-01T15:00:00Z}\n", "cache.yaml");
+    ASSERT_FALSE(cache.ok()) << name;
+    EXPECT_NE(cache.error().message.find("node names are hostnames"), std::string::npos) << cache.error().message;
+  }
+}
+
+// A quoted nccl_version may hold what a plain one cannot; the writer quotes it again.
+TEST(FuzzRegression, LinkCacheWriterQuotesTextThatNeedsIt) {
+  const auto cache = parse_link_cache(std::string(kHeader) +
+                                          "  gpu001: {measured_at: 2026-12-01T15:00:00Z, nccl_version: \"2.21, patched: [x]\"}\n",
+                                      "cache.yaml");
+  ASSERT_TRUE(cache.ok()) << cache.error().message;
+  const auto again = parse_link_cache(format_link_cache(*cache), "rewritten.yaml");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->nodes.at(0).nccl_version, "2.21, patched: [x]");
+}
+
+// A bandwidth of 1e300 GB/s overflowed to inf bytes/s after conversion and was written as "inf";
+// a time of 1e-320 µs underflowed to 0 s. Both are now out of the plausible range on reading.
+TEST(FuzzRegression, LinkCacheRejectsQuantitiesThatOverflowOrUnderflowInSiUnits) {
+  const std::string pair_prefix = "pipette_link_cache: 1\nnodes: {}\npairs:\n  a b: {measured_at: 2026-12-01T15:00:00Z, ";
+  for (const std::string fields : {"bandwidth_gb_per_s: 1e300, latency_us: 1",
+                                   "bandwidth_gb_per_s: 10, latency_us: 1e300",
+                                   "bandwidth_gb_per_s: 10, latency_us: 1, message_bytes: [1, 2], time_us: [1e-320, 1]"}) {
+    const auto cache = parse_link_cache(pair_prefix + fields + "}\n", "cache.yaml");
+    ASSERT_FALSE(cache.ok()) << fields;
+    EXPECT_NE(cache.error().message.find("cache.yaml:4: pair a b:"), std::string::npos) << cache.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace pipette
