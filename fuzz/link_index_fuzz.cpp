@@ -24,9 +24,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::memcpy(&inode, data + 32, 8);
     std::memcpy(&device, data + 40, 8);
     status.st_size = static_cast<off_t>(yaml_size);
-    // Floor division, so that every mtime_ns has a (seconds, nanoseconds) status that matches it.
-    status.st_mtim.tv_sec = static_cast<time_t>(mtime_ns / 1000000000 - (mtime_ns % 1000000000 < 0));
-    status.st_mtim.tv_nsec = static_cast<long>(mtime_ns - static_cast<std::int64_t>(status.st_mtim.tv_sec) * 1000000000);
+    // Truncating division keeps |seconds × 1e9| <= |mtime_ns|, so the decoder's seconds × 1e9 +
+    // nanoseconds gives mtime_ns back without overflow (nanoseconds may be negative here).
+    status.st_mtim.tv_sec = static_cast<time_t>(mtime_ns / 1000000000);
+    status.st_mtim.tv_nsec = static_cast<long>(mtime_ns % 1000000000);
     status.st_ino = static_cast<ino_t>(inode);
     status.st_dev = static_cast<dev_t>(device);
   }

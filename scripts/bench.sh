@@ -65,6 +65,7 @@ for name in "${reports[@]}"; do
         "$program" --out-dir bench/compare --markdown "$results_dir/$name.md"
       fi
       ;;
+    fidelity) "$program" | tee "$results_dir/$name.md" ;;  # what scripts/fidelity.sh splices
     *) "$program" | tee "$results_dir/$name.txt" ;;
   esac
 done
@@ -73,9 +74,9 @@ done
 
 echo "Machine: $machine. Command: \`scripts/bench.sh\`." > "$results_dir/machine.md"
 splice machine "$results_dir/machine.md"
-if [ -f "$results_dir/plan_comparison.md" ]; then
-  splice plan_comparison "$results_dir/plan_comparison.md"
-fi
+for block in plan_comparison fidelity; do
+  if [ -f "$results_dir/$block.md" ]; then splice "$block" "$results_dir/$block.md"; fi
+done
 if [ -f "$results_dir/jobstart_bench.txt" ]; then
   { echo '```'; grep -v '^\*\*\*' "$results_dir/jobstart_bench.txt"; echo '```'; } > "$results_dir/jobstart.md"
   splice jobstart_bench "$results_dir/jobstart.md"

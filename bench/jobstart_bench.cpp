@@ -1,0 +1,77 @@
+// The whole decision the plugin makes at job start, against the job's size: search_plans with
+// placement at its default (production) effort, for llama2-70b on 4 … 1024 nodes × 8 H100 of an
+// uneven fabric (SyntheticFabric's defaults: log-normal pair spread, oversubscribed racks of 4
+// scattered over the node order, two degraded pairs). The cluster is built outside the timed loop:
+// at job start it comes from the link cache (assembly_bench times that part).
+//
+//   build/bench/jobstart_bench --benchmark_counters_tabular=true
+//
+// BigO fits the growth in GPUs; the counters say how much of the work the search did.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/search.hpp"
+#include "pipette/core/synthetic_fabric.hpp"
+#include "pipette/topology/model_file.hpp"
+
+namespace pipette {
+namespace {
+
+constexpr int kGpusPerNode = 8;
+
+const ModelSpec& model() {
+  static const ModelSpec spec = [] {
+    const Result<ModelSpec> loaded = load_model("llama2-70b", default_model_dirs());
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "jobstart_bench: %s\n", loaded.error().message.c_str());
+      std::exit(1);
+    }
+    return loaded.value();
+  }();
+  return spec;
+}
+
+void BM_JobStartPlan(benchmark::State& state) {
+  const int gpus = static_cast<int>(state.range(0));
+  SyntheticFabric fabric;
+  fabric.nodes = gpus / kGpusPerNode;
+  fabric.gpus_per_node = kGpusPerNode;
+  Cluster cluster = synthetic_cluster(fabric, 20261201);
+  cluster.gpu = *find_gpu("H100-SXM");
+  TrainingSpec training;
+  training.global_batch_sequences = 1024;
+  training.sequence_length = 4096;
+  const SearchOptions options;  // what the plugin runs with unless the site file says otherwise
+
+  int candidates = 0;
+  double predicted_seconds = 0;
+  for (auto _ : state) {
+    const Result<SearchResult> result = search_plans(model(), training, cluster, options);
+    if (!result.ok() || result.value().plans.empty()) {
+      state.SkipWithError(result.ok() ? "no plan" : result.error().message.c_str());
+      return;
+    }
+    candidates = result.value().candidates_evaluated;
+    // Read into a counter below, so the search is not optimised away (DoNotOptimize on a double
+    // mangles it with this libbenchmark: its "+m,r" constraint may pick an integer register).
+    predicted_seconds = result.value().plans.front().time.iteration_seconds;
+  }
+  state.SetComplexityN(gpus);
+  state.counters["nodes"] = fabric.nodes;
+  state.counters["candidates"] = candidates;
+  state.counters["iteration_s"] = predicted_seconds;
+}
+
+BENCHMARK(BM_JobStartPlan)
+    ->RangeMultiplier(2)
+    ->Range(32, 8192)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Complexity();
+
+}  // namespace
+}  // namespace pipette
