@@ -262,27 +262,6 @@ class ExactSearch {
   std::int64_t* moves_ = nullptr;
 };
 
-// The same cluster with every link as good as the best one of its kind: communication costs on
-// it bound those of any placement on the real cluster from below.
-Cluster with_best_links(const Cluster& cluster) {
-  Link best_intra{0, std::numeric_limits<double>::infinity(), true};
-  Link best_inter = best_intra;
-  const auto improve = [](Link& best, const Link& link) {
-    best.bandwidth_bytes_per_second = std::max(best.bandwidth_bytes_per_second, link.bandwidth_bytes_per_second);
-    best.latency_seconds = std::min(best.latency_seconds, link.latency_seconds);
-  };
-  for (const LinkMatrix& links : cluster.intra_node)
-    for (int a = 0; a < links.size(); ++a)
-      for (int b = 0; b < links.size(); ++b)
-        if (a != b) improve(best_intra, links.at(a, b));
-  for (int a = 0; a < cluster.num_nodes(); ++a)
-    for (int b = 0; b < cluster.num_nodes(); ++b)
-      if (a != b) improve(best_inter, cluster.inter_node.at(a, b));
-  Cluster best = cluster;
-  for (LinkMatrix& links : best.intra_node) links = LinkMatrix(links.size(), best_intra);
-  best.inter_node = LinkMatrix(cluster.num_nodes(), best_inter);
-  return best;
-}
 
 // Inputs the search can place: sizes consistent and the ranks fit on the cluster's GPUs.
 bool placeable(const Cluster& cluster, const ParallelConfig& config, const WorkProfile& work) {
@@ -325,6 +304,26 @@ PlacementResult search_placement(const Cluster& cluster, const ParallelConfig& c
 }
 
 }  // namespace
+
+Cluster with_best_links(const Cluster& cluster) {
+  Link best_intra{0, std::numeric_limits<double>::infinity(), true};
+  Link best_inter = best_intra;
+  const auto improve = [](Link& best, const Link& link) {
+    best.bandwidth_bytes_per_second = std::max(best.bandwidth_bytes_per_second, link.bandwidth_bytes_per_second);
+    best.latency_seconds = std::min(best.latency_seconds, link.latency_seconds);
+  };
+  for (const LinkMatrix& links : cluster.intra_node)
+    for (int a = 0; a < links.size(); ++a)
+      for (int b = 0; b < links.size(); ++b)
+        if (a != b) improve(best_intra, links.at(a, b));
+  for (int a = 0; a < cluster.num_nodes(); ++a)
+    for (int b = 0; b < cluster.num_nodes(); ++b)
+      if (a != b) improve(best_inter, cluster.inter_node.at(a, b));
+  Cluster best = cluster;
+  for (LinkMatrix& links : best.intra_node) links = LinkMatrix(links.size(), best_intra);
+  best.inter_node = LinkMatrix(cluster.num_nodes(), best_inter);
+  return best;
+}
 
 double pipette_paper_objective(const CommunicationTimes& communication) {
   double slowest_pipeline_seconds = 0;

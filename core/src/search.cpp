@@ -456,15 +456,30 @@ Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& tr
     if (best.size() > capacity) best.pop_back();
   }
 
+  // Placement re-ranks the kept candidates, best default-order time first. A candidate whose time
+  // with every link at the cluster's best (a lower bound for any placement of it) cannot beat the
+  // best placed plan so far keeps Slurm's order: annealing it could not change the winner, and on
+  // a measured fabric each annealing run costs a large share of the job-start time.
+  const Cluster optimistic = options.optimize_placement && best.size() > 1 ? with_best_links(cluster) : Cluster{};
+  double best_placed_seconds = std::numeric_limits<double>::infinity();
   const double close_call = best.front().first * (1 + kCloseCallFraction);
   for (size_t rank = 0; rank < best.size(); ++rank) {
     const auto& [seconds, index] = best[rank];
     if (rank >= keep && seconds > close_call) break;
+    const ParallelConfig& config = enumeration.fitting[index].config;
+    const Evaluated evaluated = evaluate_in_default_order(model, training, cluster, config);
     SearchOptions candidate_options = options;
     candidate_options.optimize_placement = options.optimize_placement && rank < keep;
-    const ParallelConfig& config = enumeration.fitting[index].config;
-    result.plans.push_back(finish_plan(model, training, cluster, config, candidate_options,
-                                       evaluate_in_default_order(model, training, cluster, config)));
+    if (candidate_options.optimize_placement && !result.plans.empty()) {
+      const CommunicationTimes best_links =
+          communication_times(optimistic, config, evaluated.work, default_placement(config));
+      candidate_options.optimize_placement =
+          iteration_seconds(config, evaluated.work, best_links, training) < best_placed_seconds;
+    }
+    result.plans.push_back(finish_plan(model, training, cluster, config, candidate_options, evaluated));
+    if (candidate_options.optimize_placement) {
+      best_placed_seconds = std::min(best_placed_seconds, result.plans.back().time.iteration_seconds);
+    }
   }
   rank_close_calls_by_simulation(model, training, cluster, result.plans);
   if (result.plans.size() > static_cast<size_t>(options.top_k)) result.plans.resize(static_cast<size_t>(std::max(0, options.top_k)));

@@ -21,6 +21,11 @@ PlacementResult optimize_placement(const Cluster& cluster, const ParallelConfig&
                                    const WorkProfile& work, const TrainingSpec& training,
                                    const PlacementEffort& effort);
 
+// The same cluster with every link as good as the best one of its kind (highest bandwidth,
+// lowest latency): communication costs on it bound those of any placement on the real cluster
+// from below, because the iteration time never drops when a communication time grows.
+Cluster with_best_links(const Cluster& cluster);
+
 // node_order[k] = node index that gets NODE_RANK k (one-process-per-node launchers): the node
 // that hosts ranks k·G … k·G + G − 1. Empty when a block of G consecutive ranks spans nodes
 // (no placement optimize_placement returns does).
