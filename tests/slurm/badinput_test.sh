@@ -26,22 +26,6 @@ unplanned() {
   esac
 }
 
-# refused NAME MESSAGE [env VAR=VALUE...] -- sbatch arguments...: refused at submission, nothing queued.
-refused() {
-  local name=$1 message=$2; shift 2
-  local env_args=()
-  while [ "$1" != "--" ]; do env_args+=("$1"); shift; done
-  shift
-  local before after status
-  before=$(squeue -h | wc -l)
-  env "${env_args[@]}" sbatch "$@" --wrap true >"$work_dir/$name.out" 2>&1
-  status=$?
-  after=$(squeue -h | wc -l)
-  [ "$status" -ne 0 ] && pass "$name: sbatch refused (exit $status)" || fail "$name: sbatch accepted it"
-  expect_contains "$name: message" "$message" "$work_dir/$name.out"
-  expect_eq "$name: nothing queued" "$before" "$after"
-}
-
 # Very long environment values: refused at submission, or run unplanned, never a crash.
 long_fix=$(printf 'tp=8,%.0s' $(seq 1 20000))  # 100,000 characters
 refused long-fix "PIPETTE_FIX: \"tp=8\": tp is given twice" PIPETTE_FIX="$long_fix" -- --pipette "${model_args[@]}"

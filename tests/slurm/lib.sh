@@ -127,3 +127,20 @@ chmod 0755 "$rank_job"
 batch_variable() {  # batch_variable PREFIX NAME
   sed -n "s/^$2=//p" "$1.batch-env"
 }
+
+# refused NAME MESSAGE [env VAR=VALUE...] -- sbatch arguments...: refused at submission with
+# MESSAGE in sbatch's output, and nothing queued.
+refused() {
+  local name=$1 message=$2; shift 2
+  local env_args=()
+  while [ "$1" != "--" ]; do env_args+=("$1"); shift; done
+  shift
+  local before after status
+  before=$(squeue -h | wc -l)
+  env "${env_args[@]}" sbatch "$@" --wrap true >"$work_dir/$name.out" 2>&1
+  status=$?
+  after=$(squeue -h | wc -l)
+  [ "$status" -ne 0 ] && pass "$name: sbatch refused (exit $status)" || fail "$name: sbatch accepted it"
+  expect_contains "$name: message" "$message" "$work_dir/$name.out"
+  expect_eq "$name: nothing queued" "$before" "$after"
+}

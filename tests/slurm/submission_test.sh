@@ -13,37 +13,21 @@ for tool in sbatch salloc srun; do
   done
 done
 
-# rejected NAME MESSAGE [env VAR=VALUE...] -- sbatch arguments...
-rejected() {
-  local name=$1 message=$2; shift 2
-  local env_args=()
-  while [ "$1" != "--" ]; do env_args+=("$1"); shift; done
-  shift
-  local before after status
-  before=$(squeue -h | wc -l)
-  env "${env_args[@]}" sbatch "$@" --wrap true >"$work_dir/$name.out" 2>&1
-  status=$?
-  after=$(squeue -h | wc -l)
-  [ "$status" -ne 0 ] && pass "$name: sbatch refused (exit $status)" || fail "$name: sbatch accepted it"
-  expect_contains "$name: message" "$message" "$work_dir/$name.out"
-  expect_eq "$name: nothing queued" "$before" "$after"
-}
-
-rejected bad-mode "pipette: --pipette: invalid value 'fast' (expected auto, plan or off)" -- --pipette=fast
-rejected zero-batch "pipette: --pipette-batch: invalid value '0' (expected a positive number of sequences)" \
+refused bad-mode "pipette: --pipette: invalid value 'fast' (expected auto, plan or off)" -- --pipette=fast
+refused zero-batch "pipette: --pipette-batch: invalid value '0' (expected a positive number of sequences)" \
   -- --pipette --pipette-batch=0
-rejected bad-seq "pipette: --pipette-seq: invalid value '4k' (expected a positive number of tokens)" \
+refused bad-seq "pipette: --pipette-seq: invalid value '4k' (expected a positive number of tokens)" \
   -- --pipette --pipette-seq=4k
-rejected empty-model "pipette: --pipette-model: invalid value ''" -- --pipette --pipette-model=
-rejected bad-env "pipette: PIPETTE_BATCH: invalid value 'many' (expected a positive number of sequences)" \
+refused empty-model "pipette: --pipette-model: invalid value ''" -- --pipette --pipette-model=
+refused bad-env "pipette: PIPETTE_BATCH: invalid value 'many' (expected a positive number of sequences)" \
   PIPETTE_BATCH=many -- --pipette
-rejected bad-env-strict "pipette: PIPETTE_STRICT: invalid value 'maybe'" PIPETTE_STRICT=maybe -- --pipette
-rejected cli-env-conflict \
+refused bad-env-strict "pipette: PIPETTE_STRICT: invalid value 'maybe'" PIPETTE_STRICT=maybe -- --pipette
+refused cli-env-conflict \
   "pipette: --pipette-model=llama2-7b conflicts with PIPETTE_MODEL=llama2-70b in the environment" \
   PIPETTE_MODEL=llama2-70b -- --pipette --pipette-model=llama2-7b
-rejected mode-conflict "pipette: --pipette=off conflicts with PIPETTE=auto in the environment" \
+refused mode-conflict "pipette: --pipette=off conflicts with PIPETTE=auto in the environment" \
   PIPETTE=auto -- --pipette=off
-rejected given-twice "pipette: --pipette given twice with different values ('plan' and 'auto')" \
+refused given-twice "pipette: --pipette given twice with different values ('plan' and 'auto')" \
   -- --pipette=plan --pipette=auto
 
 srun --pipette=sometimes -N1 true >"$work_dir/srun-bad.out" 2>&1 && fail "srun accepted --pipette=sometimes" ||
@@ -62,7 +46,7 @@ expect_cluster_healthy "submission checks"
 start_cluster config=relative/pipette.yaml
 run_batch no-pipette --wrap true
 expect_eq "bad plugstack.conf: a job without --pipette runs" 0 "$batch_status"
-rejected bad-plugstack "pipette: plugstack.conf: config=relative/pipette.yaml must be an absolute path" \
+refused bad-plugstack "pipette: plugstack.conf: config=relative/pipette.yaml must be an absolute path" \
   -- --pipette
 expect_cluster_healthy "a bad plugstack.conf"
 finish
