@@ -23,12 +23,12 @@ std::string synopsis() {
 std::string commands_section() {
   std::string out;
   for (const pipette::cli::CommandSpec& command : pipette::cli::commands()) {
-    out += ".SS \"pipette " + literal(command.name) + (command.operands.empty() ? "" : " " + literal(command.operands)) +
+    out += ".SS \"pipette " + literal(command.name) + (command.operands.empty() ? "" : ' ' + literal(command.operands)) +
            "\"\n" + escape(command.description.empty() ? command.summary : command.description) + "\n";
     for (const pipette::cli::OptionSpec* option : command.options) {
       out += ".TP\n\\fB" + literal(std::string("--") + std::string(option->name)) + "\\fR";
       if (!option->value_name.empty()) out += " \\fI" + literal(option->value_name) + "\\fR";
-      out += "\n" + escape(option->help);
+      out += '\n' + escape(option->help);
       if (!option->default_value.empty()) out += " (default: " + escape(option->default_value) + ")";
       out += "\n";
     }

@@ -25,7 +25,7 @@ std::string options_section() {
     if (option.arginfo != nullptr) {
       out += option.has_arg == 2 ? "[=\\fI" + literal(option.arginfo) + "\\fR]" : "=\\fI" + literal(option.arginfo) + "\\fR";
     }
-    out += "\n" + escape(option.usage) + "\n.br\nEnvironment: \\fB" + literal(option.env_var) + "\\fR.\n";
+    out += '\n' + escape(option.usage) + "\n.br\nEnvironment: \\fB" + literal(option.env_var) + "\\fR.\n";
   }
   return out;
 }

@@ -20,7 +20,7 @@ using units::microsecond;
 
 Cluster uniform_cluster(int nodes, int gpus_per_node, int rails, Link intra, Link inter) {
   Cluster cluster;
-  for (int n = 0; n < nodes; ++n) cluster.node_names.push_back("n" + std::to_string(n));
+  for (int n = 0; n < nodes; ++n) cluster.node_names.push_back('n' + std::to_string(n));
   cluster.gpus_per_node = gpus_per_node;
   cluster.nics_per_node = rails;
   cluster.intra_node.assign(static_cast<size_t>(nodes), LinkMatrix(gpus_per_node, intra));

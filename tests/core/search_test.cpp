@@ -14,7 +14,7 @@ namespace {
 // DGX-H100-like nodes: NVLink ~360 GB/s per GPU pair direction, 8×400 Gb/s NICs per node.
 Cluster uniform_cluster(int nodes, int gpus_per_node, const char* gpu = "H100-SXM") {
   Cluster cluster;
-  for (int node = 0; node < nodes; ++node) cluster.node_names.push_back("n" + std::to_string(node));
+  for (int node = 0; node < nodes; ++node) cluster.node_names.push_back('n' + std::to_string(node));
   cluster.gpus_per_node = gpus_per_node;
   cluster.nics_per_node = gpus_per_node;
   cluster.gpu = *find_gpu(gpu);

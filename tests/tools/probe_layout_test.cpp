@@ -17,7 +17,7 @@ std::vector<TaskIdentity> tasks_for(int nodes, int gpus, bool cyclic) {
     const int node = cyclic ? rank % nodes : rank / gpus;
     const int local = cyclic ? rank / nodes : rank % gpus;
     // Only local rank 0 inspects the node; the others report no fingerprint.
-    tasks.push_back({rank, node, local, "n" + std::to_string(node), local == 0 ? "fp" + std::to_string(node) : ""});
+    tasks.push_back({rank, node, local, 'n' + std::to_string(node), local == 0 ? "fp" + std::to_string(node) : ""});
   }
   return tasks;
 }

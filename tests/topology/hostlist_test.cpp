@@ -145,7 +145,7 @@ TEST_F(ScontrolOracle, CompressionMatchesScontrolShowHostlist) {
 TEST(Hostlist, HundredThousandNodesRoundTrip) {
   Hosts hosts;
   for (int rack = 0; rack < 100; ++rack)
-    for (int node = 1; node <= 1000; ++node) hosts.push_back("r" + std::to_string(rack) + "n" + std::to_string(node));
+    for (int node = 1; node <= 1000; ++node) hosts.push_back('r' + std::to_string(rack) + 'n' + std::to_string(node));
   const std::string compressed = compress_hostlist(hosts);
   EXPECT_LT(compressed.size(), 1500u);
   auto expanded = expand_hostlist(compressed);

@@ -223,7 +223,7 @@ TEST_F(TempDir, ConcurrentWritersLoseNothing) {
     writers.emplace_back([&, w] {
       for (int k = 0; k < 5; ++k) {
         LinkCache one;
-        one.pairs = {pair("w" + std::to_string(w), "k" + std::to_string(k), 40, 10, kDecember1)};
+        one.pairs = {pair('w' + std::to_string(w), 'k' + std::to_string(k), 40, 10, kDecember1)};
         EXPECT_TRUE(update_link_cache(file, one).ok());
       }
     });

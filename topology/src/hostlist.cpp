@@ -41,12 +41,12 @@ Error hostlist_error(std::string_view expression, const std::string& what) {
 
 Result<std::uint64_t> parse_number(std::string_view digits, std::string_view expression) {
   if (digits.empty() || digits.size() > kMaxNumberDigits)
-    return hostlist_error(expression, "\"" + quoted_input(digits) +
+    return hostlist_error(expression, '"' + quoted_input(digits) +
                                           "\" is not a number of 1 to 18 digits; write ranges like [01-16,20]");
   std::uint64_t value = 0;
   for (char c : digits) {
     if (!is_digit(c))
-      return hostlist_error(expression, "\"" + quoted_input(digits) +
+      return hostlist_error(expression, '"' + quoted_input(digits) +
                                             "\" is not a number; write ranges like [01-16,20]");
     value = value * 10 + static_cast<std::uint64_t>(c - '0');
   }

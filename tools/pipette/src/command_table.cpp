@@ -91,7 +91,7 @@ constexpr std::array<CommandSpec, 6> kCommands{{
 
 std::string option_line(const OptionSpec& option) {
   std::string left = "  --" + std::string(option.name);
-  if (!option.value_name.empty()) left += " " + std::string(option.value_name);
+  if (!option.value_name.empty()) left += ' ' + std::string(option.value_name);
   constexpr size_t kHelpColumn = 28;
   std::string line = left + (left.size() + 2 <= kHelpColumn ? std::string(kHelpColumn - left.size(), ' ') : "\n" + std::string(kHelpColumn, ' '));
   line += std::string(option.help);
@@ -151,7 +151,7 @@ std::string program_help() {
 std::string command_help(const CommandSpec& command) {
   std::string out = "usage: pipette " + std::string(command.name);
   if (!command.options.empty()) out += " [OPTIONS]";
-  if (!command.operands.empty()) out += " " + std::string(command.operands);
+  if (!command.operands.empty()) out += ' ' + std::string(command.operands);
   out += "\n\n" + wrap(command.description, 0) + "\noptions:\n";
   for (const OptionSpec* option : command.options) out += option_line(*option);
   return out;

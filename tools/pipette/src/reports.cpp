@@ -42,7 +42,10 @@ std::string on_off(bool flag) { return flag ? "on" : "off"; }
 
 std::string layers_text(const std::vector<int>& layers) {
   std::string out;
-  for (size_t i = 0; i < layers.size(); ++i) out += (i ? "," : "") + std::to_string(layers[i]);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(layers[i]);
+  }
   return out;
 }
 
@@ -52,7 +55,9 @@ std::string layers_compact(const std::vector<int>& layers) {
   for (size_t i = 0; i < layers.size();) {
     size_t run = 1;
     while (i + run < layers.size() && layers[i + run] == layers[i]) ++run;
-    out += (out.empty() ? "" : ",") + std::to_string(layers[i]) + (run > 1 ? "x" + std::to_string(run) : "");
+    if (!out.empty()) out += ',';
+    out += std::to_string(layers[i]);
+    if (run > 1) out += 'x' + std::to_string(run);
     i += run;
   }
   return out;

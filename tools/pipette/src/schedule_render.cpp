@@ -239,8 +239,8 @@ std::string render_chrome_trace(const SimulationResult& simulation, int pp, int 
   }
   for (const auto& event : simulation.events) {
     std::string name = short_name(event.kind);
-    if (event.microbatch >= 0) name += " " + std::to_string(event.microbatch);
-    if (event.chunk > 0) name += "." + std::to_string(event.chunk);
+    if (event.microbatch >= 0) name += ' ' + std::to_string(event.microbatch);
+    if (event.chunk > 0) name += '.' + std::to_string(event.chunk);
     json.begin_object()
         .value("ph", "X")
         .value("name", name)
