@@ -17,7 +17,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 77
 fi
 
-work_dir=$(mktemp -d "/tmp/pipette-$test_name.XXXXXX")
+work_dir=$(mktemp -d "${TMPDIR:-/tmp}/pipette-$test_name.XXXXXX")
 chmod 0755 "$work_dir"
 export PIPETTE_SLURM_DIR="$work_dir/cluster"
 export SLURM_CONF="$PIPETTE_SLURM_DIR/etc/slurm.conf"
