@@ -159,7 +159,7 @@ Score score(const ModelSpec& model, const TrainingSpec& training, const Cluster&
   if (!fits_in_memory(model, training, *config, site)) return result;
   const WorkProfile work = profile_work(model, training, cluster.gpu, *config);
   const CommunicationTimes communication = communication_times(cluster, *config, work, placement);
-  result.simulated_seconds = simulate_schedule(*config, work, communication, training).iteration_seconds;
+  result.simulated_seconds = simulated_iteration_seconds(*config, work, communication, training);
   result.predicted_seconds = critical_path(*config, work, communication, training).iteration_seconds;
   result.outcome = Outcome::scored;
   return result;

@@ -61,22 +61,24 @@ struct RingBottleneck {
 // node ring follows rank order) and, per node, the local GPUs in rank order.
 class NodeRing {
  public:
+  // Linear when every node's members are consecutive in rank order (the usual case), O(n log n)
+  // otherwise: DP groups of a 1024-node job have 1024 members, and the placement search builds two
+  // per move.
   NodeRing(const Cluster& cluster, const std::vector<int>& gpus) : size_(static_cast<int>(gpus.size())) {
-    std::vector<int> node_of_member(gpus.size());
-    for (size_t i = 0; i < gpus.size(); ++i) {
-      node_of_member[i] = node_of(cluster, gpus[i]);
-      if (std::find(nodes_.begin(), nodes_.end(), node_of_member[i]) == nodes_.end()) nodes_.push_back(node_of_member[i]);
-    }
     local_gpus_.reserve(gpus.size());
-    group_begin_.reserve(nodes_.size() + 1);
-    group_begin_.push_back(0);
-    for (const int node : nodes_) {
-      for (size_t i = 0; i < gpus.size(); ++i)
-        if (node_of_member[i] == node) local_gpus_.push_back(local_of(cluster, gpus[i]));
-      group_begin_.push_back(static_cast<int>(local_gpus_.size()));
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      const int node = node_of(cluster, gpus[i]);
+      if (nodes_.empty() || nodes_.back() != node) {
+        nodes_.push_back(node);
+        group_begin_.push_back(static_cast<int>(i));
+      }
+      local_gpus_.push_back(local_of(cluster, gpus[i]));
     }
+    group_begin_.push_back(static_cast<int>(gpus.size()));
+    std::vector<int> distinct = nodes_;
+    std::sort(distinct.begin(), distinct.end());
+    if (std::adjacent_find(distinct.begin(), distinct.end()) != distinct.end()) group_scattered_members(cluster, gpus);
   }
-
   int size() const { return size_; }
   int node_count() const { return static_cast<int>(nodes_.size()); }
   const std::vector<int>& nodes() const { return nodes_; }
@@ -94,6 +96,31 @@ class NodeRing {
   }
 
  private:
+  // Some node's members are not consecutive: key each member by (its node's first member, itself);
+  // sorting that key groups members by node, nodes in order of first appearance, members in rank order.
+  void group_scattered_members(const Cluster& cluster, const std::vector<int>& gpus) {
+    std::vector<std::pair<int, int>> by_node(gpus.size());  // (node, member)
+    for (size_t i = 0; i < gpus.size(); ++i) by_node[i] = {node_of(cluster, gpus[i]), static_cast<int>(i)};
+    std::sort(by_node.begin(), by_node.end());
+    std::vector<std::pair<int, int>> order(gpus.size());  // (node's first member, member)
+    for (size_t i = 0, first = 0; i < by_node.size(); ++i) {
+      if (by_node[i].first != by_node[first].first) first = i;
+      order[i] = {by_node[first].second, by_node[i].second};
+    }
+    std::sort(order.begin(), order.end());
+    nodes_.clear();
+    group_begin_.clear();
+    local_gpus_.clear();
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (i == 0 || order[i].first != order[i - 1].first) {
+        nodes_.push_back(node_of(cluster, gpus[static_cast<size_t>(order[i].first)]));
+        group_begin_.push_back(static_cast<int>(i));
+      }
+      local_gpus_.push_back(local_of(cluster, gpus[static_cast<size_t>(order[i].second)]));
+    }
+    group_begin_.push_back(static_cast<int>(order.size()));
+  }
+
   int size_ = 0;
   std::vector<int> nodes_;
   std::vector<int> group_begin_;  // node_count() + 1 offsets into local_gpus_

@@ -6,6 +6,7 @@
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/memory.hpp"
 #include "pipette/core/simulator.hpp"
+#include "performance_internal.hpp"
 
 namespace pipette {
 
@@ -279,20 +280,11 @@ Placement default_placement(const ParallelConfig& config) {
 
 namespace {
 
-// One replica's pipeline in per-chunk times: forward f[i], backward b[i] of one chunk of one
-// micro-batch on rank i (compute + its TP share), link times c[i] between rank i and i + 1, and the
-// interleaved schedule's hop from the last rank back to the first.
-struct ReplicaPipeline {
-  std::vector<double> forward;
-  std::vector<double> backward;
-  std::vector<double> link;
-  double wraparound = 0;
-};
+using detail::ReplicaPipeline;
 
 struct PipelineTimes {
   double total_seconds = 0;
-  double cycle_seconds = 0;         // steady-state time per (chunk) forward + backward pair
-  std::vector<double> stage_end;    // when each rank finishes its last backward
+  double cycle_seconds = 0;  // steady-state time per (chunk) forward + backward pair
 };
 
 // Closed form of the (interleaved) 1F1B schedule that simulate_schedule runs op by op, per-chunk
@@ -379,25 +371,31 @@ PipelineTimes pipeline_times(const ReplicaPipeline& pipe, int microbatches, int 
                                             (chunks - 1) * (forward_round_wait + backward_round_wait) + drain);
     }
   }
-  // The last backward on rank i ends when the last gradient has still to cross ranks i−1 .. 0.
-  times.stage_end.resize(static_cast<size_t>(p));
-  double drain = 0;
-  for (int i = 0; i < p; ++i) {
-    times.stage_end[static_cast<size_t>(i)] = times.total_seconds - drain;
-    drain += pipe.backward[i] + (i < p - 1 ? pipe.link[i] : 0.0);
-  }
   return times;
 }
 
-ReplicaPipeline replica_pipeline(const ParallelConfig& config, const WorkProfile& work,
-                                 const CommunicationTimes& communication, int replica, bool with_links,
-                                 bool with_embedding_and_head) {
+// When each rank finishes its last backward: the last gradient has still to cross ranks i−1 .. 0.
+std::vector<double> stage_ends(const ReplicaPipeline& pipe, double total_seconds) {
+  const size_t p = pipe.forward.size();
+  std::vector<double> end(p);
+  double drain = 0;
+  for (size_t i = 0; i < p; ++i) {
+    end[i] = total_seconds - drain;
+    drain += pipe.backward[i] + (i + 1 < p ? pipe.link[i] : 0.0);
+  }
+  return end;
+}
+
+// Fills `pipe` (reusing its storage: the placement search calls this once per touched replica per
+// move) with replica `replica`'s pipeline.
+void fill_replica_pipeline(const ParallelConfig& config, const WorkProfile& work, const CommunicationTimes& communication,
+                           int replica, bool with_links, bool with_embedding_and_head, ReplicaPipeline& pipe) {
   const int chunks = config.pp > 1 ? config.virtual_stages : 1;
   const double forward_share = forward_share_of_tp(config.recompute);
-  ReplicaPipeline pipe;
-  pipe.forward.reserve(static_cast<size_t>(config.pp));
-  pipe.backward.reserve(static_cast<size_t>(config.pp));
-  pipe.link.reserve(static_cast<size_t>(config.pp));
+  pipe.forward.clear();
+  pipe.backward.clear();
+  pipe.link.clear();
+  pipe.wraparound = 0;
   for (int stage = 0; stage < config.pp; ++stage) {
     const StageWork& stage_work = work.stages[static_cast<size_t>(stage)];
     const double tp = communication.tp_seconds.empty() ? 0.0
@@ -417,6 +415,13 @@ ReplicaPipeline replica_pipeline(const ParallelConfig& config, const WorkProfile
                           ? *std::max_element(pipe.link.begin(), pipe.link.end())
                           : communication.wraparound_p2p_seconds[static_cast<size_t>(replica)];
   }
+}
+
+ReplicaPipeline replica_pipeline(const ParallelConfig& config, const WorkProfile& work,
+                                 const CommunicationTimes& communication, int replica, bool with_links,
+                                 bool with_embedding_and_head) {
+  ReplicaPipeline pipe;
+  fill_replica_pipeline(config, work, communication, replica, with_links, with_embedding_and_head, pipe);
   return pipe;
 }
 
@@ -426,15 +431,16 @@ struct SlowestReplica {
   PipelineTimes times;
 };
 
+int pipeline_chunks(const ParallelConfig& config) { return config.pp > 1 ? config.virtual_stages : 1; }
+
 SlowestReplica slowest_replica(const ParallelConfig& config, const WorkProfile& work,
                                const CommunicationTimes& communication, bool with_links, bool with_embedding_and_head) {
-  const int chunks = config.pp > 1 ? config.virtual_stages : 1;
   SlowestReplica slowest;
+  ReplicaPipeline pipe;
   for (int replica = 0; replica < config.dp; ++replica) {
-    PipelineTimes times = pipeline_times(
-        replica_pipeline(config, work, communication, replica, with_links, with_embedding_and_head),
-        work.num_microbatches, chunks);
-    if (replica == 0 || times.total_seconds > slowest.times.total_seconds) slowest = {replica, std::move(times)};
+    fill_replica_pipeline(config, work, communication, replica, with_links, with_embedding_and_head, pipe);
+    const PipelineTimes times = pipeline_times(pipe, work.num_microbatches, pipeline_chunks(config));
+    if (replica == 0 || times.total_seconds > slowest.times.total_seconds) slowest = {replica, times};
   }
   return slowest;
 }
@@ -469,20 +475,19 @@ double parameter_gather_delay(const ReplicaPipeline& pipe, const std::vector<dou
   return delay;
 }
 
-IterationEnd iteration_end(const ParallelConfig& config, const WorkProfile& work,
-                           const CommunicationTimes& communication, const TrainingSpec& training) {
-  const int chunks = config.pp > 1 ? config.virtual_stages : 1;
+// The end of the iteration once the slowest replica and its pipeline are known.
+IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile& work,
+                                 const CommunicationTimes& communication, const TrainingSpec& training,
+                                 SlowestReplica slowest, const ReplicaPipeline& slowest_pipe) {
+  const int chunks = pipeline_chunks(config);
   const int m = work.num_microbatches;
-  SlowestReplica slowest = slowest_replica(config, work, communication, true, true);
+  const std::vector<double> stage_end = stage_ends(slowest_pipe, slowest.times.total_seconds);
   const double gather_share = parameter_gather_share(config, training);
   std::vector<double> gather_seconds(static_cast<size_t>(config.pp), 0.0);
   for (int stage = 0; stage < config.pp && !communication.dp_seconds.empty(); ++stage) {
     gather_seconds[static_cast<size_t>(stage)] = gather_share * communication.dp_seconds[static_cast<size_t>(stage)];
   }
-  const double gather_delay =
-      gather_share > 0 ? parameter_gather_delay(replica_pipeline(config, work, communication, slowest.replica, true, true),
-                                                gather_seconds, m, chunks)
-                       : 0.0;
+  const double gather_delay = gather_share > 0 ? parameter_gather_delay(slowest_pipe, gather_seconds, m, chunks) : 0.0;
   const double pipeline = slowest.times.total_seconds + gather_delay;
 
   // Gradient reduction of each stage, as the simulator schedules it: without overlap after the
@@ -492,7 +497,7 @@ IterationEnd iteration_end(const ParallelConfig& config, const WorkProfile& work
   for (int stage = 0; stage < config.pp; ++stage) {
     const double reduction =
         communication.dp_seconds.empty() ? 0.0 : gradient_reduction_share(config, training) * communication.dp_seconds[static_cast<size_t>(stage)];
-    const double end = slowest.times.stage_end[static_cast<size_t>(stage)] + gather_delay;
+    const double end = stage_end[static_cast<size_t>(stage)] + gather_delay;
     double done = end;
     if (reduction > 0 && !training.overlap_gradient_reduce) {
       done = end + reduction;
@@ -512,10 +517,66 @@ IterationEnd iteration_end(const ParallelConfig& config, const WorkProfile& work
   double optimizer = 0;
   for (const StageWork& stage : work.stages) optimizer = std::max(optimizer, stage.optimizer_seconds);
 
-  return {std::move(slowest), reductions_done, optimizer};
+  return {slowest, reductions_done, optimizer};
+}
+
+IterationEnd iteration_end(const ParallelConfig& config, const WorkProfile& work,
+                           const CommunicationTimes& communication, const TrainingSpec& training) {
+  const SlowestReplica slowest = slowest_replica(config, work, communication, true, true);
+  return iteration_end_after(config, work, communication, training, slowest,
+                             replica_pipeline(config, work, communication, slowest.replica, true, true));
 }
 
 }  // namespace
+
+namespace detail {
+
+IncrementalIterationSeconds::IncrementalIterationSeconds(const ParallelConfig& config, const WorkProfile& work,
+                                                         const TrainingSpec& training)
+    : config_(config), work_(work), training_(training), replica_seconds_(static_cast<size_t>(std::max(0, config.dp))) {}
+
+double IncrementalIterationSeconds::replica_seconds(const CommunicationTimes& communication, int replica) {
+  fill_replica_pipeline(config_, work_, communication, replica, true, true, scratch_);
+  return pipeline_times(scratch_, work_.num_microbatches, pipeline_chunks(config_)).total_seconds;
+}
+
+double IncrementalIterationSeconds::of(const CommunicationTimes& communication) {
+  saved_.clear();
+  for (int replica = 0; replica < config_.dp; ++replica) {
+    replica_seconds_[static_cast<size_t>(replica)] = replica_seconds(communication, replica);
+  }
+  return finish(communication);
+}
+
+double IncrementalIterationSeconds::after_change(const CommunicationTimes& communication,
+                                                 const std::vector<int>& changed_replicas) {
+  saved_.clear();
+  for (const int replica : changed_replicas) {
+    double& seconds = replica_seconds_[static_cast<size_t>(replica)];
+    saved_.emplace_back(replica, seconds);
+    seconds = replica_seconds(communication, replica);
+  }
+  return finish(communication);
+}
+
+void IncrementalIterationSeconds::undo_change() {
+  for (const auto& [replica, seconds] : saved_) replica_seconds_[static_cast<size_t>(replica)] = seconds;
+  saved_.clear();
+}
+
+double IncrementalIterationSeconds::finish(const CommunicationTimes& communication) {
+  if (config_.dp < 1) return iteration_seconds(config_, work_, communication, training_);
+  // The first of the slowest, as slowest_replica picks it.
+  const auto slowest = std::max_element(replica_seconds_.begin(), replica_seconds_.end());
+  const int replica = static_cast<int>(slowest - replica_seconds_.begin());
+  fill_replica_pipeline(config_, work_, communication, replica, true, true, scratch_);
+  const IterationEnd end =
+      iteration_end_after(config_, work_, communication, training_,
+                          {replica, pipeline_times(scratch_, work_.num_microbatches, pipeline_chunks(config_))}, scratch_);
+  return end.reductions_done + end.optimizer;
+}
+
+}  // namespace detail
 
 double iteration_seconds(const ParallelConfig& config, const WorkProfile& work,
                          const CommunicationTimes& communication, const TrainingSpec& training) {

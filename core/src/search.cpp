@@ -326,7 +326,7 @@ void rank_close_calls_by_simulation(const ModelSpec& model, const TrainingSpec& 
     if (seconds <= best_seconds * (1 + kCloseCallFraction)) {
       const WorkProfile work = profile_work(model, training, cluster.gpu, plan.config);
       const CommunicationTimes communication = communication_times(cluster, plan.config, work, plan.placement);
-      seconds = simulate_schedule(plan.config, work, communication, training).iteration_seconds;
+      seconds = simulated_iteration_seconds(plan.config, work, communication, training);
     }
     order.emplace_back(seconds, index);
   }

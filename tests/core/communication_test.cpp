@@ -82,6 +82,20 @@ TEST(RingAllreduce, AcrossNodesIsIntraReduceScatterInterRingIntraAllGather) {
   EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, {1, 5}, bytes), 2.0 * 1 / 2 * bytes / 25e9 + 2 * 5e-6);
 }
 
+TEST(RingAllreduce, MembersOfANodeAreGroupedWhereverTheyStandInRankOrder) {
+  // NCCL's node ring visits nodes in order of first appearance and each node's GPUs together in
+  // rank order, so scattered members cost what the same members grouped cost.
+  Cluster cluster = uniform_cluster(3, 4, 4, nvlink, fabric);
+  cluster.intra_node[1].at(2, 0) = Link{10 * gigabyte, 3 * microsecond, true};  // GPU 6 → GPU 4
+  cluster.inter_node.at(2, 0) = Link{30 * gigabyte, 7 * microsecond, true};
+  for (const double bytes : {1e6, 1e9}) {
+    const double scattered = ring_allreduce_seconds(cluster, {6, 1, 4, 9, 7, 5, 0}, bytes);
+    EXPECT_DOUBLE_EQ(scattered, ring_allreduce_seconds(cluster, {6, 4, 7, 5, 1, 0, 9}, bytes));
+    // Node 1's GPUs in another order avoid the slow 6 → 4 link.
+    EXPECT_GT(scattered, ring_allreduce_seconds(cluster, {4, 6, 5, 7, 1, 0, 9}, bytes));
+  }
+}
+
 TEST(RingAllreduce, NodeRingRunsAtItsSlowestLinkInRankOrder) {
   Cluster cluster = uniform_cluster(4, 1, 1, nvlink, fabric);
   cluster.inter_node.at(0, 2) = Link{10 * gigabyte, 5 * microsecond, true};
