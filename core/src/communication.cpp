@@ -253,7 +253,11 @@ RankMap make_rank_map(const Cluster& cluster, const ParallelConfig& config, cons
 }
 
 double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
-                              double message_bytes, int from_stage, int to_stage, int replica) {
+                              double message_bytes, int from_stage, int to_stage, int replica, BoundaryFlowMemo* memo) {
+  const auto flows = [&](int from_node, int to_node, int from, int to) {
+    const auto count = [&] { return concurrent_boundary_flows(cluster, config, map, from_node, to_node, from, to); };
+    return memo != nullptr ? memo->flows(from_node, to_node, from, to, count) : count();
+  };
   double slowest = 0;
   // The tp flows of a replica usually cross one node pair, where every flow costs the same:
   // count the pair's concurrent flows and price a flow once.
@@ -271,8 +275,8 @@ double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& conf
       continue;
     }
     if (sender_node != priced_sender_node || receiver_node != priced_receiver_node) {
-      const int forward_flows = concurrent_boundary_flows(cluster, config, map, sender_node, receiver_node, from_stage, to_stage);
-      const int backward_flows = concurrent_boundary_flows(cluster, config, map, receiver_node, sender_node, to_stage, from_stage);
+      const int forward_flows = flows(sender_node, receiver_node, from_stage, to_stage);
+      const int backward_flows = flows(receiver_node, sender_node, to_stage, from_stage);
       priced_seconds = 0.5 * (p2p_seconds(cluster, sender, receiver, message_bytes, forward_flows) +
                               p2p_seconds(cluster, receiver, sender, message_bytes, backward_flows));
       priced_sender_node = sender_node;

@@ -25,8 +25,34 @@ RankMap make_rank_map(const Cluster& cluster, const ParallelConfig& config, cons
 // slowest of its tp GPUs, each sending while every other flow between the same two stages and the
 // same two nodes sends too; forward and backward directions averaged, because the schedule sends
 // each micro-batch once each way.
+// Concurrent-flow counts of stage boundaries already priced, for callers that price many entries
+// on one unchanged RankMap (the DP replicas of a node pair usually share one count): clear() it
+// whenever the map changes.
+class BoundaryFlowMemo {
+ public:
+  void clear() { counts_.clear(); }
+  // The count for (from_node → to_node, from_stage → to_stage), computed by `count` on a miss.
+  template <typename Count>
+  int flows(int from_node, int to_node, int from_stage, int to_stage, Count count) {
+    for (const Entry& entry : counts_)
+      if (entry.from_node == from_node && entry.to_node == to_node && entry.from_stage == from_stage &&
+          entry.to_stage == to_stage)
+        return entry.flows;
+    const int flows = count();
+    counts_.push_back({from_node, to_node, from_stage, to_stage, flows});
+    return flows;
+  }
+
+ private:
+  struct Entry {
+    int from_node, to_node, from_stage, to_stage, flows;
+  };
+  std::vector<Entry> counts_;  // few per move: a linear scan beats hashing
+};
+
 double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
-                              double message_bytes, int from_stage, int to_stage, int replica);
+                              double message_bytes, int from_stage, int to_stage, int replica,
+                              BoundaryFlowMemo* memo = nullptr);
 
 // The TP collectives of one micro-batch (forward + backward) of stage `stage`, replica `replica`.
 double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,

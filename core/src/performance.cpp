@@ -537,7 +537,15 @@ IncrementalIterationSeconds::IncrementalIterationSeconds(const ParallelConfig& c
 
 double IncrementalIterationSeconds::replica_seconds(const CommunicationTimes& communication, int replica) {
   fill_replica_pipeline(config_, work_, communication, replica, true, true, scratch_);
-  return pipeline_times(scratch_, work_.num_microbatches, pipeline_chunks(config_)).total_seconds;
+  // Replicas whose GPUs share nodes stage by stage (tp < GPUs per node) usually have equal
+  // entries, and moves touch them in a row.
+  if (scratch_.forward == previous_.forward && scratch_.backward == previous_.backward &&
+      scratch_.link == previous_.link && scratch_.wraparound == previous_.wraparound) {
+    return previous_seconds_;
+  }
+  std::swap(scratch_, previous_);
+  previous_seconds_ = pipeline_times(previous_, work_.num_microbatches, pipeline_chunks(config_)).total_seconds;
+  return previous_seconds_;
 }
 
 double IncrementalIterationSeconds::of(const CommunicationTimes& communication) {

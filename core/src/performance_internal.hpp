@@ -51,6 +51,8 @@ class IncrementalIterationSeconds final : public IncrementalObjective {
   std::vector<double> replica_seconds_;
   std::vector<std::pair<int, double>> saved_;
   ReplicaPipeline scratch_;
+  ReplicaPipeline previous_;  // the latest pipeline replica_seconds computed, and its time
+  double previous_seconds_ = 0;
 };
 
 }  // namespace pipette::detail

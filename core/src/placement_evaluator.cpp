@@ -106,14 +106,15 @@ void PlacementEvaluator::place_slot(int slot) {
   }
 }
 
-double PlacementEvaluator::compute_entry(const EntryRef& entry) const {
+double PlacementEvaluator::compute_entry(const EntryRef& entry) {
   const StageWork& stage = work_.stages[static_cast<size_t>(entry.stage)];
   switch (entry.kind) {
     case EntryRef::p2p:
       return stage_boundary_seconds(cluster_, config_, map_, work_.p2p_bytes_per_microbatch, entry.stage, entry.stage + 1,
-                                    entry.replica);
+                                    entry.replica, &flow_memo_);
     case EntryRef::wraparound:
-      return stage_boundary_seconds(cluster_, config_, map_, work_.p2p_bytes_per_microbatch, config_.pp - 1, 0, entry.replica);
+      return stage_boundary_seconds(cluster_, config_, map_, work_.p2p_bytes_per_microbatch, config_.pp - 1, 0, entry.replica,
+                                    &flow_memo_);
     case EntryRef::tp:
       return tp_collective_seconds(cluster_, config_, map_, stage, entry.stage, entry.replica);
     case EntryRef::dp:
@@ -125,6 +126,7 @@ double PlacementEvaluator::compute_entry(const EntryRef& entry) const {
 void PlacementEvaluator::recompute_after_move(int slot_a, int slot_b) {
   saved_.clear();
   changed_replicas_.clear();
+  flow_memo_.clear();
   ++stamp_;
   for (const int slot : {slot_a, slot_b}) {
     if (slot >= active_slots_) continue;

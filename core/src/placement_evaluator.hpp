@@ -64,7 +64,7 @@ class PlacementEvaluator {
   void exchange_slot_nodes(int slot_a, int slot_b);
   int exchange_local_gpus(int node, int position_a, int position_b);  // returns the node's slot
   void recompute_after_move(int slot_a, int slot_b);
-  double compute_entry(const EntryRef& entry) const;
+  double compute_entry(const EntryRef& entry);
 
   const Cluster& cluster_;
   const ParallelConfig& config_;
@@ -84,6 +84,7 @@ class PlacementEvaluator {
   std::vector<std::uint32_t> replica_stamp_;
   std::uint32_t stamp_ = 0;
   std::vector<int> changed_replicas_;
+  BoundaryFlowMemo flow_memo_;  // of the current move's map
   // The latest move, for undo().
   MoveKind last_move_ = MoveKind::none;
   int last_a_ = 0, last_b_ = 0, last_node_ = 0;
