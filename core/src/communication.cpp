@@ -75,9 +75,14 @@ class NodeRing {
       local_gpus_.push_back(local_of(cluster, gpus[i]));
     }
     group_begin_.push_back(static_cast<int>(gpus.size()));
-    std::vector<int> distinct = nodes_;
-    std::sort(distinct.begin(), distinct.end());
-    if (std::adjacent_find(distinct.begin(), distinct.end()) != distinct.end()) group_scattered_members(cluster, gpus);
+    std::vector<bool> seen(static_cast<size_t>(cluster.num_nodes()));
+    for (const int node : nodes_) {
+      if (seen[static_cast<size_t>(node)]) {
+        group_scattered_members(cluster, gpus);
+        return;
+      }
+      seen[static_cast<size_t>(node)] = true;
+    }
   }
   int size() const { return size_; }
   int node_count() const { return static_cast<int>(nodes_.size()); }
