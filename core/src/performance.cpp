@@ -536,15 +536,19 @@ IncrementalIterationSeconds::IncrementalIterationSeconds(const ParallelConfig& c
     : config_(config), work_(work), training_(training), replica_seconds_(static_cast<size_t>(std::max(0, config.dp))) {}
 
 double IncrementalIterationSeconds::replica_seconds(const CommunicationTimes& communication, int replica) {
+  // A replica's time depends on the configuration and its own entries only. Replicas whose GPUs
+  // share nodes stage by stage (tp < GPUs per node) usually have equal entries, and moves touch
+  // them in a row: compare with the latest replica computed before computing anything.
+  const auto d = static_cast<size_t>(replica);
+  entries_.clear();
+  for (const auto& stage : communication.tp_seconds) entries_.push_back(stage[d]);
+  for (const auto& boundary : communication.p2p_seconds) entries_.push_back(boundary[d]);
+  if (!communication.wraparound_p2p_seconds.empty()) entries_.push_back(communication.wraparound_p2p_seconds[d]);
+  if (has_previous_ && entries_ == previous_entries_) return previous_seconds_;
+  std::swap(entries_, previous_entries_);
+  has_previous_ = true;
   fill_replica_pipeline(config_, work_, communication, replica, true, true, scratch_);
-  // Replicas whose GPUs share nodes stage by stage (tp < GPUs per node) usually have equal
-  // entries, and moves touch them in a row.
-  if (scratch_.forward == previous_.forward && scratch_.backward == previous_.backward &&
-      scratch_.link == previous_.link && scratch_.wraparound == previous_.wraparound) {
-    return previous_seconds_;
-  }
-  std::swap(scratch_, previous_);
-  previous_seconds_ = pipeline_times(previous_, work_.num_microbatches, pipeline_chunks(config_)).total_seconds;
+  previous_seconds_ = pipeline_times(scratch_, work_.num_microbatches, pipeline_chunks(config_)).total_seconds;
   return previous_seconds_;
 }
 

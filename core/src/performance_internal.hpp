@@ -51,8 +51,10 @@ class IncrementalIterationSeconds final : public IncrementalObjective {
   std::vector<double> replica_seconds_;
   std::vector<std::pair<int, double>> saved_;
   ReplicaPipeline scratch_;
-  ReplicaPipeline previous_;  // the latest pipeline replica_seconds computed, and its time
+  std::vector<double> entries_;
+  std::vector<double> previous_entries_;  // of the latest replica replica_seconds computed, and its time
   double previous_seconds_ = 0;
+  bool has_previous_ = false;
 };
 
 }  // namespace pipette::detail
