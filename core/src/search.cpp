@@ -443,6 +443,7 @@ Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& tr
       std::max({1, options.top_k, options.optimize_placement ? options.placement_candidates : 0}));
   const size_t capacity = std::max(keep, kMostCloseCalls);
   std::vector<std::pair<double, size_t>> best;  // (time in default order, index), sorted, at most `capacity`
+  std::vector<std::optional<Evaluated>> evaluated_of(enumeration.fitting.size());  // kept for those in `best`
   SearchResult result;
   result.rejections = std::move(enumeration.rejections);
   for (size_t index = 0; index < enumeration.fitting.size(); ++index) {
@@ -452,12 +453,15 @@ Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& tr
       const double bound = std::max(best[keep - 1].first, best.size() < capacity ? close_call : 0.0);
       if (candidate.lower_bound_seconds >= bound) break;
     }
-    candidate.iteration_seconds =
-        evaluate_in_default_order(model, training, cluster, candidate.config).time.iteration_seconds;
+    evaluated_of[index] = evaluate_in_default_order(model, training, cluster, candidate.config);
+    candidate.iteration_seconds = evaluated_of[index]->time.iteration_seconds;
     ++result.candidates_evaluated;
     best.insert(std::upper_bound(best.begin(), best.end(), std::make_pair(candidate.iteration_seconds, index)),
                 {candidate.iteration_seconds, index});
-    if (best.size() > capacity) best.pop_back();
+    if (best.size() > capacity) {
+      evaluated_of[best.back().second].reset();
+      best.pop_back();
+    }
   }
 
   // Placement re-ranks the kept candidates, best default-order time first. On a measured fabric
@@ -477,7 +481,7 @@ Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& tr
     const auto& [seconds, index] = best[rank];
     if (rank >= keep && seconds > close_call) break;
     const ParallelConfig& config = enumeration.fitting[index].config;
-    const Evaluated evaluated = evaluate_in_default_order(model, training, cluster, config);
+    const Evaluated& evaluated = *evaluated_of[index];
     SearchOptions candidate_options = options;
     candidate_options.optimize_placement = options.optimize_placement && rank < keep;
     const double default_seconds = evaluated.time.iteration_seconds;
