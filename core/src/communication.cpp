@@ -258,14 +258,20 @@ RankMap make_rank_map(const Cluster& cluster, const ParallelConfig& config, cons
 }
 
 double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
-                              double message_bytes, int from_stage, int to_stage, int replica, BoundaryFlowMemo* memo) {
-  const auto flows = [&](int from_node, int to_node, int from, int to) {
-    const auto count = [&] { return concurrent_boundary_flows(cluster, config, map, from_node, to_node, from, to); };
-    return memo != nullptr ? memo->flows(from_node, to_node, from, to, count) : count();
+                              double message_bytes, int from_stage, int to_stage, int replica, BoundaryPriceMemo* memo) {
+  // One flow between two nodes, both directions averaged, while every other flow of the same two
+  // stages between the same two nodes sends too.
+  const auto price = [&](int sender, int receiver) {
+    const int sender_node = node_of(cluster, sender);
+    const int receiver_node = node_of(cluster, receiver);
+    const int forward_flows = concurrent_boundary_flows(cluster, config, map, sender_node, receiver_node, from_stage, to_stage);
+    const int backward_flows = concurrent_boundary_flows(cluster, config, map, receiver_node, sender_node, to_stage, from_stage);
+    return 0.5 * (p2p_seconds(cluster, sender, receiver, message_bytes, forward_flows) +
+                  p2p_seconds(cluster, receiver, sender, message_bytes, backward_flows));
   };
   double slowest = 0;
-  // The tp flows of a replica usually cross one node pair, where every flow costs the same:
-  // count the pair's concurrent flows and price a flow once.
+  // The tp flows of a replica usually cross one node pair, where every flow costs the same: price
+  // a flow once.
   int priced_sender_node = -1;
   int priced_receiver_node = -1;
   double priced_seconds = 0;
@@ -280,10 +286,8 @@ double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& conf
       continue;
     }
     if (sender_node != priced_sender_node || receiver_node != priced_receiver_node) {
-      const int forward_flows = flows(sender_node, receiver_node, from_stage, to_stage);
-      const int backward_flows = flows(receiver_node, sender_node, to_stage, from_stage);
-      priced_seconds = 0.5 * (p2p_seconds(cluster, sender, receiver, message_bytes, forward_flows) +
-                              p2p_seconds(cluster, receiver, sender, message_bytes, backward_flows));
+      const auto compute = [&] { return price(sender, receiver); };
+      priced_seconds = memo != nullptr ? memo->seconds({sender_node, receiver_node, from_stage, to_stage}, compute) : compute();
       priced_sender_node = sender_node;
       priced_receiver_node = receiver_node;
     }

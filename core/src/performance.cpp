@@ -374,18 +374,6 @@ PipelineTimes pipeline_times(const ReplicaPipeline& pipe, int microbatches, int 
   return times;
 }
 
-// When each rank finishes its last backward: the last gradient has still to cross ranks i−1 .. 0.
-std::vector<double> stage_ends(const ReplicaPipeline& pipe, double total_seconds) {
-  const size_t p = pipe.forward.size();
-  std::vector<double> end(p);
-  double drain = 0;
-  for (size_t i = 0; i < p; ++i) {
-    end[i] = total_seconds - drain;
-    drain += pipe.backward[i] + (i + 1 < p ? pipe.link[i] : 0.0);
-  }
-  return end;
-}
-
 // Fills `pipe` (reusing its storage: the placement search calls this once per touched replica per
 // move) with replica `replica`'s pipeline.
 void fill_replica_pipeline(const ParallelConfig& config, const WorkProfile& work, const CommunicationTimes& communication,
@@ -457,8 +445,9 @@ struct IterationEnd {
 // end after the fill reaching rank i, c rounds of the virtual pipeline (or c groups of N forwards on
 // rank i), and its own forward. A late first forward delays every later rank's by as much, so the
 // pipeline is as late as the latest of them.
-double parameter_gather_delay(const ReplicaPipeline& pipe, const std::vector<double>& gather_seconds, int microbatches,
-                              int chunks) {
+// gather_seconds(i): rank i's parameter all-gather.
+template <typename GatherSeconds>
+double parameter_gather_delay(const ReplicaPipeline& pipe, GatherSeconds gather_seconds, int microbatches, int chunks) {
   const int p = static_cast<int>(pipe.forward.size());
   const int group = chunks > 1 ? interleaved_group_size(p, microbatches) : 1;
   const double round = std::accumulate(pipe.forward.begin(), pipe.forward.end(), 0.0) +
@@ -469,7 +458,7 @@ double parameter_gather_delay(const ReplicaPipeline& pipe, const std::vector<dou
     if (i > 0) arrival += pipe.forward[i - 1] + pipe.link[i - 1];
     for (int chunk = 0; chunk < chunks; ++chunk) {
       const double nominal_end = arrival + std::max(chunk * round, chunk * group * pipe.forward[i]) + pipe.forward[i];
-      delay = std::max(delay, (chunk + 1) * gather_seconds[static_cast<size_t>(i)] / chunks - nominal_end);
+      delay = std::max(delay, (chunk + 1) * gather_seconds(i) / chunks - nominal_end);
     }
   }
   return delay;
@@ -481,29 +470,31 @@ IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile
                                  SlowestReplica slowest, const ReplicaPipeline& slowest_pipe) {
   const int chunks = pipeline_chunks(config);
   const int m = work.num_microbatches;
-  const std::vector<double> stage_end = stage_ends(slowest_pipe, slowest.times.total_seconds);
   const double gather_share = parameter_gather_share(config, training);
-  std::vector<double> gather_seconds(static_cast<size_t>(config.pp), 0.0);
-  for (int stage = 0; stage < config.pp && !communication.dp_seconds.empty(); ++stage) {
-    gather_seconds[static_cast<size_t>(stage)] = gather_share * communication.dp_seconds[static_cast<size_t>(stage)];
-  }
+  const auto gather_seconds = [&](int stage) {
+    return communication.dp_seconds.empty() ? 0.0 : gather_share * communication.dp_seconds[static_cast<size_t>(stage)];
+  };
   const double gather_delay = gather_share > 0 ? parameter_gather_delay(slowest_pipe, gather_seconds, m, chunks) : 0.0;
   const double pipeline = slowest.times.total_seconds + gather_delay;
 
   // Gradient reduction of each stage, as the simulator schedules it: without overlap after the
   // stage's last backward; with overlap each chunk's share streams from the start of that chunk's
   // last backward (chunk c's last backward comes c groups of backward passes before the end).
+  // Stage s's last backward ends when the last gradient has still to cross ranks s−1 .. 0.
   double reductions_done = pipeline;
+  double drain = 0;
+  const int group = chunks > 1 ? std::max(config.pp, interleaved_group_size(config.pp, m)) : 1;
   for (int stage = 0; stage < config.pp; ++stage) {
     const double reduction =
         communication.dp_seconds.empty() ? 0.0 : gradient_reduction_share(config, training) * communication.dp_seconds[static_cast<size_t>(stage)];
-    const double end = stage_end[static_cast<size_t>(stage)] + gather_delay;
+    const double end = slowest.times.total_seconds - drain + gather_delay;
+    drain += slowest_pipe.backward[static_cast<size_t>(stage)] +
+             (stage + 1 < config.pp ? slowest_pipe.link[static_cast<size_t>(stage)] : 0.0);
     double done = end;
     if (reduction > 0 && !training.overlap_gradient_reduce) {
       done = end + reduction;
     } else if (reduction > 0) {
       const double backward = (work.stages[static_cast<size_t>(stage)].backward_compute_seconds) / chunks;
-      const int group = chunks > 1 ? std::max(config.pp, interleaved_group_size(config.pp, m)) : 1;
       double stream_free = 0;
       for (int chunk = chunks - 1; chunk >= 0; --chunk) {
         const double chunk_end = end - chunk * std::min(group, m) * slowest.times.cycle_seconds;

@@ -111,10 +111,10 @@ double PlacementEvaluator::compute_entry(const EntryRef& entry) {
   switch (entry.kind) {
     case EntryRef::p2p:
       return stage_boundary_seconds(cluster_, config_, map_, work_.p2p_bytes_per_microbatch, entry.stage, entry.stage + 1,
-                                    entry.replica, &flow_memo_);
+                                    entry.replica, &boundary_prices_);
     case EntryRef::wraparound:
       return stage_boundary_seconds(cluster_, config_, map_, work_.p2p_bytes_per_microbatch, config_.pp - 1, 0, entry.replica,
-                                    &flow_memo_);
+                                    &boundary_prices_);
     case EntryRef::tp:
       return tp_collective_seconds(cluster_, config_, map_, stage, entry.stage, entry.replica);
     case EntryRef::dp:
@@ -126,7 +126,7 @@ double PlacementEvaluator::compute_entry(const EntryRef& entry) {
 void PlacementEvaluator::recompute_after_move(int slot_a, int slot_b) {
   saved_.clear();
   changed_replicas_.clear();
-  flow_memo_.clear();
+  boundary_prices_.clear();
   ++stamp_;
   for (const int slot : {slot_a, slot_b}) {
     if (slot >= active_slots_) continue;

@@ -84,7 +84,7 @@ class PlacementEvaluator {
   std::vector<std::uint32_t> replica_stamp_;
   std::uint32_t stamp_ = 0;
   std::vector<int> changed_replicas_;
-  BoundaryFlowMemo flow_memo_;  // of the current move's map
+  BoundaryPriceMemo boundary_prices_;  // of the current move's map
   // The latest move, for undo().
   MoveKind last_move_ = MoveKind::none;
   int last_a_ = 0, last_b_ = 0, last_node_ = 0;
