@@ -65,24 +65,19 @@ class NodeRing {
   // otherwise: DP groups of a 1024-node job have 1024 members, and the placement search builds two
   // per move.
   NodeRing(const Cluster& cluster, const std::vector<int>& gpus) : size_(static_cast<int>(gpus.size())) {
-    local_gpus_.reserve(gpus.size());
+    local_gpus_.resize(gpus.size());
+    nodes_.reserve(gpus.size());
+    group_begin_.reserve(gpus.size() + 1);
     for (size_t i = 0; i < gpus.size(); ++i) {
       const int node = node_of(cluster, gpus[i]);
       if (nodes_.empty() || nodes_.back() != node) {
         nodes_.push_back(node);
         group_begin_.push_back(static_cast<int>(i));
       }
-      local_gpus_.push_back(local_of(cluster, gpus[i]));
+      local_gpus_[i] = local_of(cluster, gpus[i]);
     }
     group_begin_.push_back(static_cast<int>(gpus.size()));
-    std::vector<bool> seen(static_cast<size_t>(cluster.num_nodes()));
-    for (const int node : nodes_) {
-      if (seen[static_cast<size_t>(node)]) {
-        group_scattered_members(cluster, gpus);
-        return;
-      }
-      seen[static_cast<size_t>(node)] = true;
-    }
+    if (revisits_a_node(cluster)) group_scattered_members(cluster, gpus);
   }
   int size() const { return size_; }
   int node_count() const { return static_cast<int>(nodes_.size()); }
@@ -101,6 +96,22 @@ class NodeRing {
   }
 
  private:
+  bool revisits_a_node(const Cluster& cluster) const {
+    constexpr size_t kPairwiseUpTo = 32;  // cheaper than a bitmap of every node of the cluster
+    if (nodes_.size() <= kPairwiseUpTo) {
+      for (size_t i = 1; i < nodes_.size(); ++i)
+        if (std::find(nodes_.begin(), nodes_.begin() + static_cast<std::ptrdiff_t>(i), nodes_[i]) != nodes_.begin() + static_cast<std::ptrdiff_t>(i))
+          return true;
+      return false;
+    }
+    std::vector<bool> seen(static_cast<size_t>(cluster.num_nodes()));
+    for (const int node : nodes_) {
+      if (seen[static_cast<size_t>(node)]) return true;
+      seen[static_cast<size_t>(node)] = true;
+    }
+    return false;
+  }
+
   // Some node's members are not consecutive: key each member by (its node's first member, itself);
   // sorting that key groups members by node, nodes in order of first appearance, members in rank order.
   void group_scattered_members(const Cluster& cluster, const std::vector<int>& gpus) {

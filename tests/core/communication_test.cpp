@@ -96,6 +96,16 @@ TEST(RingAllreduce, MembersOfANodeAreGroupedWhereverTheyStandInRankOrder) {
   }
 }
 
+TEST(RingAllreduce, MembersOfANodeAreGroupedInRingsOverManyNodes) {
+  // Beyond 32 nodes the ring checks for revisited nodes another way; the grouping must not change.
+  const Cluster cluster = uniform_cluster(40, 2, 2, nvlink, fabric);
+  std::vector<int> scattered, grouped;
+  for (int node = 0; node < 40; ++node) scattered.push_back(2 * node);
+  for (int node = 0; node < 40; ++node) scattered.push_back(2 * node + 1);
+  for (int gpu = 0; gpu < 80; ++gpu) grouped.push_back(gpu);
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, scattered, 1e9), ring_allreduce_seconds(cluster, grouped, 1e9));
+}
+
 TEST(RingAllreduce, NodeRingRunsAtItsSlowestLinkInRankOrder) {
   Cluster cluster = uniform_cluster(4, 1, 1, nvlink, fabric);
   cluster.inter_node.at(0, 2) = Link{10 * gigabyte, 5 * microsecond, true};
