@@ -43,18 +43,23 @@ any_daemon_alive() {
 }
 
 # A port nothing listens on yet. Several developers (and CI jobs) may run clusters on one machine,
-# so the base is random rather than fixed.
+# so the base is random rather than fixed. It stays below the kernel's ephemeral range: a port in
+# that range can become the source port of any outgoing connection (this cluster's own daemons
+# talking to slurmctld included) between the check here and slurmd's bind, which then fails.
 free_port_block() {
-  local count=$1 attempt base port ok
+  local count=$1 attempt base port ok lowest=10000 ephemeral_low
+  read -r ephemeral_low _ </proc/sys/net/ipv4/ip_local_port_range
+  local blocks=$(((ephemeral_low - lowest - count) / 16))
+  [ "$blocks" -ge 1 ] || die "no room for $count ports between $lowest and the ephemeral range ($ephemeral_low)"
   for attempt in $(seq 1 50); do
-    base=$((20000 + (RANDOM % 2000) * 16))
+    base=$((lowest + (RANDOM % blocks) * 16))
     ok=1
     for ((port = base; port < base + count; port++)); do
       if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then ok=0; break; fi
     done
     [ "$ok" = 1 ] && { echo "$base"; return 0; }
   done
-  die "no free block of $count TCP ports found in 20000-52000"
+  die "no free block of $count TCP ports found in $lowest-$ephemeral_low"
 }
 
 write_config() {
@@ -163,6 +168,20 @@ show_logs() {
   done
 }
 
+# Jobs of other users exec their batch script from the spool with the user's rights: where any
+# directory above the run directory shuts them out, each such job exits 13 (EACCES from execve)
+# before its script runs.
+warn_if_closed_to_job_users() {
+  local dir=$run_dir
+  while [ "$dir" != / ]; do
+    if [ -z "$(find "$dir" -maxdepth 0 -perm -o+x)" ]; then
+      echo "slurm-cluster: note: $dir is not searchable by other users: jobs run as users other than root will fail (exit 13)" >&2
+      return
+    fi
+    dir=$(dirname "$dir")
+  done
+}
+
 cmd_start() {
   [ "$(id -u)" -eq 0 ] || die "must run as root (slurmd starts jobs as their users)"
   [ "$gpus_per_node" -ge 1 ] && [ "$gpus_per_node" -le 8 ] || die "PIPETTE_SLURM_GPUS must be 1..8"
@@ -170,6 +189,7 @@ cmd_start() {
   # Each start is a fresh cluster: no jobs or node states left from an earlier run.
   rm -rf "$run_dir/state" "$run_dir/spool" "$run_dir/log" "$run_dir/run"
   write_config "$(free_port_block $((num_nodes + 1)))"
+  warn_if_closed_to_job_users
 
   start_munged
   slurmctld -f "$conf" -i </dev/null >"$run_dir/log/slurmctld.stdout" 2>&1

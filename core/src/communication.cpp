@@ -61,22 +61,24 @@ struct RingBottleneck {
 // node ring follows rank order) and, per node, the local GPUs in rank order.
 class NodeRing {
  public:
+  // Linear when every node's members are consecutive in rank order (the usual case), O(n log n)
+  // otherwise: DP groups of a 1024-node job have 1024 members, and the placement search builds two
+  // per move.
   NodeRing(const Cluster& cluster, const std::vector<int>& gpus) : size_(static_cast<int>(gpus.size())) {
-    std::vector<int> node_of_member(gpus.size());
+    local_gpus_.resize(gpus.size());
+    nodes_.reserve(gpus.size());
+    group_begin_.reserve(gpus.size() + 1);
     for (size_t i = 0; i < gpus.size(); ++i) {
-      node_of_member[i] = node_of(cluster, gpus[i]);
-      if (std::find(nodes_.begin(), nodes_.end(), node_of_member[i]) == nodes_.end()) nodes_.push_back(node_of_member[i]);
+      const int node = node_of(cluster, gpus[i]);
+      if (nodes_.empty() || nodes_.back() != node) {
+        nodes_.push_back(node);
+        group_begin_.push_back(static_cast<int>(i));
+      }
+      local_gpus_[i] = local_of(cluster, gpus[i]);
     }
-    local_gpus_.reserve(gpus.size());
-    group_begin_.reserve(nodes_.size() + 1);
-    group_begin_.push_back(0);
-    for (const int node : nodes_) {
-      for (size_t i = 0; i < gpus.size(); ++i)
-        if (node_of_member[i] == node) local_gpus_.push_back(local_of(cluster, gpus[i]));
-      group_begin_.push_back(static_cast<int>(local_gpus_.size()));
-    }
+    group_begin_.push_back(static_cast<int>(gpus.size()));
+    if (revisits_a_node(cluster)) group_scattered_members(cluster, gpus);
   }
-
   int size() const { return size_; }
   int node_count() const { return static_cast<int>(nodes_.size()); }
   const std::vector<int>& nodes() const { return nodes_; }
@@ -94,6 +96,47 @@ class NodeRing {
   }
 
  private:
+  bool revisits_a_node(const Cluster& cluster) const {
+    constexpr size_t kPairwiseUpTo = 32;  // cheaper than a bitmap of every node of the cluster
+    if (nodes_.size() <= kPairwiseUpTo) {
+      for (size_t i = 1; i < nodes_.size(); ++i)
+        if (std::find(nodes_.begin(), nodes_.begin() + static_cast<std::ptrdiff_t>(i), nodes_[i]) != nodes_.begin() + static_cast<std::ptrdiff_t>(i))
+          return true;
+      return false;
+    }
+    std::vector<bool> seen(static_cast<size_t>(cluster.num_nodes()));
+    for (const int node : nodes_) {
+      if (seen[static_cast<size_t>(node)]) return true;
+      seen[static_cast<size_t>(node)] = true;
+    }
+    return false;
+  }
+
+  // Some node's members are not consecutive: key each member by (its node's first member, itself);
+  // sorting that key groups members by node, nodes in order of first appearance, members in rank order.
+  void group_scattered_members(const Cluster& cluster, const std::vector<int>& gpus) {
+    std::vector<std::pair<int, int>> by_node(gpus.size());  // (node, member)
+    for (size_t i = 0; i < gpus.size(); ++i) by_node[i] = {node_of(cluster, gpus[i]), static_cast<int>(i)};
+    std::sort(by_node.begin(), by_node.end());
+    std::vector<std::pair<int, int>> order(gpus.size());  // (node's first member, member)
+    for (size_t i = 0, first = 0; i < by_node.size(); ++i) {
+      if (by_node[i].first != by_node[first].first) first = i;
+      order[i] = {by_node[first].second, by_node[i].second};
+    }
+    std::sort(order.begin(), order.end());
+    nodes_.clear();
+    group_begin_.clear();
+    local_gpus_.clear();
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (i == 0 || order[i].first != order[i - 1].first) {
+        nodes_.push_back(node_of(cluster, gpus[static_cast<size_t>(order[i].first)]));
+        group_begin_.push_back(static_cast<int>(i));
+      }
+      local_gpus_.push_back(local_of(cluster, gpus[static_cast<size_t>(order[i].second)]));
+    }
+    group_begin_.push_back(static_cast<int>(order.size()));
+  }
+
   int size_ = 0;
   std::vector<int> nodes_;
   std::vector<int> group_begin_;  // node_count() + 1 offsets into local_gpus_
@@ -226,10 +269,20 @@ RankMap make_rank_map(const Cluster& cluster, const ParallelConfig& config, cons
 }
 
 double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
-                              double message_bytes, int from_stage, int to_stage, int replica) {
+                              double message_bytes, int from_stage, int to_stage, int replica, BoundaryPriceMemo* memo) {
+  // One flow between two nodes, both directions averaged, while every other flow of the same two
+  // stages between the same two nodes sends too.
+  const auto price = [&](int sender, int receiver) {
+    const int sender_node = node_of(cluster, sender);
+    const int receiver_node = node_of(cluster, receiver);
+    const int forward_flows = concurrent_boundary_flows(cluster, config, map, sender_node, receiver_node, from_stage, to_stage);
+    const int backward_flows = concurrent_boundary_flows(cluster, config, map, receiver_node, sender_node, to_stage, from_stage);
+    return 0.5 * (p2p_seconds(cluster, sender, receiver, message_bytes, forward_flows) +
+                  p2p_seconds(cluster, receiver, sender, message_bytes, backward_flows));
+  };
   double slowest = 0;
-  // The tp flows of a replica usually cross one node pair, where every flow costs the same:
-  // count the pair's concurrent flows and price a flow once.
+  // The tp flows of a replica usually cross one node pair, where every flow costs the same: price
+  // a flow once.
   int priced_sender_node = -1;
   int priced_receiver_node = -1;
   double priced_seconds = 0;
@@ -244,10 +297,8 @@ double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& conf
       continue;
     }
     if (sender_node != priced_sender_node || receiver_node != priced_receiver_node) {
-      const int forward_flows = concurrent_boundary_flows(cluster, config, map, sender_node, receiver_node, from_stage, to_stage);
-      const int backward_flows = concurrent_boundary_flows(cluster, config, map, receiver_node, sender_node, to_stage, from_stage);
-      priced_seconds = 0.5 * (p2p_seconds(cluster, sender, receiver, message_bytes, forward_flows) +
-                              p2p_seconds(cluster, receiver, sender, message_bytes, backward_flows));
+      const auto compute = [&] { return price(sender, receiver); };
+      priced_seconds = memo != nullptr ? memo->seconds({sender_node, receiver_node, from_stage, to_stage}, compute) : compute();
       priced_sender_node = sender_node;
       priced_receiver_node = receiver_node;
     }

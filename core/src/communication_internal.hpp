@@ -1,6 +1,7 @@
 #pragma once
 // The per-entry pieces of communication_times, shared with the placement search so that a move
 // recomputes only the entries it changed, with exactly the costs the full evaluation uses.
+#include <utility>
 #include <vector>
 
 #include "pipette/core/cluster.hpp"
@@ -20,13 +21,39 @@ struct RankMap {
 
 RankMap make_rank_map(const Cluster& cluster, const ParallelConfig& config, const Placement& placement);
 
+// Flows between two nodes at a stage boundary already priced, for callers that price many
+// entries of one message size on one unchanged RankMap (the DP replicas of a node pair usually
+// share one price): clear() it whenever the map changes.
+class BoundaryPriceMemo {
+ public:
+  struct Key {
+    int sender_node, receiver_node, from_stage, to_stage;
+    bool operator==(const Key&) const = default;
+  };
+  void clear() { prices_.clear(); }
+  // The price for `key`, computed by `compute` on a miss.
+  template <typename Compute>
+  double seconds(const Key& key, Compute compute) {
+    // Entries of consecutive replicas usually share the latest price computed: look there first.
+    if (!prices_.empty() && prices_.back().first == key) return prices_.back().second;
+    for (const auto& [known, seconds] : prices_)
+      if (known == key) return seconds;
+    prices_.emplace_back(key, compute());
+    return prices_.back().second;
+  }
+
+ private:
+  std::vector<std::pair<Key, double>> prices_;  // few per move: a linear scan beats hashing
+};
+
 // One activation message of DP replica `replica` from stage `from_stage` to stage `to_stage`
 // (the next stage, or for the interleaved schedule's wraparound the last stage to the first): the
 // slowest of its tp GPUs, each sending while every other flow between the same two stages and the
 // same two nodes sends too; forward and backward directions averaged, because the schedule sends
 // each micro-batch once each way.
 double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
-                              double message_bytes, int from_stage, int to_stage, int replica);
+                              double message_bytes, int from_stage, int to_stage, int replica,
+                              BoundaryPriceMemo* memo = nullptr);
 
 // The TP collectives of one micro-batch (forward + backward) of stage `stage`, replica `replica`.
 double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,

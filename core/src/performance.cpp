@@ -6,6 +6,7 @@
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/memory.hpp"
 #include "pipette/core/simulator.hpp"
+#include "performance_internal.hpp"
 
 namespace pipette {
 
@@ -279,20 +280,11 @@ Placement default_placement(const ParallelConfig& config) {
 
 namespace {
 
-// One replica's pipeline in per-chunk times: forward f[i], backward b[i] of one chunk of one
-// micro-batch on rank i (compute + its TP share), link times c[i] between rank i and i + 1, and the
-// interleaved schedule's hop from the last rank back to the first.
-struct ReplicaPipeline {
-  std::vector<double> forward;
-  std::vector<double> backward;
-  std::vector<double> link;
-  double wraparound = 0;
-};
+using detail::ReplicaPipeline;
 
 struct PipelineTimes {
   double total_seconds = 0;
-  double cycle_seconds = 0;         // steady-state time per (chunk) forward + backward pair
-  std::vector<double> stage_end;    // when each rank finishes its last backward
+  double cycle_seconds = 0;  // steady-state time per (chunk) forward + backward pair
 };
 
 // Closed form of the (interleaved) 1F1B schedule that simulate_schedule runs op by op, per-chunk
@@ -379,25 +371,19 @@ PipelineTimes pipeline_times(const ReplicaPipeline& pipe, int microbatches, int 
                                             (chunks - 1) * (forward_round_wait + backward_round_wait) + drain);
     }
   }
-  // The last backward on rank i ends when the last gradient has still to cross ranks i−1 .. 0.
-  times.stage_end.resize(static_cast<size_t>(p));
-  double drain = 0;
-  for (int i = 0; i < p; ++i) {
-    times.stage_end[static_cast<size_t>(i)] = times.total_seconds - drain;
-    drain += pipe.backward[i] + (i < p - 1 ? pipe.link[i] : 0.0);
-  }
   return times;
 }
 
-ReplicaPipeline replica_pipeline(const ParallelConfig& config, const WorkProfile& work,
-                                 const CommunicationTimes& communication, int replica, bool with_links,
-                                 bool with_embedding_and_head) {
+// Fills `pipe` (reusing its storage: the placement search calls this once per touched replica per
+// move) with replica `replica`'s pipeline.
+void fill_replica_pipeline(const ParallelConfig& config, const WorkProfile& work, const CommunicationTimes& communication,
+                           int replica, bool with_links, bool with_embedding_and_head, ReplicaPipeline& pipe) {
   const int chunks = config.pp > 1 ? config.virtual_stages : 1;
   const double forward_share = forward_share_of_tp(config.recompute);
-  ReplicaPipeline pipe;
-  pipe.forward.reserve(static_cast<size_t>(config.pp));
-  pipe.backward.reserve(static_cast<size_t>(config.pp));
-  pipe.link.reserve(static_cast<size_t>(config.pp));
+  pipe.forward.clear();
+  pipe.backward.clear();
+  pipe.link.clear();
+  pipe.wraparound = 0;
   for (int stage = 0; stage < config.pp; ++stage) {
     const StageWork& stage_work = work.stages[static_cast<size_t>(stage)];
     const double tp = communication.tp_seconds.empty() ? 0.0
@@ -417,6 +403,13 @@ ReplicaPipeline replica_pipeline(const ParallelConfig& config, const WorkProfile
                           ? *std::max_element(pipe.link.begin(), pipe.link.end())
                           : communication.wraparound_p2p_seconds[static_cast<size_t>(replica)];
   }
+}
+
+ReplicaPipeline replica_pipeline(const ParallelConfig& config, const WorkProfile& work,
+                                 const CommunicationTimes& communication, int replica, bool with_links,
+                                 bool with_embedding_and_head) {
+  ReplicaPipeline pipe;
+  fill_replica_pipeline(config, work, communication, replica, with_links, with_embedding_and_head, pipe);
   return pipe;
 }
 
@@ -426,15 +419,16 @@ struct SlowestReplica {
   PipelineTimes times;
 };
 
+int pipeline_chunks(const ParallelConfig& config) { return config.pp > 1 ? config.virtual_stages : 1; }
+
 SlowestReplica slowest_replica(const ParallelConfig& config, const WorkProfile& work,
                                const CommunicationTimes& communication, bool with_links, bool with_embedding_and_head) {
-  const int chunks = config.pp > 1 ? config.virtual_stages : 1;
   SlowestReplica slowest;
+  ReplicaPipeline pipe;
   for (int replica = 0; replica < config.dp; ++replica) {
-    PipelineTimes times = pipeline_times(
-        replica_pipeline(config, work, communication, replica, with_links, with_embedding_and_head),
-        work.num_microbatches, chunks);
-    if (replica == 0 || times.total_seconds > slowest.times.total_seconds) slowest = {replica, std::move(times)};
+    fill_replica_pipeline(config, work, communication, replica, with_links, with_embedding_and_head, pipe);
+    const PipelineTimes times = pipeline_times(pipe, work.num_microbatches, pipeline_chunks(config));
+    if (replica == 0 || times.total_seconds > slowest.times.total_seconds) slowest = {replica, times};
   }
   return slowest;
 }
@@ -451,8 +445,9 @@ struct IterationEnd {
 // end after the fill reaching rank i, c rounds of the virtual pipeline (or c groups of N forwards on
 // rank i), and its own forward. A late first forward delays every later rank's by as much, so the
 // pipeline is as late as the latest of them.
-double parameter_gather_delay(const ReplicaPipeline& pipe, const std::vector<double>& gather_seconds, int microbatches,
-                              int chunks) {
+// gather_seconds(i): rank i's parameter all-gather.
+template <typename GatherSeconds>
+double parameter_gather_delay(const ReplicaPipeline& pipe, GatherSeconds gather_seconds, int microbatches, int chunks) {
   const int p = static_cast<int>(pipe.forward.size());
   const int group = chunks > 1 ? interleaved_group_size(p, microbatches) : 1;
   const double round = std::accumulate(pipe.forward.begin(), pipe.forward.end(), 0.0) +
@@ -463,42 +458,43 @@ double parameter_gather_delay(const ReplicaPipeline& pipe, const std::vector<dou
     if (i > 0) arrival += pipe.forward[i - 1] + pipe.link[i - 1];
     for (int chunk = 0; chunk < chunks; ++chunk) {
       const double nominal_end = arrival + std::max(chunk * round, chunk * group * pipe.forward[i]) + pipe.forward[i];
-      delay = std::max(delay, (chunk + 1) * gather_seconds[static_cast<size_t>(i)] / chunks - nominal_end);
+      delay = std::max(delay, (chunk + 1) * gather_seconds(i) / chunks - nominal_end);
     }
   }
   return delay;
 }
 
-IterationEnd iteration_end(const ParallelConfig& config, const WorkProfile& work,
-                           const CommunicationTimes& communication, const TrainingSpec& training) {
-  const int chunks = config.pp > 1 ? config.virtual_stages : 1;
+// The end of the iteration once the slowest replica and its pipeline are known.
+IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile& work,
+                                 const CommunicationTimes& communication, const TrainingSpec& training,
+                                 SlowestReplica slowest, const ReplicaPipeline& slowest_pipe) {
+  const int chunks = pipeline_chunks(config);
   const int m = work.num_microbatches;
-  SlowestReplica slowest = slowest_replica(config, work, communication, true, true);
   const double gather_share = parameter_gather_share(config, training);
-  std::vector<double> gather_seconds(static_cast<size_t>(config.pp), 0.0);
-  for (int stage = 0; stage < config.pp && !communication.dp_seconds.empty(); ++stage) {
-    gather_seconds[static_cast<size_t>(stage)] = gather_share * communication.dp_seconds[static_cast<size_t>(stage)];
-  }
-  const double gather_delay =
-      gather_share > 0 ? parameter_gather_delay(replica_pipeline(config, work, communication, slowest.replica, true, true),
-                                                gather_seconds, m, chunks)
-                       : 0.0;
+  const auto gather_seconds = [&](int stage) {
+    return communication.dp_seconds.empty() ? 0.0 : gather_share * communication.dp_seconds[static_cast<size_t>(stage)];
+  };
+  const double gather_delay = gather_share > 0 ? parameter_gather_delay(slowest_pipe, gather_seconds, m, chunks) : 0.0;
   const double pipeline = slowest.times.total_seconds + gather_delay;
 
   // Gradient reduction of each stage, as the simulator schedules it: without overlap after the
   // stage's last backward; with overlap each chunk's share streams from the start of that chunk's
   // last backward (chunk c's last backward comes c groups of backward passes before the end).
+  // Stage s's last backward ends when the last gradient has still to cross ranks s−1 .. 0.
   double reductions_done = pipeline;
+  double drain = 0;
+  const int group = chunks > 1 ? std::max(config.pp, interleaved_group_size(config.pp, m)) : 1;
   for (int stage = 0; stage < config.pp; ++stage) {
     const double reduction =
         communication.dp_seconds.empty() ? 0.0 : gradient_reduction_share(config, training) * communication.dp_seconds[static_cast<size_t>(stage)];
-    const double end = slowest.times.stage_end[static_cast<size_t>(stage)] + gather_delay;
+    const double end = slowest.times.total_seconds - drain + gather_delay;
+    drain += slowest_pipe.backward[static_cast<size_t>(stage)] +
+             (stage + 1 < config.pp ? slowest_pipe.link[static_cast<size_t>(stage)] : 0.0);
     double done = end;
     if (reduction > 0 && !training.overlap_gradient_reduce) {
       done = end + reduction;
     } else if (reduction > 0) {
       const double backward = (work.stages[static_cast<size_t>(stage)].backward_compute_seconds) / chunks;
-      const int group = chunks > 1 ? std::max(config.pp, interleaved_group_size(config.pp, m)) : 1;
       double stream_free = 0;
       for (int chunk = chunks - 1; chunk >= 0; --chunk) {
         const double chunk_end = end - chunk * std::min(group, m) * slowest.times.cycle_seconds;
@@ -512,10 +508,78 @@ IterationEnd iteration_end(const ParallelConfig& config, const WorkProfile& work
   double optimizer = 0;
   for (const StageWork& stage : work.stages) optimizer = std::max(optimizer, stage.optimizer_seconds);
 
-  return {std::move(slowest), reductions_done, optimizer};
+  return {slowest, reductions_done, optimizer};
+}
+
+IterationEnd iteration_end(const ParallelConfig& config, const WorkProfile& work,
+                           const CommunicationTimes& communication, const TrainingSpec& training) {
+  const SlowestReplica slowest = slowest_replica(config, work, communication, true, true);
+  return iteration_end_after(config, work, communication, training, slowest,
+                             replica_pipeline(config, work, communication, slowest.replica, true, true));
 }
 
 }  // namespace
+
+namespace detail {
+
+IncrementalIterationSeconds::IncrementalIterationSeconds(const ParallelConfig& config, const WorkProfile& work,
+                                                         const TrainingSpec& training)
+    : config_(config), work_(work), training_(training), replica_seconds_(static_cast<size_t>(std::max(0, config.dp))) {}
+
+double IncrementalIterationSeconds::replica_seconds(const CommunicationTimes& communication, int replica) {
+  // A replica's time depends on the configuration and its own entries only. Replicas whose GPUs
+  // share nodes stage by stage (tp < GPUs per node) usually have equal entries, and moves touch
+  // them in a row: compare with the latest replica computed before computing anything.
+  const auto d = static_cast<size_t>(replica);
+  entries_.clear();
+  for (const auto& stage : communication.tp_seconds) entries_.push_back(stage[d]);
+  for (const auto& boundary : communication.p2p_seconds) entries_.push_back(boundary[d]);
+  if (!communication.wraparound_p2p_seconds.empty()) entries_.push_back(communication.wraparound_p2p_seconds[d]);
+  if (has_previous_ && entries_ == previous_entries_) return previous_seconds_;
+  std::swap(entries_, previous_entries_);
+  has_previous_ = true;
+  fill_replica_pipeline(config_, work_, communication, replica, true, true, scratch_);
+  previous_seconds_ = pipeline_times(scratch_, work_.num_microbatches, pipeline_chunks(config_)).total_seconds;
+  return previous_seconds_;
+}
+
+double IncrementalIterationSeconds::of(const CommunicationTimes& communication) {
+  saved_.clear();
+  for (int replica = 0; replica < config_.dp; ++replica) {
+    replica_seconds_[static_cast<size_t>(replica)] = replica_seconds(communication, replica);
+  }
+  return finish(communication);
+}
+
+double IncrementalIterationSeconds::after_change(const CommunicationTimes& communication,
+                                                 const std::vector<int>& changed_replicas) {
+  saved_.clear();
+  for (const int replica : changed_replicas) {
+    double& seconds = replica_seconds_[static_cast<size_t>(replica)];
+    saved_.emplace_back(replica, seconds);
+    seconds = replica_seconds(communication, replica);
+  }
+  return finish(communication);
+}
+
+void IncrementalIterationSeconds::undo_change() {
+  for (const auto& [replica, seconds] : saved_) replica_seconds_[static_cast<size_t>(replica)] = seconds;
+  saved_.clear();
+}
+
+double IncrementalIterationSeconds::finish(const CommunicationTimes& communication) {
+  if (config_.dp < 1) return iteration_seconds(config_, work_, communication, training_);
+  // The first of the slowest, as slowest_replica picks it.
+  const auto slowest = std::max_element(replica_seconds_.begin(), replica_seconds_.end());
+  const int replica = static_cast<int>(slowest - replica_seconds_.begin());
+  fill_replica_pipeline(config_, work_, communication, replica, true, true, scratch_);
+  const IterationEnd end =
+      iteration_end_after(config_, work_, communication, training_,
+                          {replica, pipeline_times(scratch_, work_.num_microbatches, pipeline_chunks(config_))}, scratch_);
+  return end.reductions_done + end.optimizer;
+}
+
+}  // namespace detail
 
 double iteration_seconds(const ParallelConfig& config, const WorkProfile& work,
                          const CommunicationTimes& communication, const TrainingSpec& training) {

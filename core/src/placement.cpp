@@ -271,15 +271,31 @@ bool placeable(const Cluster& cluster, const ParallelConfig& config, const WorkP
          cluster.inter_node.size() == cluster.num_nodes();
 }
 
+// An objective cheap enough to recompute from the whole table after every move.
+class RecomputedObjective final : public detail::IncrementalObjective {
+ public:
+  explicit RecomputedObjective(const detail::PlacementObjective& objective) : objective_(objective) {}
+  double of(const CommunicationTimes& communication) override { return objective_(communication); }
+  double after_change(const CommunicationTimes& communication, const std::vector<int>&) override {
+    return objective_(communication);
+  }
+  void undo_change() override {}
+
+ private:
+  const detail::PlacementObjective& objective_;
+};
+
+// `objective` and `incremental` compute the same function; the exact search bounds with the first.
 PlacementResult search_placement(const Cluster& cluster, const ParallelConfig& config, const WorkProfile& work,
                                  const TrainingSpec& training, const PlacementEffort& effort,
-                                 const detail::PlacementObjective& objective, bool node_moves_only, bool allow_exact) {
+                                 const detail::PlacementObjective& objective, detail::IncrementalObjective& incremental,
+                                 bool node_moves_only, bool allow_exact) {
   PlacementResult result;
   if (!placeable(cluster, config, work)) return result;
   const auto model_seconds = [&](const CommunicationTimes& communication) {
     return iteration_seconds(config, work, communication, training);
   };
-  PlacementEvaluator evaluator(cluster, config, work, objective);
+  PlacementEvaluator evaluator(cluster, config, work, incremental);
   result.default_iteration_seconds = model_seconds(evaluator.communication());
 
   const bool local_moves = !node_moves_only && intra_node_links_differ(cluster);
@@ -366,14 +382,17 @@ PlacementResult optimize_placement(const Cluster& cluster, const ParallelConfig&
   const detail::PlacementObjective model_seconds = [&](const CommunicationTimes& communication) {
     return iteration_seconds(config, work, communication, training);
   };
-  return search_placement(cluster, config, work, training, effort, model_seconds, false, true);
+  detail::IncrementalIterationSeconds incremental(config, work, training);
+  return search_placement(cluster, config, work, training, effort, model_seconds, incremental, false, true);
 }
 
 PlacementResult optimize_placement_pipette_paper(const Cluster& cluster, const ParallelConfig& config,
                                                  const WorkProfile& work, const TrainingSpec& training,
                                                  const PlacementEffort& effort) {
   // Pipette's code permutes whole nodes only.
-  return search_placement(cluster, config, work, training, effort, pipette_paper_objective, true, false);
+  const detail::PlacementObjective paper_objective = pipette_paper_objective;
+  RecomputedObjective recomputed(paper_objective);
+  return search_placement(cluster, config, work, training, effort, paper_objective, recomputed, true, false);
 }
 
 }  // namespace pipette

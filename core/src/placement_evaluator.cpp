@@ -28,8 +28,8 @@ bool has_wraparound(const ParallelConfig& config) { return config.virtual_stages
 }  // namespace
 
 PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelConfig& config, const WorkProfile& work,
-                                       PlacementObjective objective)
-    : cluster_(cluster), config_(config), work_(work), objective_(std::move(objective)) {
+                                       IncrementalObjective& objective)
+    : cluster_(cluster), config_(config), work_(work), objective_(objective) {
   const int gpus_per_node = cluster.gpus_per_node;
   const int world = config.world_size();
   active_slots_ = (world + gpus_per_node - 1) / gpus_per_node;
@@ -43,6 +43,7 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
   entries_of_slot_.assign(static_cast<size_t>(active_slots_), {});
   decided_by_slot_.assign(static_cast<size_t>(active_slots_), {});
   entry_stamp_.assign(static_cast<size_t>(entry_count(config)), 0);
+  replica_stamp_.assign(static_cast<size_t>(config.dp), 0);
   const auto register_entry = [&](const EntryRef& entry, const std::vector<int>& ranks) {
     int last_slot = 0;
     for (const int rank : ranks) {
@@ -90,7 +91,7 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
   }
 
   communication_ = communication_times(cluster, config, work, placement());
-  value_ = objective_(communication_);
+  value_ = objective_.of(communication_);
 }
 
 void PlacementEvaluator::place_slot(int slot) {
@@ -105,14 +106,15 @@ void PlacementEvaluator::place_slot(int slot) {
   }
 }
 
-double PlacementEvaluator::compute_entry(const EntryRef& entry) const {
+double PlacementEvaluator::compute_entry(const EntryRef& entry) {
   const StageWork& stage = work_.stages[static_cast<size_t>(entry.stage)];
   switch (entry.kind) {
     case EntryRef::p2p:
       return stage_boundary_seconds(cluster_, config_, map_, work_.p2p_bytes_per_microbatch, entry.stage, entry.stage + 1,
-                                    entry.replica);
+                                    entry.replica, &boundary_prices_);
     case EntryRef::wraparound:
-      return stage_boundary_seconds(cluster_, config_, map_, work_.p2p_bytes_per_microbatch, config_.pp - 1, 0, entry.replica);
+      return stage_boundary_seconds(cluster_, config_, map_, work_.p2p_bytes_per_microbatch, config_.pp - 1, 0, entry.replica,
+                                    &boundary_prices_);
     case EntryRef::tp:
       return tp_collective_seconds(cluster_, config_, map_, stage, entry.stage, entry.replica);
     case EntryRef::dp:
@@ -123,6 +125,8 @@ double PlacementEvaluator::compute_entry(const EntryRef& entry) const {
 
 void PlacementEvaluator::recompute_after_move(int slot_a, int slot_b) {
   saved_.clear();
+  changed_replicas_.clear();
+  boundary_prices_.clear();
   ++stamp_;
   for (const int slot : {slot_a, slot_b}) {
     if (slot >= active_slots_) continue;
@@ -131,12 +135,19 @@ void PlacementEvaluator::recompute_after_move(int slot_a, int slot_b) {
       if (stamp == stamp_) continue;
       stamp = stamp_;
       double& seconds = entry_seconds(communication_, entry);
+      const double updated = compute_entry(entry);
+      if (updated == seconds) continue;  // e.g. a swap of two equally linked nodes
       saved_.push_back({entry, seconds});
-      seconds = compute_entry(entry);
+      seconds = updated;
+      if (entry.kind == EntryRef::dp) continue;
+      auto& replica_stamp = replica_stamp_[static_cast<size_t>(entry.replica)];
+      if (replica_stamp == stamp_) continue;
+      replica_stamp = stamp_;
+      changed_replicas_.push_back(entry.replica);
     }
   }
   last_value_ = value_;
-  value_ = objective_(communication_);
+  value_ = objective_.after_change(communication_, changed_replicas_);
 }
 
 void PlacementEvaluator::exchange_slot_nodes(int slot_a, int slot_b) {
@@ -190,6 +201,7 @@ void PlacementEvaluator::undo() {
   }
   for (const SavedEntry& saved : saved_) entry_seconds(communication_, saved.entry) = saved.seconds;
   saved_.clear();
+  objective_.undo_change();
   value_ = last_value_;
   last_move_ = MoveKind::none;
 }
@@ -200,7 +212,7 @@ void PlacementEvaluator::assign(const std::vector<int>& node_of_slot, const std:
   std::fill(map_.rank_of_gpu.begin(), map_.rank_of_gpu.end(), -1);
   for (int slot = 0; slot < active_slots_; ++slot) place_slot(slot);
   communication_ = communication_times(cluster_, config_, work_, placement());
-  value_ = objective_(communication_);
+  value_ = objective_.of(communication_);
   last_move_ = MoveKind::none;
   saved_.clear();
 }

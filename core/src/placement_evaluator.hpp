@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "communication_internal.hpp"
+#include "performance_internal.hpp"
 #include "pipette/core/cluster.hpp"
 #include "pipette/core/performance.hpp"
 #include "pipette/core/plan.hpp"
@@ -20,9 +21,10 @@ using PlacementObjective = std::function<double(const CommunicationTimes&)>;
 
 class PlacementEvaluator {
  public:
-  // Starts from the default order: slot k on node k, local position j on GPU j.
+  // Starts from the default order: slot k on node k, local position j on GPU j. `objective` must
+  // outlive the evaluator.
   PlacementEvaluator(const Cluster& cluster, const ParallelConfig& config, const WorkProfile& work,
-                     PlacementObjective objective);
+                     IncrementalObjective& objective);
 
   double value() const { return value_; }
   int node_count() const { return static_cast<int>(node_of_slot_.size()); }
@@ -62,12 +64,12 @@ class PlacementEvaluator {
   void exchange_slot_nodes(int slot_a, int slot_b);
   int exchange_local_gpus(int node, int position_a, int position_b);  // returns the node's slot
   void recompute_after_move(int slot_a, int slot_b);
-  double compute_entry(const EntryRef& entry) const;
+  double compute_entry(const EntryRef& entry);
 
   const Cluster& cluster_;
   const ParallelConfig& config_;
   const WorkProfile& work_;
-  PlacementObjective objective_;
+  IncrementalObjective& objective_;
   int active_slots_ = 0;
   std::vector<int> node_of_slot_;
   std::vector<int> local_gpu_;  // flat, node-major
@@ -79,7 +81,10 @@ class PlacementEvaluator {
   std::vector<std::vector<EntryRef>> decided_by_slot_;
   // Scratch for deduplicating entries of a move, stamped per move.
   std::vector<std::uint32_t> entry_stamp_;
+  std::vector<std::uint32_t> replica_stamp_;
   std::uint32_t stamp_ = 0;
+  std::vector<int> changed_replicas_;
+  BoundaryPriceMemo boundary_prices_;  // of the current move's map
   // The latest move, for undo().
   MoveKind last_move_ = MoveKind::none;
   int last_a_ = 0, last_b_ = 0, last_node_ = 0;

@@ -4,18 +4,6 @@
 
 namespace pipette {
 
-RankPosition position_of_rank(const ParallelConfig& config, int rank) {
-  RankPosition position;
-  position.tp_index = rank % config.tp;
-  position.dp_index = (rank / config.tp) % config.dp;
-  position.pp_index = rank / (config.tp * config.dp);
-  return position;
-}
-
-int rank_of_position(const ParallelConfig& config, const RankPosition& position) {
-  return position.tp_index + config.tp * (position.dp_index + config.dp * position.pp_index);
-}
-
 namespace {
 
 // FNV-1a, 64 bit: tiny, stable across platforms and compilers, good enough to tell plans apart.

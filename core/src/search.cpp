@@ -312,6 +312,10 @@ Plan finish_plan(const ModelSpec& model, const TrainingSpec& training, const Clu
 // simulate_schedule of their (placed, for the best placement_candidates) schedule; the rest follow by
 // closed form.
 constexpr double kCloseCallFraction = 0.06;
+
+// How much more of its default-to-bound gap a runner-up's placement may recover than the best
+// placed plan's did, before the search stops expecting it to (see search_plans).
+constexpr double kRunnerUpReach = 2.0;
 constexpr size_t kMostCloseCalls = 16;
 
 void rank_close_calls_by_simulation(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
@@ -326,7 +330,7 @@ void rank_close_calls_by_simulation(const ModelSpec& model, const TrainingSpec& 
     if (seconds <= best_seconds * (1 + kCloseCallFraction)) {
       const WorkProfile work = profile_work(model, training, cluster.gpu, plan.config);
       const CommunicationTimes communication = communication_times(cluster, plan.config, work, plan.placement);
-      seconds = simulate_schedule(plan.config, work, communication, training).iteration_seconds;
+      seconds = simulated_iteration_seconds(plan.config, work, communication, training);
     }
     order.emplace_back(seconds, index);
   }
@@ -439,6 +443,7 @@ Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& tr
       std::max({1, options.top_k, options.optimize_placement ? options.placement_candidates : 0}));
   const size_t capacity = std::max(keep, kMostCloseCalls);
   std::vector<std::pair<double, size_t>> best;  // (time in default order, index), sorted, at most `capacity`
+  std::vector<std::optional<Evaluated>> evaluated_of(enumeration.fitting.size());  // kept for those in `best`
   SearchResult result;
   result.rejections = std::move(enumeration.rejections);
   for (size_t index = 0; index < enumeration.fitting.size(); ++index) {
@@ -448,37 +453,55 @@ Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& tr
       const double bound = std::max(best[keep - 1].first, best.size() < capacity ? close_call : 0.0);
       if (candidate.lower_bound_seconds >= bound) break;
     }
-    candidate.iteration_seconds =
-        evaluate_in_default_order(model, training, cluster, candidate.config).time.iteration_seconds;
+    evaluated_of[index] = evaluate_in_default_order(model, training, cluster, candidate.config);
+    candidate.iteration_seconds = evaluated_of[index]->time.iteration_seconds;
     ++result.candidates_evaluated;
     best.insert(std::upper_bound(best.begin(), best.end(), std::make_pair(candidate.iteration_seconds, index)),
                 {candidate.iteration_seconds, index});
-    if (best.size() > capacity) best.pop_back();
+    if (best.size() > capacity) {
+      evaluated_of[best.back().second].reset();
+      best.pop_back();
+    }
   }
 
-  // Placement re-ranks the kept candidates, best default-order time first. A candidate whose time
-  // with every link at the cluster's best (a lower bound for any placement of it) cannot beat the
-  // best placed plan so far keeps Slurm's order: annealing it could not change the winner, and on
-  // a measured fabric each annealing run costs a large share of the job-start time.
+  // Placement re-ranks the kept candidates, best default-order time first. On a measured fabric
+  // each placement search costs a large share of the job-start time, so a candidate keeps Slurm's
+  // order when placing it is not expected to beat the best placed plan so far:
+  //  - its time with every link at the cluster's best (a lower bound for any placement) is no
+  //    better; or
+  //  - the placements found so far recovered only a fraction of the gap between the default order
+  //    and that bound (the fabric's structure, e.g. slow links between switch groups, keeps every
+  //    layout away from it), and even kRunnerUpReach times that fraction of the candidate's own gap
+  //    would not get it there.
   const Cluster optimistic = options.optimize_placement && best.size() > 1 ? with_best_links(cluster) : Cluster{};
   double best_placed_seconds = std::numeric_limits<double>::infinity();
+  double best_recovered_fraction = 1;  // of the best placed plan's default-to-bound gap
   const double close_call = best.front().first * (1 + kCloseCallFraction);
   for (size_t rank = 0; rank < best.size(); ++rank) {
     const auto& [seconds, index] = best[rank];
     if (rank >= keep && seconds > close_call) break;
     const ParallelConfig& config = enumeration.fitting[index].config;
-    const Evaluated evaluated = evaluate_in_default_order(model, training, cluster, config);
+    const Evaluated& evaluated = *evaluated_of[index];
     SearchOptions candidate_options = options;
     candidate_options.optimize_placement = options.optimize_placement && rank < keep;
+    const double default_seconds = evaluated.time.iteration_seconds;
+    double bound_seconds = default_seconds;
+    if (candidate_options.optimize_placement && best.size() > 1) {
+      bound_seconds = iteration_seconds(
+          config, evaluated.work, communication_times(optimistic, config, evaluated.work, default_placement(config)),
+          training);
+    }
     if (candidate_options.optimize_placement && !result.plans.empty()) {
-      const CommunicationTimes best_links =
-          communication_times(optimistic, config, evaluated.work, default_placement(config));
+      const double expected_reach = std::min(1.0, kRunnerUpReach * best_recovered_fraction);
       candidate_options.optimize_placement =
-          iteration_seconds(config, evaluated.work, best_links, training) < best_placed_seconds;
+          default_seconds - expected_reach * (default_seconds - bound_seconds) < best_placed_seconds;
     }
     result.plans.push_back(finish_plan(model, training, cluster, config, candidate_options, evaluated));
-    if (candidate_options.optimize_placement) {
-      best_placed_seconds = std::min(best_placed_seconds, result.plans.back().time.iteration_seconds);
+    const double placed_seconds = result.plans.back().time.iteration_seconds;
+    if (candidate_options.optimize_placement && placed_seconds < best_placed_seconds) {
+      best_placed_seconds = placed_seconds;
+      best_recovered_fraction =
+          default_seconds > bound_seconds ? std::max(0.0, (default_seconds - placed_seconds) / (default_seconds - bound_seconds)) : 1.0;
     }
   }
   rank_close_calls_by_simulation(model, training, cluster, result.plans);

@@ -59,7 +59,7 @@ constexpr double kUnknown = -1.0;  // an arrival time not yet known (real times 
 class ReplicaSimulation {
  public:
   ReplicaSimulation(const ParallelConfig& config, const WorkProfile& work, const CommunicationTimes& communication,
-                    const TrainingSpec& training, int replica, std::vector<ScheduleEvent>& events)
+                    const TrainingSpec& training, int replica, std::vector<ScheduleEvent>* events)
       : pp_(config.pp),
         chunks_(effective_virtual_stages(config)),
         microbatches_(work.num_microbatches),
@@ -124,7 +124,7 @@ class ReplicaSimulation {
     double& link_free = link_free_seconds_[static_cast<size_t>(from_rank) * pp_ + to_rank];
     const double start = std::max(ready_seconds, link_free);
     link_free = start + seconds;
-    events_.push_back({kind, from_rank, replica_, microbatch, from_chunk, start, link_free});
+    if (events_ != nullptr) events_->push_back({kind, from_rank, replica_, microbatch, from_chunk, start, link_free});
     arrivals[arrival_slot] = link_free;
   }
 
@@ -140,8 +140,10 @@ class ReplicaSimulation {
         end = std::max(end, (op.chunk + 1) * parameter_gather_seconds_[rank] / chunks_);
       }
       rank_free_seconds_[rank] = end;
-      events_.push_back({op.backward ? EventKind::backward : EventKind::forward, rank, replica_, op.microbatch, op.chunk,
-                         start, end});
+      if (events_ != nullptr) {
+        events_->push_back({op.backward ? EventKind::backward : EventKind::forward, rank, replica_, op.microbatch,
+                            op.chunk, start, end});
+      }
       ++next_op_[rank];
 
       const int stage = virtual_stage(rank, op.chunk);
@@ -176,7 +178,7 @@ class ReplicaSimulation {
   int microbatches_;
   int replica_;
   const CommunicationTimes& communication_;
-  std::vector<ScheduleEvent>& events_;
+  std::vector<ScheduleEvent>* events_;  // nullptr: nothing recorded
   std::vector<double> forward_seconds_;
   std::vector<double> backward_seconds_;
   std::vector<double> parameter_gather_seconds_;  // of the rank's stage, from the iteration's start
@@ -242,23 +244,26 @@ std::vector<ScheduledOp> pipeline_rank_program(int pp, int rank, int num_microba
   return program;
 }
 
-SimulationResult simulate_schedule(const ParallelConfig& config, const WorkProfile& work,
-                                   const CommunicationTimes& communication, const TrainingSpec& training) {
+namespace {
+
+// The simulation; records every event into `events` unless it is nullptr. Returns the iteration time.
+double simulate(const ParallelConfig& config, const WorkProfile& work, const CommunicationTimes& communication,
+                const TrainingSpec& training, std::vector<ScheduleEvent>* events) {
   check_inputs(config, work, communication);
   const int pp = config.pp;
   const int dp = config.dp;
   const int chunks = effective_virtual_stages(config);
 
-  SimulationResult result;
   std::vector<ReplicaSimulation> replicas;
   replicas.reserve(dp);
   for (int replica = 0; replica < dp; ++replica) {
-    replicas.emplace_back(config, work, communication, training, replica, result.events);
+    replicas.emplace_back(config, work, communication, training, replica, events);
     replicas.back().run();
   }
 
   const auto emit_for_every_replica = [&](EventKind kind, int stage, int chunk, double start, double end) {
-    for (int replica = 0; replica < dp; ++replica) result.events.push_back({kind, stage, replica, -1, chunk, start, end});
+    if (events == nullptr) return;
+    for (int replica = 0; replica < dp; ++replica) events->push_back({kind, stage, replica, -1, chunk, start, end});
   };
 
   // Each stage's gradients are reduced across replicas; the step waits for every stage.
@@ -298,13 +303,25 @@ SimulationResult simulate_schedule(const ParallelConfig& config, const WorkProfi
     }
     iteration_seconds = std::max(iteration_seconds, reductions_done_seconds + optimizer_seconds);
   }
-  result.iteration_seconds = iteration_seconds;
+  return iteration_seconds;
+}
 
+}  // namespace
+
+SimulationResult simulate_schedule(const ParallelConfig& config, const WorkProfile& work,
+                                   const CommunicationTimes& communication, const TrainingSpec& training) {
+  SimulationResult result;
+  result.iteration_seconds = simulate(config, work, communication, training, &result.events);
   std::stable_sort(result.events.begin(), result.events.end(), [](const ScheduleEvent& a, const ScheduleEvent& b) {
     return std::tie(a.start_seconds, a.stage, a.dp_replica, a.kind, a.microbatch, a.chunk) <
            std::tie(b.start_seconds, b.stage, b.dp_replica, b.kind, b.microbatch, b.chunk);
   });
   return result;
+}
+
+double simulated_iteration_seconds(const ParallelConfig& config, const WorkProfile& work,
+                                   const CommunicationTimes& communication, const TrainingSpec& training) {
+  return simulate(config, work, communication, training, nullptr);
 }
 
 }  // namespace pipette

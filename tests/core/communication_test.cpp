@@ -82,6 +82,30 @@ TEST(RingAllreduce, AcrossNodesIsIntraReduceScatterInterRingIntraAllGather) {
   EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, {1, 5}, bytes), 2.0 * 1 / 2 * bytes / 25e9 + 2 * 5e-6);
 }
 
+TEST(RingAllreduce, MembersOfANodeAreGroupedWhereverTheyStandInRankOrder) {
+  // NCCL's node ring visits nodes in order of first appearance and each node's GPUs together in
+  // rank order, so scattered members cost what the same members grouped cost.
+  Cluster cluster = uniform_cluster(3, 4, 4, nvlink, fabric);
+  cluster.intra_node[1].at(2, 0) = Link{10 * gigabyte, 3 * microsecond, true};  // GPU 6 → GPU 4
+  cluster.inter_node.at(2, 0) = Link{30 * gigabyte, 7 * microsecond, true};
+  for (const double bytes : {1e6, 1e9}) {
+    const double scattered = ring_allreduce_seconds(cluster, {6, 1, 4, 9, 7, 5, 0}, bytes);
+    EXPECT_DOUBLE_EQ(scattered, ring_allreduce_seconds(cluster, {6, 4, 7, 5, 1, 0, 9}, bytes));
+    // Node 1's GPUs in another order avoid the slow 6 → 4 link.
+    EXPECT_GT(scattered, ring_allreduce_seconds(cluster, {4, 6, 5, 7, 1, 0, 9}, bytes));
+  }
+}
+
+TEST(RingAllreduce, MembersOfANodeAreGroupedInRingsOverManyNodes) {
+  // Beyond 32 nodes the ring checks for revisited nodes another way; the grouping must not change.
+  const Cluster cluster = uniform_cluster(40, 2, 2, nvlink, fabric);
+  std::vector<int> scattered, grouped;
+  for (int node = 0; node < 40; ++node) scattered.push_back(2 * node);
+  for (int node = 0; node < 40; ++node) scattered.push_back(2 * node + 1);
+  for (int gpu = 0; gpu < 80; ++gpu) grouped.push_back(gpu);
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, scattered, 1e9), ring_allreduce_seconds(cluster, grouped, 1e9));
+}
+
 TEST(RingAllreduce, NodeRingRunsAtItsSlowestLinkInRankOrder) {
   Cluster cluster = uniform_cluster(4, 1, 1, nvlink, fabric);
   cluster.inter_node.at(0, 2) = Link{10 * gigabyte, 5 * microsecond, true};

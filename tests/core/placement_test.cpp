@@ -169,30 +169,49 @@ TEST(Placement, InconsistentInputsGiveAnEmptyPlacement) {
   EXPECT_TRUE(optimize_placement(cluster, config, heavy_work(config), TrainingSpec{}, PlacementEffort{}).placement.gpu_of_rank.empty());
 }
 
-TEST(PlacementEvaluator, IncrementalStateMatchesFullEvaluationAfterRandomMoves) {
+// The evaluator recomputes only the entries a move touches, and its objective only the replicas
+// those belong to: after any sequence of moves and undos, both must equal a full evaluation of the
+// same placement bit for bit.
+void expect_incremental_matches_full(const ParallelConfig& config, int nodes, int microbatches) {
   SyntheticFabric fabric;
-  fabric.nodes = 6;
+  fabric.nodes = nodes;
   Cluster cluster = synthetic_cluster(fabric, 5);
   cluster.intra_node[3].at(1, 2).bandwidth_bytes_per_second /= 4;
-  const ParallelConfig config = layout(2, 3, 8);
-  const WorkProfile work = heavy_work(config);
-  const auto objective = [&](const CommunicationTimes& times) { return critical_path(config, work, times, TrainingSpec{}).iteration_seconds; };
-  detail::PlacementEvaluator evaluator(cluster, config, work, objective);
+  const WorkProfile work = heavy_work(config, microbatches);
+  const TrainingSpec training;
+  const auto objective = [&](const CommunicationTimes& times) { return critical_path(config, work, times, training).iteration_seconds; };
+  detail::IncrementalIterationSeconds incremental(config, work, training);
+  detail::PlacementEvaluator evaluator(cluster, config, work, incremental);
   std::mt19937_64 random(3);
   for (int move = 0; move < 300; ++move) {
-    const double value = move % 3 == 0 ? evaluator.swap_local_gpus(static_cast<int>(random() % 6), static_cast<int>(random() % 4),
+    const double value = move % 3 == 0 ? evaluator.swap_local_gpus(static_cast<int>(random() % nodes), static_cast<int>(random() % 4),
                                                                      4 + static_cast<int>(random() % 4))
-                                       : evaluator.swap_slots(static_cast<int>(random() % 6), static_cast<int>((random() % 5 + 1 + move) % 6));
+                                       : evaluator.swap_slots(static_cast<int>(random() % nodes),
+                                                              static_cast<int>((random() % (nodes - 1) + 1 + move) % nodes));
     if (move % 5 == 4) evaluator.undo();
     const CommunicationTimes full = communication_times(cluster, config, work, evaluator.placement());
     ASSERT_EQ(full.p2p_seconds, evaluator.communication().p2p_seconds) << "move " << move;
     ASSERT_EQ(full.tp_seconds, evaluator.communication().tp_seconds) << "move " << move;
     ASSERT_EQ(full.dp_seconds, evaluator.communication().dp_seconds) << "move " << move;
-    ASSERT_EQ(evaluator.value(), objective(full));
+    ASSERT_EQ(full.wraparound_p2p_seconds, evaluator.communication().wraparound_p2p_seconds) << "move " << move;
+    ASSERT_EQ(evaluator.value(), objective(full)) << "move " << move;
     if (move % 5 != 4) {
       ASSERT_EQ(value, evaluator.value());
     }
   }
+}
+
+TEST(PlacementEvaluator, IncrementalStateMatchesFullEvaluationAfterRandomMoves) {
+  expect_incremental_matches_full(layout(2, 3, 8), 6, 16);
+}
+
+TEST(PlacementEvaluator, IncrementalStateMatchesFullEvaluationInterleavedWithDistributedOptimizer) {
+  // Many replicas per node (tp 1), the interleaved wrap-around, and the parameter all-gather that
+  // makes the slowest replica's whole pipeline matter, not only its total.
+  ParallelConfig config = layout(1, 4, 24);
+  config.virtual_stages = 2;
+  config.distributed_optimizer = true;
+  expect_incremental_matches_full(config, 12, 8);
 }
 
 // One random uneven test case of 4–8 nodes × 8 GPUs.

@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <numeric>
 
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/performance.hpp"
+#include "pipette/core/placement.hpp"
 #include "pipette/core/units.hpp"
 
 namespace pipette {
@@ -248,12 +250,6 @@ TEST(EvaluatePlan, MatchesTheSearchAndHashesStably) {
   EXPECT_EQ(plan_hash(*again), plan_hash(best));
 }
 
-}  // namespace
-}  // namespace pipette
-
-namespace pipette {
-namespace {
-
 TEST(Search, PlacementIsOptimisedAndTheCandidatesReRanked) {
   // Four nodes whose links are uneven: node 1 reaches the others slowly, except node 3.
   Cluster cluster = uniform_cluster(4, 8);
@@ -282,6 +278,43 @@ TEST(Search, PlacementIsOptimisedAndTheCandidatesReRanked) {
     }
   }
   EXPECT_TRUE(improved);
+}
+
+TEST(Search, RunnerUpsKeepSlurmsOrderWhenPlacementRecoversLittleOfItsBound) {
+  // Two leaf switches of 8 nodes: fast inside a group, slow across, and a small spread within each
+  // class. Slurm's order already keeps groups together, so placement gains a fraction of a percent
+  // and stays far from the every-link-at-its-best bound; runner-ups whose bound alone would still
+  // beat the winner are not worth a placement search each.
+  Cluster cluster = uniform_cluster(16, 8);
+  for (int a = 0; a < 16; ++a) {
+    for (int b = 0; b < 16; ++b) {
+      if (a == b) continue;
+      const double class_bandwidth = (a / 8 == b / 8 ? 48 : 22) * units::gigabyte;
+      cluster.inter_node.at(a, b).bandwidth_bytes_per_second = class_bandwidth - 1e7 * ((a * 7 + b * 13) % 50);
+    }
+  }
+  const TrainingSpec training = training_of(512, 4096);
+  SearchOptions options = quick_options();
+  options.optimize_placement = true;
+  const Result<SearchResult> result = search_plans(llama3_70b(), training, cluster, options);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const Cluster best_links = with_best_links(cluster);
+  double best_placed = std::numeric_limits<double>::infinity();
+  for (const Plan& plan : result->plans) {
+    if (plan.placement.gpu_of_rank != default_placement(plan.config).gpu_of_rank) {
+      best_placed = std::min(best_placed, plan.time.iteration_seconds);
+    }
+  }
+  ASSERT_LT(best_placed, std::numeric_limits<double>::infinity()) << "the winner was placed";
+  int kept_in_slurms_order = 0;
+  for (const Plan& plan : result->plans) {
+    if (plan.placement.gpu_of_rank != default_placement(plan.config).gpu_of_rank) continue;
+    const WorkProfile work = profile_work(llama3_70b(), training, cluster.gpu, plan.config);
+    const double bound = iteration_seconds(
+        plan.config, work, communication_times(best_links, plan.config, work, default_placement(plan.config)), training);
+    if (bound < best_placed) ++kept_in_slurms_order;
+  }
+  EXPECT_GE(kept_in_slurms_order, 1);
 }
 
 }  // namespace

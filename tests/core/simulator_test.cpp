@@ -268,6 +268,9 @@ TEST(Simulator, NeverDeadlocksAndRunsEveryOpOnce) {
         });
         EXPECT_EQ(computes, 2 * 2 * m * pp * effective_chunks);
         EXPECT_EQ(sends, 2 * m * (pp * effective_chunks - 1));
+        // The search's event-free variant runs the same simulation.
+        EXPECT_EQ(simulated_iteration_seconds(pipeline.config, pipeline.work, pipeline.communication, pipeline.training),
+                  result.iteration_seconds);
       }
     }
   }

@@ -76,7 +76,11 @@ run_batch() {
     esac
   done
   [ "$state" = COMPLETING ] || [ "$state" = RUNNING ] && { fail "$name: job $job_id still $state after 120 s"; return 0; }
-  batch_status=$(job_field "$job_id" ExitCode | cut -d: -f1)
+  # ExitCode is EXIT:SIGNAL; a job slurmstepd could not launch is 0:53, which must not read as 0.
+  local exit_code
+  exit_code=$(job_field "$job_id" ExitCode)
+  batch_status=${exit_code%%:*}
+  [ "${exit_code#*:}" = 0 ] || batch_status=$((128 + ${exit_code#*:}))
 }
 
 job_field() {  # job_field JOB_ID FIELD, e.g. JobState or ExitCode
@@ -143,4 +147,39 @@ refused() {
   [ "$status" -ne 0 ] && pass "$name: sbatch refused (exit $status)" || fail "$name: sbatch accepted it"
   expect_contains "$name: message" "$message" "$work_dir/$name.out"
   expect_eq "$name: nothing queued" "$before" "$after"
+}
+
+# expect_unplanned NAME REASON [sbatch arguments...]: the job (running $rank_job, outputs in
+# ${batch_dir:-$work_dir}) runs as README "When a job cannot be planned" says: with
+# PIPETTE_STATUS=error:...REASON... and no other plan variable, no task gets RANK, and the reason
+# is in its stderr.
+expect_unplanned() {
+  local name=$1 reason=$2 prefix=${batch_dir:-$work_dir}/$1; shift 2
+  run_batch "$name" "$@" "$rank_job" "$prefix"
+  expect_eq "$name: runs unplanned (exit 0)" 0 "$batch_status"
+  local status
+  status=$(batch_variable "$prefix" PIPETTE_STATUS)
+  case "$status" in
+    error:*"$reason"*) pass "$name: PIPETTE_STATUS=${status:0:200}" ;;
+    *) fail "$name: PIPETTE_STATUS is '${status:0:300}', expected error:...${reason:0:300}..." ;;
+  esac
+  # Beside the user's own input variables (PIPETTE_MODEL etc.), which pass through as they were.
+  expect_eq "$name: no plan variables beside PIPETTE_STATUS" "PIPETTE_STATUS" \
+    "$(cut -d= -f1 "$prefix.batch-env" | grep -vxE 'PIPETTE(_MODEL|_BATCH|_SEQ|_FIX|_STRICT)?' | tr -d '\n')"
+  expect_eq "$name: no task gets RANK" "-" "$(awk '{print $3}' "$prefix.tasks" | sort -u | tr -d '\n')"
+  expect_contains "$name: reason in the job's stderr" "pipette: cannot plan the job step, it runs unplanned: " "$prefix.err"
+}
+
+# check_unplanned NAME REASON [sbatch arguments...]: expect_unplanned, then the same job with
+# --pipette-strict fails with exit 1 (FAILED 1:0) before its script runs, REASON in its stderr.
+check_unplanned() {
+  expect_unplanned "$@"
+  local name=$1-strict reason=$2 prefix=${batch_dir:-$work_dir}/$1-strict; shift 2
+  run_batch "$name" --pipette-strict "$@" "$rank_job" "$prefix"
+  expect_eq "$name: exit 1" 1 "$batch_status"
+  expect_eq "$name: job FAILED" "FAILED 1:0" "$(job_field "$job_id" JobState) $(job_field "$job_id" ExitCode)"
+  expect_contains "$name: reason in the job's stderr" \
+    "pipette: cannot plan the job step, failing it (--pipette-strict): " "$prefix.err"
+  expect_contains "$name: the reason names the input" "$reason" "$prefix.err"
+  [ -e "$prefix.batch-env" ] && fail "$name: the batch script ran" || pass "$name: the batch script never ran"
 }

@@ -33,8 +33,13 @@ struct RankPosition {
   int dp_index = 0;
   int pp_index = 0;
 };
-RankPosition position_of_rank(const ParallelConfig& config, int rank);
-int rank_of_position(const ParallelConfig& config, const RankPosition& position);
+// Inline: the placement search's inner loop maps ranks and positions millions of times.
+inline RankPosition position_of_rank(const ParallelConfig& config, int rank) {
+  return {rank % config.tp, (rank / config.tp) % config.dp, rank / (config.tp * config.dp)};
+}
+inline int rank_of_position(const ParallelConfig& config, const RankPosition& position) {
+  return position.tp_index + config.tp * (position.dp_index + config.dp * position.pp_index);
+}
 
 // Which physical GPU plays each rank. Global GPU index = node_index * gpus_per_node + local_gpu.
 struct Placement {
