@@ -7,13 +7,14 @@
 #   PIPETTE_SANITIZE=1 build BUILD_DIR with ASan + UBSan (gcc) and run the suite that can run under
 #                      them (see run_sanitized_suite), e.g.
 #                      PIPETTE_SANITIZE=1 BUILD_DIR=build-asan scripts/test.sh
-#   CI=true            what CI runs (.ci/run): these steps, quickest first, so that a failure shows
-#                      early; the first that fails stops the run. Each prints "==== CI step NAME",
-#                      and the run ends with one line of each step's wall time.
+#   CI=true            what CI runs (.ci/run): these steps, quickest first (measured times in the
+#                      README, "What CI runs"), so that a failure shows early; the first that fails
+#                      stops the run. Each prints "==== CI step NAME"; the run ends with one line of
+#                      each step's wall time.
 #                        deps     scripts/install-deps.sh
-#                        suite    build/ (RelWithDebInfo, gcc): every test, the real-Slurm ones too
 #                        release  build-release/ (Release, -O3: GCC 12 warns there where -O2 does
 #                                 not, and warnings are errors): everything builds, unit tests pass
+#                        suite    build/ (RelWithDebInfo, gcc): every test, the real-Slurm ones too
 #                        package  scripts/package-test.sh: the .debs from a clean copy, lintian,
 #                                 `apt-get install ./….deb`, the real-Slurm integration tests
 #                                 against the installed plugin and files, purge
@@ -95,8 +96,8 @@ timing_summary() {
 trap timing_summary EXIT
 
 step deps bash scripts/install-deps.sh
-step suite run_suite "${BUILD_DIR:-build}"
 step release run_release_build build-release
+step suite run_suite "${BUILD_DIR:-build}"
 step package bash scripts/package-test.sh
 step fuzz bash scripts/fuzz.sh
 step asan run_sanitized_suite build-asan
