@@ -181,6 +181,49 @@ TEST(Efficiency, FasterGpuIsFaster) {
             0.5 * profile_work(model, training, a100(), config).stages[0].forward_compute_seconds);
 }
 
+// One layer's forward seconds with only its GEMMs costing anything: unlimited HBM bandwidth and
+// flash-attention rate, no per-layer overhead. What is left is 2MNK / (16-bit fraction × peak).
+double gemm_only_layer_seconds(const GpuSpec& gpu, ComputeEfficiency efficiency, Precision precision = Precision::bf16) {
+  efficiency.memory_fraction = 1e12;
+  efficiency.attention_fraction = 1e12;
+  efficiency.layer_overhead_seconds = 0;
+  ModelSpec model = gpt(1, 8192, 64);
+  TrainingSpec training = training_of(8, 4096);
+  training.precision = precision;
+  const ParallelConfig config = config_of(1, 1, 1);
+  const double one = profile_work(model, training, gpu, config, efficiency).stages[0].forward_compute_seconds;
+  model.num_layers = 2;
+  return profile_work(model, training, gpu, config, efficiency).stages[0].forward_compute_seconds - one;
+}
+
+TEST(Efficiency, H100SustainsASmallerShareOfItsBf16PeakThanA100) {
+  // MAMF table (BF16, v2) of github.com/stas00/ml-engineering compute/accelerator/README.md: the best
+  // tuned matmul reaches 271.2 of 312 TF on A100 SXM and 794.5 of 989 TF on H100 SXM (700 W).
+  const double a100_share = 271.2 / 312, h100_share = 794.5 / 989;
+  const ComputeEfficiency fitted = fitted_compute_efficiency();
+  ComputeEfficiency unscaled = fitted;
+  unscaled.fitted_gpu_attainable_16bit_matmul_fraction = 0;
+
+  // The fraction is fitted on A100: A100 itself is unchanged.
+  EXPECT_NEAR(gemm_only_layer_seconds(a100(), fitted) / gemm_only_layer_seconds(a100(), unscaled), 1, 1e-12);
+  // H100's GEMMs are slower than the datasheet ratio to A100 says, by the ratio of the MAMF shares.
+  const double h100_seconds = gemm_only_layer_seconds(h100(), fitted);
+  EXPECT_NEAR(h100_seconds / gemm_only_layer_seconds(h100(), unscaled), a100_share / h100_share, 1e-9);
+  EXPECT_NEAR(h100_seconds / gemm_only_layer_seconds(a100(), fitted), (312.0 / 989) * (a100_share / h100_share), 1e-9);
+  // H200 is the H100 SXM die at the same clocks and power limit.
+  EXPECT_NEAR(gemm_only_layer_seconds(*find_gpu("H200"), fitted) / h100_seconds, 1, 1e-12);
+
+  // GPUs without a MAMF measurement keep the fitted fraction.
+  for (const char* name : {"V100-SXM2-32GB", "H100-PCIe", "L40S", "B200"}) {
+    const GpuSpec& gpu = *find_gpu(name);
+    EXPECT_EQ(gpu.attainable_16bit_matmul_fraction, 0) << name;
+    EXPECT_EQ(gemm_only_layer_seconds(gpu, fitted), gemm_only_layer_seconds(gpu, unscaled)) << name;
+  }
+  // fp8 GEMMs keep their own fraction, fitted on H100 data that already carry H100's clocks.
+  EXPECT_EQ(gemm_only_layer_seconds(h100(), fitted, Precision::fp8),
+            gemm_only_layer_seconds(h100(), unscaled, Precision::fp8));
+}
+
 TEST(Efficiency, EndStagesCarryEmbeddingAndHead) {
   ModelSpec model = gpt(32, 4096, 32);
   model.vocab_size = 128256;

@@ -13,6 +13,10 @@ struct GpuSpec {
   double peak_bf16_flop_per_second = 0;
   double peak_fp8_flop_per_second = 0;    // 0 where the GPU has no fp8 tensor cores
   double hbm_bytes_per_second = 0;
+  // The largest share of the dense 16-bit peak that a tuned bf16 matmul sustains on this GPU (at
+  // its power limit the clock drops under dense tensor-core load, on some GPUs more than on
+  // others); 0 where it has not been measured.
+  double attainable_16bit_matmul_fraction = 0;
 };
 
 // One directed link as measured or assumed. Time to move n bytes ≈ latency + n / bandwidth.

@@ -51,7 +51,10 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
 // activation, dropout, residual, fp8 casts, softmax of unfused attention, cross entropy, Adam) are
 // memory bound. Fitted on published measurements: see fitted_compute_efficiency().
 struct ComputeEfficiency {
-  double gemm_fraction_16bit = 0;        // of the fp16/bf16 (or fp32) dense peak
+  double gemm_fraction_16bit = 0;        // of the fp16/bf16 (or fp32) dense peak, on the GPU it was fitted on
+  // GpuSpec::attainable_16bit_matmul_fraction of that GPU. A GPU whose own attainable fraction is
+  // known runs 16-bit GEMMs at gemm_fraction_16bit × (its fraction / this one); 0: no such scaling.
+  double fitted_gpu_attainable_16bit_matmul_fraction = 0;
   double gemm_fraction_fp8 = 0;          // of the fp8 dense peak
   double attention_fraction = 0;         // flash attention's share of the 16-bit peak
   double memory_fraction = 0;            // of HBM bandwidth, for memory-bound kernels
