@@ -48,23 +48,15 @@ struct FabricCase {
   SyntheticFabric (*make)(int nodes);
 };
 
-// Every fabric: H100 SXM nodes with 8 NDR rails (SyntheticFabric's defaults: 8 × 46 GB/s per
-// node pair, NVSwitch 370 GB/s inside, per ground_truth_data/nccl_bandwidth_measurements.csv).
-SyntheticFabric base_fabric(int nodes) {
-  SyntheticFabric fabric;
-  fabric.nodes = nodes;
-  fabric.spread_sigma = 0;
-  fabric.rack_size = 0;
-  fabric.degraded_pairs = 0;
-  fabric.scatter_racks = false;
-  return fabric;
-}
+// Every fabric below starts from uniform_fabric: H100 SXM nodes with 8 NDR rails
+// (SyntheticFabric's defaults: 8 × 46 GB/s per node pair, NVSwitch 370 GB/s inside, per
+// ground_truth_data/nccl_bandwidth_measurements.csv).
 
 // The spread of 2-node all-reduce bandwidth on H100 (ultrascale_collective_bandwidth_vs_nodes.csv:
 // p5 302, median 362, p95 436 GB/s: σ(ln) ≈ ln(436/302)/3.29 ≈ 0.11) and leaf switches of 8
 // nodes whose cross-leaf pairs run ~9% slower (the bundled example cluster's generator).
 SyntheticFabric measured_fabric(int nodes) {
-  SyntheticFabric fabric = base_fabric(nodes);
+  SyntheticFabric fabric = uniform_fabric(nodes);
   fabric.spread_sigma = 0.11;
   fabric.rack_size = 8;
   fabric.cross_rack_factor = 0.91;
@@ -91,7 +83,7 @@ SyntheticFabric oversubscribed_fabric(int nodes) {
 
 const std::vector<FabricCase>& fabrics() {
   static const std::vector<FabricCase> all{
-      {"uniform", "every node pair at the 8-rail median", base_fabric},
+      {"uniform", "every node pair at the 8-rail median", uniform_fabric},
       {"measured", "log-normal spread σ=0.11, leaves of 8 at 0.91 across", measured_fabric},
       {"degraded", "measured + max(2, nodes/8) pairs at 25%", degraded_fabric},
       {"oversubscribed", "measured + 2:1 spine: cross-rack pairs at 50%", oversubscribed_fabric},

@@ -272,9 +272,7 @@ double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& conf
                               double message_bytes, int from_stage, int to_stage, int replica, BoundaryPriceMemo* memo) {
   // One flow between two nodes, both directions averaged, while every other flow of the same two
   // stages between the same two nodes sends too.
-  const auto price = [&](int sender, int receiver) {
-    const int sender_node = node_of(cluster, sender);
-    const int receiver_node = node_of(cluster, receiver);
+  const auto price = [&](int sender, int receiver, int sender_node, int receiver_node) {
     const int forward_flows = concurrent_boundary_flows(cluster, config, map, sender_node, receiver_node, from_stage, to_stage);
     const int backward_flows = concurrent_boundary_flows(cluster, config, map, receiver_node, sender_node, to_stage, from_stage);
     return 0.5 * (p2p_seconds(cluster, sender, receiver, message_bytes, forward_flows) +
@@ -297,7 +295,7 @@ double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& conf
       continue;
     }
     if (sender_node != priced_sender_node || receiver_node != priced_receiver_node) {
-      const auto compute = [&] { return price(sender, receiver); };
+      const auto compute = [&] { return price(sender, receiver, sender_node, receiver_node); };
       priced_seconds = memo != nullptr ? memo->seconds({sender_node, receiver_node, from_stage, to_stage}, compute) : compute();
       priced_sender_node = sender_node;
       priced_receiver_node = receiver_node;

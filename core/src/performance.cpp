@@ -397,7 +397,7 @@ PipelineTimes pipeline_times(const ReplicaPipeline& pipe, int microbatches, int 
 // move) with replica `replica`'s pipeline.
 void fill_replica_pipeline(const ParallelConfig& config, const WorkProfile& work, const CommunicationTimes& communication,
                            int replica, bool with_links, bool with_embedding_and_head, ReplicaPipeline& pipe) {
-  const int chunks = config.pp > 1 ? config.virtual_stages : 1;
+  const int chunks = effective_virtual_stages(config);
   const double forward_share = forward_share_of_tp(config.recompute);
   pipe.forward.clear();
   pipe.backward.clear();
@@ -438,15 +438,13 @@ struct SlowestReplica {
   PipelineTimes times;
 };
 
-int pipeline_chunks(const ParallelConfig& config) { return config.pp > 1 ? config.virtual_stages : 1; }
-
 SlowestReplica slowest_replica(const ParallelConfig& config, const WorkProfile& work,
                                const CommunicationTimes& communication, bool with_links, bool with_embedding_and_head) {
   SlowestReplica slowest;
   ReplicaPipeline pipe;
   for (int replica = 0; replica < config.dp; ++replica) {
     fill_replica_pipeline(config, work, communication, replica, with_links, with_embedding_and_head, pipe);
-    const PipelineTimes times = pipeline_times(pipe, work.num_microbatches, pipeline_chunks(config));
+    const PipelineTimes times = pipeline_times(pipe, work.num_microbatches, effective_virtual_stages(config));
     if (replica == 0 || times.total_seconds > slowest.times.total_seconds) slowest = {replica, times};
   }
   return slowest;
@@ -487,7 +485,7 @@ double parameter_gather_delay(const ReplicaPipeline& pipe, GatherSeconds gather_
 IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile& work,
                                  const CommunicationTimes& communication, const TrainingSpec& training,
                                  SlowestReplica slowest, const ReplicaPipeline& slowest_pipe) {
-  const int chunks = pipeline_chunks(config);
+  const int chunks = effective_virtual_stages(config);
   const int m = work.num_microbatches;
   const double gather_share = parameter_gather_share(config, training);
   const auto gather_seconds = [&](int stage) {
@@ -558,7 +556,7 @@ double IncrementalIterationSeconds::replica_seconds(const CommunicationTimes& co
   std::swap(entries_, previous_entries_);
   has_previous_ = true;
   fill_replica_pipeline(config_, work_, communication, replica, true, true, scratch_);
-  previous_seconds_ = pipeline_times(scratch_, work_.num_microbatches, pipeline_chunks(config_)).total_seconds;
+  previous_seconds_ = pipeline_times(scratch_, work_.num_microbatches, effective_virtual_stages(config_)).total_seconds;
   return previous_seconds_;
 }
 
@@ -594,7 +592,7 @@ double IncrementalIterationSeconds::finish(const CommunicationTimes& communicati
   fill_replica_pipeline(config_, work_, communication, replica, true, true, scratch_);
   const IterationEnd end =
       iteration_end_after(config_, work_, communication, training_,
-                          {replica, pipeline_times(scratch_, work_.num_microbatches, pipeline_chunks(config_))}, scratch_);
+                          {replica, pipeline_times(scratch_, work_.num_microbatches, effective_virtual_stages(config_))}, scratch_);
   return end.reductions_done + end.optimizer;
 }
 

@@ -19,6 +19,16 @@ double standard_normal(detail::Random& random) {
 
 }  // namespace
 
+SyntheticFabric uniform_fabric(int nodes) {
+  SyntheticFabric fabric;
+  fabric.nodes = nodes;
+  fabric.spread_sigma = 0;
+  fabric.rack_size = 0;
+  fabric.degraded_pairs = 0;
+  fabric.scatter_racks = false;
+  return fabric;
+}
+
 Cluster synthetic_cluster(const SyntheticFabric& fabric, std::uint64_t seed) {
   detail::Random random(seed);
   Cluster cluster;

@@ -312,11 +312,11 @@ Plan finish_plan(const ModelSpec& model, const TrainingSpec& training, const Clu
 // simulate_schedule of their (placed, for the best placement_candidates) schedule; the rest follow by
 // closed form.
 constexpr double kCloseCallFraction = 0.06;
+constexpr size_t kMostCloseCalls = 16;
 
 // How much more of its default-to-bound gap a runner-up's placement may recover than the best
 // placed plan's did, before the search stops expecting it to (see search_plans).
 constexpr double kRunnerUpReach = 2.0;
-constexpr size_t kMostCloseCalls = 16;
 
 void rank_close_calls_by_simulation(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
                                     std::vector<Plan>& plans) {

@@ -25,8 +25,6 @@ std::vector<ScheduledOp> forward_order(int num_microbatches, int virtual_stages,
   return order;
 }
 
-int effective_virtual_stages(const ParallelConfig& config) { return config.pp > 1 ? config.virtual_stages : 1; }
-
 void require(bool condition, const std::string& what) {
   if (!condition) throw std::invalid_argument("simulate_schedule: " + what);
 }
@@ -193,6 +191,8 @@ class ReplicaSimulation {
 };
 
 }  // namespace
+
+int effective_virtual_stages(const ParallelConfig& config) { return config.pp > 1 ? config.virtual_stages : 1; }
 
 double parameter_gather_share(const ParallelConfig& config, const TrainingSpec& training) {
   if (!config.distributed_optimizer || config.dp <= 1 || !training.overlap_gradient_reduce) return 0.0;

@@ -70,14 +70,7 @@ void expect_bijection(const Cluster& cluster, const ParallelConfig& config, cons
   EXPECT_EQ(static_cast<int>(used.size()), config.world_size());
 }
 
-Cluster line_cluster(int nodes) {
-  SyntheticFabric fabric;
-  fabric.nodes = nodes;
-  fabric.spread_sigma = 0;
-  fabric.rack_size = 0;
-  fabric.degraded_pairs = 0;
-  return synthetic_cluster(fabric, 1);
-}
+Cluster line_cluster(int nodes) { return synthetic_cluster(uniform_fabric(nodes), 1); }
 
 TEST(Placement, AvoidsADegradedPairOnTheDefaultPipeline) {
   // pp=4 over 4 nodes: the default order's boundary 1 → 2 is the degraded pair.

@@ -68,6 +68,10 @@ double simulated_iteration_seconds(const ParallelConfig& config, const WorkProfi
 // means more warm-up forwards, i.e. more activations in flight. 0 when m < p (no valid N).
 int interleaved_group_size(int pp, int num_microbatches);
 
+// Model chunks per pipeline rank as the schedules run them: virtual_stages, or 1 without a
+// pipeline (v is ignored when p = 1).
+int effective_virtual_stages(const ParallelConfig& config);
+
 // Megatron-core's distributed optimizer reduce-scatters the gradients (half an all-reduce's ring
 // traffic) and all-gathers the updated parameters (the other half's ring steps, but of 16-bit
 // parameters where the gradients are reduced in fp32). With --overlap-grad-reduce and

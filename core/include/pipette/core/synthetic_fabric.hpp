@@ -25,6 +25,10 @@ struct SyntheticFabric {
   bool scatter_racks = true;       // the job's node order does not follow racks
 };
 
+// The same hardware with every node pair at the median: no spread, one flat switch, no degraded
+// pair.
+SyntheticFabric uniform_fabric(int nodes);
+
 // Links are symmetric; the same fabric and seed give the same cluster on every platform.
 Cluster synthetic_cluster(const SyntheticFabric& fabric, std::uint64_t seed);
 
