@@ -74,14 +74,19 @@ void user_init(benchmark::State& state, bool with_cache) {
   request.layout = {node_names(nodes), 8, 8};
   request.node_index = nodes / 2;
   request.job_id = 4242;
+  std::string predicted_iter_ms;
   for (auto _ : state) {
     StepPlanResult result = plan_step(request, site);
     if (!result.error.empty()) {
       state.SkipWithError(result.error.c_str());
       break;
     }
+    for (const auto& [name, value] : result.plan.step_environment)
+      if (name == "PIPETTE_PREDICTED_ITER_MS") predicted_iter_ms = value;
     benchmark::DoNotOptimize(result);
   }
+  // What the planning bought: the chosen plan's predicted iteration, as the job sees it.
+  if (!predicted_iter_ms.empty()) state.counters["predicted_iter_ms"] = std::stod(predicted_iter_ms);
   if (with_cache) {
     for (const char* suffix : {"", ".index", ".lock"}) std::filesystem::remove(site.link_cache + suffix);
   }
