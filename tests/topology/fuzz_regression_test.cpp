@@ -22,6 +22,19 @@ TEST(FuzzRegression, LinkCacheRejectsAQuoteInAFingerprint) {
       << cache.error().message;
 }
 
+// link_cache_fuzz (CI, 2026-12-01): a plain fingerprint or nccl_version holding a backslash was
+// accepted, then written inside quotes, where the reader refuses a backslash as an escape it does
+// not implement; the rewritten cache did not parse.
+TEST(FuzzRegression, LinkCacheRejectsABackslashInText) {
+  for (const std::string field : {"fingerprint: H100\\SXM", "nccl_version: 2.21\\5"}) {
+    const auto cache =
+        parse_link_cache(std::string(kHeader) + "  gpu001: {measured_at: 2026-12-01T15:00:00Z, " + field + "}\n", "cache.yaml");
+    ASSERT_FALSE(cache.ok()) << field;
+    EXPECT_NE(cache.error().message.find("cache.yaml:3: node gpu001: "), std::string::npos) << cache.error().message;
+    EXPECT_NE(cache.error().message.find("may not contain"), std::string::npos) << cache.error().message;
+  }
+}
+
 TEST(FuzzRegression, LinkCacheRejectsNodeNamesTheWriterCannotWrite) {
   for (const char* name : {"\"a:b\"", "\"a b\"", "\"a,b\"", "\"#a\""}) {
     const auto cache =

@@ -181,12 +181,13 @@ std::optional<Error> check_non_negative(const ParseContext& context, std::string
 }
 
 // The writer must be able to write back whatever the reader accepts (update_link_cache re-reads
-// what it writes): names are written bare as keys, other text in quotes without escapes. So a node
-// name is a hostname-like word, and no text holds a quote or a control character.
+// what it writes): names are written bare as keys, other text in quotes without escapes, and the
+// quoted form refuses a backslash rather than guess at an escape. So a node name is a
+// hostname-like word, and no text holds a quote, a backslash or a control character.
 std::optional<Error> check_text(const ParseContext& context, std::string_view field, std::string_view text, bool is_name) {
   for (const char c : text) {
     const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7f || c == '"' || (is_name && std::string_view(" ,:[]{}#").find(c) != std::string_view::npos))
+    if (byte < 0x20 || byte == 0x7f || c == '"' || c == '\\' || (is_name && std::string_view(" ,:[]{}#").find(c) != std::string_view::npos))
       return context.error(std::string(field) + " may not contain " +
                            (byte < 0x20 || byte == 0x7f ? std::string("control characters") : "'" + std::string(1, c) + "'") +
                            (is_name ? "; node names are hostnames as Slurm lists them" : ""));

@@ -10,7 +10,7 @@ struct PlacementResult {
   Placement placement;
   double iteration_seconds = 0;          // critical_path of the returned placement
   double default_iteration_seconds = 0;  // critical_path of default_placement
-  std::int64_t moves_evaluated = 0;      // annealing moves plus exact-search nodes
+  std::int64_t moves_evaluated = 0;      // layouts tried, annealing moves and exact-search nodes
   std::int64_t moves_to_best = 0;        // moves evaluated when the returned placement was first found
   bool exact = false;                    // true when proven optimal by the exact solver
 };
