@@ -97,7 +97,6 @@ struct AnnealSettings {
   std::int64_t max_moves = 0;
   std::uint64_t seed = 0;
   bool local_moves = false;
-  bool structured_start = false;  // the evaluator starts in a block layout better than Slurm's order
 };
 
 // Simulated annealing from the evaluator's current state, in cycles of geometric cooling (see
@@ -158,11 +157,11 @@ void anneal(PlacementEvaluator& evaluator, const AnnealSettings& settings, Searc
   // would cost more than the annealing). Cycles restart from the best state until one brings no
   // improvement; they reheat fully where a cycle is cheap (64 moves per level, up to 32 nodes) and
   // to 3% of the start temperature beyond, where a full reheat doubled the run for no better
-  // placement on the benchmark's 128-node fabrics. There the first cycle, too, starts at 3% when
-  // it starts from a block layout (see start_from_best_block_layout): a full heat scrambles the
-  // layout's structure and annealing does not find its way back (a 64-node job climbed from 9.76 s
-  // to 10.7 s and froze at 10.26 s; at 1024 nodes 160,000 moves per candidate found nothing
-  // better than the layout).
+  // placement on the benchmark's 128-node fabrics. The first cycle heats fully even from a block
+  // layout (see start_from_best_block_layout), although where the layout matches the switches it
+  // scrambles it and finds nothing better (1024 nodes: 160,000 moves per candidate): where the
+  // switches are scattered over Slurm's order, starting at 3% instead left plans 0.8% (256 nodes)
+  // and 2.6% (512 nodes, by simulation) slower.
   constexpr double typical_uphill_acceptance = 0.5;
   constexpr int max_descent_sweep = 64 * 64;
   const double start_temperature = change_sum / change_count / std::log(1 / typical_uphill_acceptance);
@@ -176,8 +175,8 @@ void anneal(PlacementEvaluator& evaluator, const AnnealSettings& settings, Searc
   int cycle = 0;
   while (moves < budget_end && cycles_without_improvement < patience_cycles) {
     const double best_before_cycle = best.value;
-    const bool full_heat = moves_per_level <= 64 || (cycle == 0 && !settings.structured_start);
-    double temperature = full_heat ? start_temperature : restart_temperature_fraction * start_temperature;
+    double temperature =
+        cycle == 0 || moves_per_level <= 64 ? start_temperature : restart_temperature_fraction * start_temperature;
     ++cycle;
     int levels_without_improvement = 0;
     bool frozen = false;
@@ -218,10 +217,9 @@ void anneal(PlacementEvaluator& evaluator, const AnnealSettings& settings, Searc
 // and the search starts from the best one (Slurm's order on ties). On a 64-node job with leaf
 // switches of 16 nodes the pipeline-major layout alone beat what annealing from Slurm's order
 // found, by 1.2%.
-// Returns whether a layout other than Slurm's order was chosen.
-bool start_from_best_block_layout(PlacementEvaluator& evaluator, const ParallelConfig& config, std::int64_t& moves) {
+void start_from_best_block_layout(PlacementEvaluator& evaluator, const ParallelConfig& config, std::int64_t& moves) {
   const int ranks_per_stage = config.tp * config.dp;
-  if (config.pp < 2 || ranks_per_stage % evaluator.gpus_per_node() != 0) return false;
+  if (config.pp < 2 || ranks_per_stage % evaluator.gpus_per_node() != 0) return;
   const int slots_per_stage = ranks_per_stage / evaluator.gpus_per_node();
   const std::vector<int> slurm_order = evaluator.node_of_slot();
   std::vector<int> best_order = slurm_order;
@@ -241,7 +239,6 @@ bool start_from_best_block_layout(PlacementEvaluator& evaluator, const ParallelC
     }
   }
   evaluator.assign(best_order, evaluator.local_gpus());
-  return best_order != slurm_order;
 }
 
 // Branch and bound over node permutations, local GPU orders fixed as the evaluator holds them.
@@ -351,7 +348,7 @@ PlacementResult search_placement(const Cluster& cluster, const ParallelConfig& c
 
   const bool local_moves = !node_moves_only && intra_node_links_differ(cluster);
   std::int64_t moves = 0;
-  const bool structured_start = start_from_best_block_layout(evaluator, config, moves);
+  start_from_best_block_layout(evaluator, config, moves);
   SearchState best = SearchState::of(evaluator, moves);
   bool proven = false;
   if (allow_exact && cluster.num_nodes() <= effort.exact_up_to_nodes) {
@@ -362,8 +359,7 @@ PlacementResult search_placement(const Cluster& cluster, const ParallelConfig& c
     proven = exact.run(best, moves);
     evaluator.assign(best.node_of_slot, best.local_gpus);
   }
-  if (!proven || local_moves)
-    anneal(evaluator, {effort.max_moves - moves, effort.seed, local_moves, structured_start}, best, moves);
+  if (!proven || local_moves) anneal(evaluator, {effort.max_moves - moves, effort.seed, local_moves}, best, moves);
   result.exact = proven && !local_moves;
   result.placement = evaluator.placement();
   result.iteration_seconds = model_seconds(evaluator.communication());
