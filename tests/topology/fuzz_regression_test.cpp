@@ -4,7 +4,9 @@
 
 #include <string>
 
+#include "pipette/topology/hostlist.hpp"
 #include "pipette/topology/link_cache.hpp"
+#include "pipette/topology/topology_conf.hpp"
 
 namespace pipette {
 namespace {
@@ -66,6 +68,25 @@ TEST(FuzzRegression, LinkCacheRejectsQuantitiesThatOverflowOrUnderflowInSiUnits)
     ASSERT_FALSE(cache.ok()) << fields;
     EXPECT_NE(cache.error().message.find("cache.yaml:4: pair a b:"), std::string::npos) << cache.error().message;
   }
+}
+
+// topology_conf_fuzz (2026-12-01, 4-minute run): Nodes= lists of a million names, each several
+// hundred bytes of binary junk, on several lines ran the fuzzer out of its 2 GB. Names are now
+// bounded in length, and a topology.conf in the number of names it holds in all.
+TEST(FuzzRegression, HostlistRejectsNamesLongerThanAnyHostName) {
+  const auto hosts = expand_hostlist(std::string(250, 'x') + "[99990-100000]");
+  ASSERT_FALSE(hosts.ok());
+  EXPECT_NE(hosts.error().message.find("names a host longer than 255 characters"), std::string::npos) << hosts.error().message;
+  EXPECT_TRUE(expand_hostlist(std::string(250, 'x') + "[99990-99999]").ok());  // 255 characters
+}
+
+TEST(FuzzRegression, TopologyConfBoundsTheNamesOfTheWholeFile) {
+  const auto tree = parse_topology_conf(
+      "SwitchName=s1 Nodes=a[0-65535]b[0-9]\nSwitchName=s2 Nodes=c[0-65535]d[0-9]\n", "topology.conf");
+  ASSERT_FALSE(tree.ok());
+  EXPECT_NE(tree.error().message.find("topology.conf:2: the file names more than 1048576 nodes and switches"),
+            std::string::npos)
+      << tree.error().message;
 }
 
 }  // namespace

@@ -113,6 +113,20 @@ std::size_t count_names(const std::vector<Segment>& segments) {
   return total;
 }
 
+std::size_t longest_name(const std::vector<Segment>& segments) {
+  std::size_t length = 0;
+  for (const auto& segment : segments) {
+    std::size_t longest_number = 0;
+    for (const auto& range : segment.ranges) {
+      char digits[24];
+      const auto digit_count = static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, range.hi).ptr - digits);
+      longest_number = std::max({longest_number, digit_count, static_cast<std::size_t>(range.width)});
+    }
+    length += segment.ranges.empty() ? segment.literal.size() : longest_number;
+  }
+  return length;
+}
+
 void emit_names(const std::vector<Segment>& segments, std::size_t index, std::string& name,
                 std::vector<std::string>& out) {
   if (index == segments.size()) {
@@ -201,6 +215,9 @@ Result<std::vector<std::string>> expand_hostlist(std::string_view expression) {
       }
       auto segments = parse_item(expression.substr(pos, end - pos), expression);
       if (!segments) return segments.error();
+      if (longest_name(*segments) > kMaxHostNameLength)
+        return hostlist_error(expression, "names a host longer than " + std::to_string(kMaxHostNameLength) +
+                                              " characters; host names are at most 253");
       const std::size_t count = count_names(*segments);
       if (count > kMaxExpandedHosts - hosts.size())
         return hostlist_error(expression, "expands to more than " + std::to_string(kMaxExpandedHosts) + " hosts");

@@ -33,6 +33,7 @@ struct SwitchLine {
 Result<SwitchTree> parse_topology_conf(std::string_view text, const std::string& source_name) {
   return guarded("", source_name, [&]() -> Result<SwitchTree> {
     std::vector<SwitchLine> lines;
+    std::size_t names_in_file = 0;  // bounded like one hostlist: the file is one description of the fabric
     int line_number = 0;
     std::size_t pos = 0;
     while (pos < text.size()) {
@@ -57,6 +58,10 @@ Result<SwitchTree> parse_topology_conf(std::string_view text, const std::string&
         } else if (key == "nodes" || key == "switches") {
           auto names = expand_hostlist(value);
           if (!names) return where(names.error().message);
+          names_in_file += names->size();
+          if (names_in_file > kMaxExpandedHosts)
+            return where("the file names more than " + std::to_string(kMaxExpandedHosts) +
+                         " nodes and switches in all; this is not a cluster's topology.conf");
           (key == "nodes" ? entry.nodes : entry.children) = std::move(names).value();
         } else if (key != "linkspeed") {
           return where("unknown key \"" + token.substr(0, equals) +

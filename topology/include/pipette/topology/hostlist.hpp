@@ -18,9 +18,12 @@ namespace pipette {
 // Deliberate differences from Slurm, all on inputs Slurm mangles rather than rejects: an unclosed
 // or stray bracket (`n[1-2`, `n1]`) is an error here, where Slurm yields odd names ("n]", "n1]").
 // Like Slurm, one range may hold at most 65536 hosts; an expression may expand to at most
-// kMaxExpandedHosts names in all, so a hostile `a[0-65535]b[0-65535]` is an error, not 4 billion names.
+// kMaxExpandedHosts names in all, so a hostile `a[0-65535]b[0-65535]` is an error, not 4 billion names,
+// and no name may be longer than kMaxHostNameLength (a DNS name has at most 253 characters), so an
+// expansion holds at most about 300 MB whatever the input.
 inline constexpr std::size_t kMaxHostsPerRange = 65536;
 inline constexpr std::size_t kMaxExpandedHosts = 1u << 20;
+inline constexpr std::size_t kMaxHostNameLength = 255;
 
 Result<std::vector<std::string>> expand_hostlist(std::string_view expression);
 
