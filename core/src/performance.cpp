@@ -299,12 +299,8 @@ Placement default_placement(const ParallelConfig& config) {
 
 namespace {
 
+using detail::PipelineTimes;
 using detail::ReplicaPipeline;
-
-struct PipelineTimes {
-  double total_seconds = 0;
-  double cycle_seconds = 0;  // steady-state time per (chunk) forward + backward pair
-};
 
 // Closed form of the (interleaved) 1F1B schedule that simulate_schedule runs op by op, per-chunk
 // forward f_i and backward b_i of rank i, link c_i between rank i and i + 1, c_w the wrap-around:
@@ -424,28 +420,25 @@ void fill_replica_pipeline(const ParallelConfig& config, const WorkProfile& work
   }
 }
 
-ReplicaPipeline replica_pipeline(const ParallelConfig& config, const WorkProfile& work,
-                                 const CommunicationTimes& communication, int replica, bool with_links,
-                                 bool with_embedding_and_head) {
-  ReplicaPipeline pipe;
-  fill_replica_pipeline(config, work, communication, replica, with_links, with_embedding_and_head, pipe);
-  return pipe;
-}
-
 // The slowest replica's pipeline (all replicas wait for it at the DP reduction).
 struct SlowestReplica {
   int replica = 0;
   PipelineTimes times;
 };
 
+// `slowest_pipe`, when given, receives the slowest replica's pipeline.
 SlowestReplica slowest_replica(const ParallelConfig& config, const WorkProfile& work,
-                               const CommunicationTimes& communication, bool with_links, bool with_embedding_and_head) {
+                               const CommunicationTimes& communication, bool with_links, bool with_embedding_and_head,
+                               ReplicaPipeline* slowest_pipe = nullptr) {
   SlowestReplica slowest;
   ReplicaPipeline pipe;
   for (int replica = 0; replica < config.dp; ++replica) {
     fill_replica_pipeline(config, work, communication, replica, with_links, with_embedding_and_head, pipe);
     const PipelineTimes times = pipeline_times(pipe, work.num_microbatches, effective_virtual_stages(config));
-    if (replica == 0 || times.total_seconds > slowest.times.total_seconds) slowest = {replica, times};
+    if (replica == 0 || times.total_seconds > slowest.times.total_seconds) {
+      slowest = {replica, times};
+      if (slowest_pipe != nullptr) std::swap(*slowest_pipe, pipe);
+    }
   }
   return slowest;
 }
@@ -530,9 +523,9 @@ IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile
 
 IterationEnd iteration_end(const ParallelConfig& config, const WorkProfile& work,
                            const CommunicationTimes& communication, const TrainingSpec& training) {
-  const SlowestReplica slowest = slowest_replica(config, work, communication, true, true);
-  return iteration_end_after(config, work, communication, training, slowest,
-                             replica_pipeline(config, work, communication, slowest.replica, true, true));
+  ReplicaPipeline slowest_pipe;
+  const SlowestReplica slowest = slowest_replica(config, work, communication, true, true, &slowest_pipe);
+  return iteration_end_after(config, work, communication, training, slowest, slowest_pipe);
 }
 
 }  // namespace
@@ -541,9 +534,9 @@ namespace detail {
 
 IncrementalIterationSeconds::IncrementalIterationSeconds(const ParallelConfig& config, const WorkProfile& work,
                                                          const TrainingSpec& training)
-    : config_(config), work_(work), training_(training), replica_seconds_(static_cast<size_t>(std::max(0, config.dp))) {}
+    : config_(config), work_(work), training_(training), replica_times_(static_cast<size_t>(std::max(0, config.dp))) {}
 
-double IncrementalIterationSeconds::replica_seconds(const CommunicationTimes& communication, int replica) {
+PipelineTimes IncrementalIterationSeconds::replica_times(const CommunicationTimes& communication, int replica) {
   // A replica's time depends on the configuration and its own entries only. Replicas whose GPUs
   // share nodes stage by stage (tp < GPUs per node) usually have equal entries, and moves touch
   // them in a row: compare with the latest replica computed before computing anything.
@@ -552,18 +545,18 @@ double IncrementalIterationSeconds::replica_seconds(const CommunicationTimes& co
   for (const auto& stage : communication.tp_seconds) entries_.push_back(stage[d]);
   for (const auto& boundary : communication.p2p_seconds) entries_.push_back(boundary[d]);
   if (!communication.wraparound_p2p_seconds.empty()) entries_.push_back(communication.wraparound_p2p_seconds[d]);
-  if (has_previous_ && entries_ == previous_entries_) return previous_seconds_;
+  if (has_previous_ && entries_ == previous_entries_) return previous_times_;
   std::swap(entries_, previous_entries_);
   has_previous_ = true;
   fill_replica_pipeline(config_, work_, communication, replica, true, true, scratch_);
-  previous_seconds_ = pipeline_times(scratch_, work_.num_microbatches, effective_virtual_stages(config_)).total_seconds;
-  return previous_seconds_;
+  previous_times_ = pipeline_times(scratch_, work_.num_microbatches, effective_virtual_stages(config_));
+  return previous_times_;
 }
 
 double IncrementalIterationSeconds::of(const CommunicationTimes& communication) {
   saved_.clear();
   for (int replica = 0; replica < config_.dp; ++replica) {
-    replica_seconds_[static_cast<size_t>(replica)] = replica_seconds(communication, replica);
+    replica_times_[static_cast<size_t>(replica)] = replica_times(communication, replica);
   }
   return finish(communication);
 }
@@ -572,27 +565,26 @@ double IncrementalIterationSeconds::after_change(const CommunicationTimes& commu
                                                  const std::vector<int>& changed_replicas) {
   saved_.clear();
   for (const int replica : changed_replicas) {
-    double& seconds = replica_seconds_[static_cast<size_t>(replica)];
-    saved_.emplace_back(replica, seconds);
-    seconds = replica_seconds(communication, replica);
+    PipelineTimes& times = replica_times_[static_cast<size_t>(replica)];
+    saved_.emplace_back(replica, times);
+    times = replica_times(communication, replica);
   }
   return finish(communication);
 }
 
 void IncrementalIterationSeconds::undo_change() {
-  for (const auto& [replica, seconds] : saved_) replica_seconds_[static_cast<size_t>(replica)] = seconds;
+  for (const auto& [replica, times] : saved_) replica_times_[static_cast<size_t>(replica)] = times;
   saved_.clear();
 }
 
 double IncrementalIterationSeconds::finish(const CommunicationTimes& communication) {
   if (config_.dp < 1) return iteration_seconds(config_, work_, communication, training_);
   // The first of the slowest, as slowest_replica picks it.
-  const auto slowest = std::max_element(replica_seconds_.begin(), replica_seconds_.end());
-  const int replica = static_cast<int>(slowest - replica_seconds_.begin());
+  const auto slowest = std::max_element(replica_times_.begin(), replica_times_.end(),
+                                        [](const PipelineTimes& a, const PipelineTimes& b) { return a.total_seconds < b.total_seconds; });
+  const int replica = static_cast<int>(slowest - replica_times_.begin());
   fill_replica_pipeline(config_, work_, communication, replica, true, true, scratch_);
-  const IterationEnd end =
-      iteration_end_after(config_, work_, communication, training_,
-                          {replica, pipeline_times(scratch_, work_.num_microbatches, effective_virtual_stages(config_))}, scratch_);
+  const IterationEnd end = iteration_end_after(config_, work_, communication, training_, {replica, *slowest}, scratch_);
   return end.reductions_done + end.optimizer;
 }
 

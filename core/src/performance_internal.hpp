@@ -17,6 +17,12 @@ struct ReplicaPipeline {
   double wraparound = 0;
 };
 
+// A replica pipeline's closed-form times.
+struct PipelineTimes {
+  double total_seconds = 0;
+  double cycle_seconds = 0;  // steady-state time per (chunk) forward + backward pair
+};
+
 // An objective of the placement search that a move tells which DP replicas' entries (p2p, TP,
 // wrap-around) it changed, so that it can keep per-replica work between moves. DP entries belong
 // to no replica: an implementation must always read those from the table.
@@ -30,7 +36,7 @@ class IncrementalObjective {
 };
 
 // iteration_seconds for a search whose moves change the entries of a few DP replicas: each
-// replica's pipeline time is kept, and a move recomputes only those of the replicas it touched
+// replica's pipeline times are kept, and a move recomputes only those of the replicas it touched
 // (then the slowest one's end of iteration). With dp = 64 a node swap touches at most 16. The
 // result equals iteration_seconds of the same table bit for bit: the same functions compute it.
 class IncrementalIterationSeconds final : public IncrementalObjective {
@@ -42,18 +48,18 @@ class IncrementalIterationSeconds final : public IncrementalObjective {
   void undo_change() override;
 
  private:
-  double replica_seconds(const CommunicationTimes& communication, int replica);
+  PipelineTimes replica_times(const CommunicationTimes& communication, int replica);
   double finish(const CommunicationTimes& communication);
 
   const ParallelConfig& config_;
   const WorkProfile& work_;
   const TrainingSpec& training_;
-  std::vector<double> replica_seconds_;
-  std::vector<std::pair<int, double>> saved_;
+  std::vector<PipelineTimes> replica_times_;
+  std::vector<std::pair<int, PipelineTimes>> saved_;
   ReplicaPipeline scratch_;
   std::vector<double> entries_;
-  std::vector<double> previous_entries_;  // of the latest replica replica_seconds computed, and its time
-  double previous_seconds_ = 0;
+  std::vector<double> previous_entries_;  // of the latest replica replica_times computed, and its times
+  PipelineTimes previous_times_;
   bool has_previous_ = false;
 };
 

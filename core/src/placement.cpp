@@ -221,6 +221,7 @@ void start_from_best_block_layout(PlacementEvaluator& evaluator, const ParallelC
   const int ranks_per_stage = config.tp * config.dp;
   if (config.pp < 2 || ranks_per_stage % evaluator.gpus_per_node() != 0) return;
   const int slots_per_stage = ranks_per_stage / evaluator.gpus_per_node();
+  if (slots_per_stage < 2) return;  // one slot per stage: every layout is Slurm's order
   const std::vector<int> slurm_order = evaluator.node_of_slot();
   std::vector<int> best_order = slurm_order;
   double best_value = evaluator.value();
