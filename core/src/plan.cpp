@@ -46,12 +46,18 @@ std::string plan_hash(const Plan& plan) {
 namespace pipette {
 
 std::vector<int> balanced_layers_per_stage(int num_layers, int pp) {
-  std::vector<int> layers(static_cast<size_t>(pp), num_layers / pp);
-  int extra = num_layers % pp;
-  // Interior stages first, then the last, then the first: the ends carry embedding and LM head.
-  for (int stage = 1; stage + 1 < pp && extra > 0; ++stage, --extra) ++layers[static_cast<size_t>(stage)];
-  if (extra > 0) ++layers[static_cast<size_t>(pp - 1)], --extra;
-  if (extra > 0) ++layers[0];
+  if (pp < 1) return {};
+  if (pp == 1) return {num_layers};
+  // The form [a, b x (p-2), c] that Megatron's first/last-stage counts and torchtitan's
+  // first/last "less layers" express: the middle stages get ceil(L/p) layers (fewer only where the
+  // ends would otherwise be left without one), the ends share the rest, the last (with the LM
+  // head) the fewer.
+  int middle = (num_layers + pp - 1) / pp;
+  while (middle > 1 && num_layers - middle * (pp - 2) < 2) --middle;
+  const int ends = num_layers - middle * (pp - 2);
+  std::vector<int> layers(static_cast<size_t>(pp), middle);
+  layers.back() = ends / 2;
+  layers.front() = ends - ends / 2;
   return layers;
 }
 

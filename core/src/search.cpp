@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/launch.hpp"
 #include "pipette/core/performance.hpp"
 #include "pipette/core/placement.hpp"
 #include "pipette/core/simulator.hpp"
@@ -102,8 +103,8 @@ std::vector<int> divisors(std::int64_t value) {
 std::vector<RecomputeMode> recompute_modes(const SearchSpace& space) {
   std::vector<RecomputeMode> modes;
   for (const RecomputeMode mode : {RecomputeMode::none, RecomputeMode::selective, RecomputeMode::full}) {
-    if (mode == RecomputeMode::selective && space.training.attention == AttentionKernel::flash &&
-        !space.fixed.recompute) {
+    if (mode == RecomputeMode::selective && !space.fixed.recompute &&
+        (space.training.attention == AttentionKernel::flash || space.training.target.framework == Framework::torchtitan)) {
       continue;
     }
     if (allowed(space.fixed.recompute, mode)) modes.push_back(mode);
@@ -117,8 +118,10 @@ std::vector<RecomputeMode> recompute_modes(const SearchSpace& space) {
 bool sequence_parallel_for(const SearchSpace& space, int tp) {
   return tp > 1 && space.fixed.sequence_parallel.value_or(true);
 }
+// torchtitan's data parallelism is replication here (launch_problem), unless fixed otherwise.
 bool distributed_optimizer_for(const SearchSpace& space, int dp) {
-  return dp > 1 && space.fixed.distributed_optimizer.value_or(true);
+  const bool default_on = space.training.target.framework != Framework::torchtitan;
+  return dp > 1 && space.fixed.distributed_optimizer.value_or(default_on);
 }
 
 std::vector<int> virtual_stage_options(const SearchSpace& space, int pp, int microbatches) {
@@ -134,16 +137,35 @@ std::vector<int> virtual_stage_options(const SearchSpace& space, int pp, int mic
   return options;
 }
 
-// Layer splits to try for pp stages: the balanced one, and (plain 1F1B only) one that also counts
-// the LM head as the layers' worth of work it is, so the last stage takes fewer layers.
+// Layer splits to try for pp stages: the balanced one, and (plain 1F1B only) ones that also count
+// the LM head as the h layers' worth of work it is, so the last stage takes fewer layers. Those
+// keep the form [a, b x (p-2), c] that every framework can build, with b = ceil(L/p) (the ends
+// share the rest) or b = round((L + h)/p) (the load of every stage even); the first stage never
+// takes more than b. Where the site allows --pipeline-model-parallel-layout, also the best split
+// of any shape.
 std::vector<std::vector<int>> layer_splits(const SearchSpace& space, int pp) {
-  std::vector<std::vector<int>> splits{balanced_layers_per_stage(space.model.num_layers, pp)};
+  const int num_layers = space.model.num_layers;
+  std::vector<std::vector<int>> splits{balanced_layers_per_stage(num_layers, pp)};
   if (pp == 1) return splits;
+  const auto add = [&](std::vector<int> split) {
+    if (std::find(splits.begin(), splits.end(), split) == splits.end()) splits.push_back(std::move(split));
+  };
   const double head_flops = 2.0 * space.model.hidden_size * space.model.vocab_size;
   const double layer_flops = layer_forward_flops(space.model, space.training, ParallelConfig{}) / space.training.sequence_length;
   const double head_layers = head_flops / layer_flops;
+  for (const int middle : {(num_layers + pp - 1) / pp, static_cast<int>(std::lround((num_layers + head_layers) / pp))}) {
+    const int ends = num_layers - middle * (pp - 2);
+    if (middle < 1 || ends < 2) continue;
+    int last = std::clamp(static_cast<int>(std::lround((ends - head_layers) / 2)), 1, ends - 1);
+    if (ends - last > middle) last = ends - middle;
+    std::vector<int> split(static_cast<size_t>(pp), middle);
+    split.front() = ends - last;
+    split.back() = last;
+    add(std::move(split));
+  }
+  if (!space.training.target.pipeline_layout) return splits;
   std::vector<int> layers(static_cast<size_t>(pp), 0);
-  for (int layer = 0; layer < space.model.num_layers; ++layer) {
+  for (int layer = 0; layer < num_layers; ++layer) {
     // Every stage needs a layer; then the least loaded stage takes the next (interior first on ties).
     size_t stage = 0;
     double lightest = std::numeric_limits<double>::infinity();
@@ -155,7 +177,7 @@ std::vector<std::vector<int>> layer_splits(const SearchSpace& space, int pp) {
     }
     ++layers[stage];
   }
-  if (layers != splits.front()) splits.push_back(layers);
+  add(std::move(layers));
   return splits;
 }
 
@@ -190,24 +212,32 @@ Enumeration enumerate(const SearchSpace& space) {
       config.distributed_optimizer = distributed_optimizer_for(space, dp);
       const std::vector<std::vector<int>> splits = layer_splits(space, pp);
       std::optional<PeakMemory> family_leanest;
+      std::optional<std::string> family_unbuildable;  // why the first candidate the framework cannot build was skipped
       bool family_fits = false;
       for (const int micro_batch : divisors(batch / dp)) {
         if (!allowed(space.fixed.micro_batch, micro_batch)) continue;
         config.micro_batch = micro_batch;
         const int microbatches = static_cast<int>(batch / dp / micro_batch);
         bool micro_batch_fits = false;
+        bool micro_batch_over_memory = false;
         for (const int chunks : virtual_stage_options(space, pp, microbatches)) {
          config.virtual_stages = chunks;
          for (size_t split = 0; split < (chunks == 1 ? splits.size() : 1); ++split) {
           config.layers_per_stage = splits[split];
           for (const RecomputeMode mode : recompute_modes(space)) {
             config.recompute = mode;
+            const std::string unbuildable = launch_problem(space.training.target, model, config, microbatches);
+            if (!unbuildable.empty()) {
+              if (!family_unbuildable) family_unbuildable = unbuildable;
+              continue;
+            }
             PeakMemory peak = peak_memory(model, space.training, config, space.overheads);
             if (peak.bytes <= space.usable_bytes) {
               result.fitting.push_back({config, peak.bytes, 0, 0});
               micro_batch_fits = family_fits = true;
               break;
             }
+            micro_batch_over_memory = true;
             if (!family_leanest || peak.bytes < family_leanest->bytes) family_leanest = peak;
             if (!result.leanest || peak.bytes < result.leanest_peak.bytes) {
               result.leanest = config;
@@ -217,10 +247,13 @@ Enumeration enumerate(const SearchSpace& space) {
          }
         }
         // Memory grows with the micro-batch: once even the leanest variant of one fails, larger ones do too.
-        if (!micro_batch_fits) break;
+        if (!micro_batch_fits && micro_batch_over_memory) break;
       }
       if (!family_fits && family_leanest) {
         result.rejections.push_back({family, memory_reason(*family_leanest, space.usable_bytes)});
+      } else if (!family_fits && family_unbuildable) {
+        result.rejections.push_back({family, std::string(to_string(space.training.target.framework)) + " cannot build it: " +
+                                                 *family_unbuildable});
       }
     }
   }
@@ -408,8 +441,9 @@ std::string smallest_change(const SearchSpace& space, int num_nodes) {
 
 }  // namespace
 
-Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
+Result<SearchResult> search_plans(const ModelSpec& requested_model, const TrainingSpec& training, const Cluster& cluster,
                                   const SearchOptions& options) {
+  const ModelSpec model = model_for_sequence(requested_model, training.sequence_length);
   const std::string problem = check_inputs(model, training, cluster);
   if (!problem.empty()) return Error{problem};
   const SearchSpace space = space_of(model, training, cluster, options);
@@ -509,8 +543,9 @@ Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& tr
   return result;
 }
 
-Result<Plan> evaluate_plan(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
+Result<Plan> evaluate_plan(const ModelSpec& requested_model, const TrainingSpec& training, const Cluster& cluster,
                            const ParallelConfig& requested, const SearchOptions& options) {
+  const ModelSpec model = model_for_sequence(requested_model, training.sequence_length);
   const std::string problem = check_inputs(model, training, cluster);
   if (!problem.empty()) return Error{problem};
   ParallelConfig config = requested;
@@ -550,6 +585,8 @@ Result<Plan> evaluate_plan(const ModelSpec& model, const TrainingSpec& training,
     if (microbatches < config.pp) return Error{shape + ": the interleaved schedule needs at least pp micro-batches"};
   }
   if (config.pp == 1) config.virtual_stages = 1;
+  const std::string unbuildable = launch_problem(training.target, model, config, microbatches);
+  if (!unbuildable.empty()) return Error{shape + ": " + to_string(training.target.framework) + " cannot build it: " + unbuildable};
   const PeakMemory peak = peak_memory(model, training, config, options.overheads);
   const double usable = cluster.gpu.memory_bytes - options.memory_safety_margin_bytes;
   if (peak.bytes > usable) return Error{shape + ": " + memory_reason(peak, usable)};

@@ -66,4 +66,23 @@ const char* to_string(AttentionKernel kernel) {
   return "?";
 }
 
+const char* to_string(Framework framework) {
+  switch (framework) {
+    case Framework::megatron_core: return "megatron-core";
+    case Framework::nemo: return "nemo";
+    case Framework::torchtitan: return "torchtitan";
+  }
+  return "?";
+}
+
+bool parse_framework(std::string_view text, Framework& framework) {
+  for (const Framework candidate : {Framework::megatron_core, Framework::nemo, Framework::torchtitan}) {
+    if (text == to_string(candidate)) {
+      framework = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace pipette

@@ -51,7 +51,13 @@ const std::map<std::string, std::string>& plan_variable_meanings() {
       {"PIPETTE_PREDICTED_ITER_MS", "Predicted iteration time in milliseconds."},
       {"PIPETTE_PREDICTED_MEM_GIB", "Predicted peak memory per GPU in GiB."},
       {"PIPETTE_PLAN_HASH", "A stable hash of the plan; the same inputs give the same hash on every node."},
-      {"PIPETTE_MEGATRON_ARGS", "The plan as Megatron-LM arguments, ready to append to its command line."},
+      {"PIPETTE_MEGATRON_ARGS",
+       "The plan as Megatron-LM arguments, ready to append to its command line (framework megatron-core)."},
+      {"PIPETTE_NEMO_OVERRIDES",
+       "The plan as NeMo 2 / Megatron-Bridge recipe overrides, KEY=VALUE, off switches included (framework nemo)."},
+      {"PIPETTE_TORCHTITAN_ARGS",
+       "The plan as torchtitan command-line options, ending with its activation-checkpoint subcommand (framework "
+       "torchtitan)."},
   };
   return meanings;
 }

@@ -35,6 +35,10 @@ const std::array<OptionInfo, option_count>& option_table() {
        1},
       {OptionId::strict, "pipette-strict", "PIPETTE_STRICT", nullptr,
        "[pipette] fail the job when it cannot be planned instead of running it unplanned", 0},
+      {OptionId::framework, "pipette-framework", "PIPETTE_FRAMEWORK", "megatron-core|nemo|torchtitan",
+       "[pipette] the training framework that runs the plan: only plans it can build are considered, "
+       "and its arguments are exported (default: the site's framework)",
+       1},
   }};
   return table;
 }
@@ -92,6 +96,11 @@ Parsed parse_option_value(OptionId id, std::optional<std::string_view> raw, std:
       if (!raw || value == "1" || value == "yes" || value == "true" || value == "on") return {"1", {}};
       if (value == "0" || value == "no" || value == "false" || value == "off") return {"0", {}};
       return invalid(source, value, "1/yes/true/on or 0/no/false/off");
+    case OptionId::framework: {
+      Framework framework = Framework::megatron_core;
+      if (parse_framework(value, framework)) return {std::string(value), {}};
+      return invalid(source, value, "megatron-core, nemo or torchtitan");
+    }
     case OptionId::count: break;
   }
   return {{}, "unknown option"};
@@ -136,6 +145,7 @@ Settings merge(const OptionValues& command_line, const OptionValues& environment
   settings.fix = pick(OptionId::fix).value_or("");
   const std::optional<std::string> strict = pick(OptionId::strict);
   settings.strict = strict ? *strict == "1" : site.strict.value_or(false);
+  settings.framework = pick(OptionId::framework).value_or("");
   return settings;
 }
 

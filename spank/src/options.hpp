@@ -13,7 +13,7 @@ namespace pipette::spank {
 enum class Mode { off, plan, auto_remap };  // auto_remap is `--pipette=auto`
 const char* to_string(Mode mode);
 
-enum class OptionId { mode, model, global_batch, sequence_length, fix, strict, count };
+enum class OptionId { mode, model, global_batch, sequence_length, fix, strict, framework, count };
 inline constexpr std::size_t option_count = static_cast<std::size_t>(OptionId::count);
 
 struct OptionInfo {
@@ -64,6 +64,7 @@ struct Settings {
   std::optional<int> sequence_length;
   std::string fix;                          // "tp=8,mbs=1"; empty: nothing fixed
   bool strict = false;
+  std::string framework;                    // megatron-core, nemo or torchtitan; empty: the site's `framework`
 };
 
 // What the site file decides when neither the command line nor the environment does. The

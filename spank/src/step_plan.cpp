@@ -44,6 +44,7 @@ StepPlanResult plan_step(const StepRequest& request, const SiteConfig& site) {
   job.global_batch = request.settings.global_batch.value_or(0);
   job.sequence_length = request.settings.sequence_length.value_or(0);
   job.fixed = request.settings.fix;
+  job.framework = request.settings.framework;
   job.node_names = request.layout.node_names;
   job.gpus_per_node = request.layout.gpus_per_node;
   job.reference_time_unix_seconds = request.reference_time_unix_seconds > 0
@@ -70,7 +71,7 @@ StepPlanResult plan_step(const StepRequest& request, const SiteConfig& site) {
     return result;
   }
   const std::string hash = plan_hash(plan);
-  result.plan.step_environment = step_environment(plan, table.table, layout, hash);
+  result.plan.step_environment = step_environment(planned->model, planned->training, plan, layout, hash);
   if (layout.tasks_per_node > 0) {
     result.plan.task_environment.reserve(static_cast<std::size_t>(layout.tasks_per_node));
     for (int local = 0; local < layout.tasks_per_node; ++local) {

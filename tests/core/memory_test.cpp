@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "pipette/core/simulator.hpp"
@@ -301,9 +302,12 @@ TEST(EstimateMemory, UnevenSplitUsesTheGivenLayers) {
 TEST(BalancedLayers, EndsGetFewerLayers) {
   EXPECT_EQ(balanced_layers_per_stage(96, 8), std::vector<int>(8, 12));
   EXPECT_EQ(balanced_layers_per_stage(30, 4), (std::vector<int>{7, 8, 8, 7}));
-  EXPECT_EQ(balanced_layers_per_stage(31, 4), (std::vector<int>{7, 8, 8, 8}));
+  EXPECT_EQ(balanced_layers_per_stage(31, 4), (std::vector<int>{8, 8, 8, 7}));
+  // megatron-530b: equal middle stages, so --decoder-first/last-pipeline-num-layers express it.
+  EXPECT_EQ(balanced_layers_per_stage(105, 8), (std::vector<int>{11, 14, 14, 14, 14, 14, 14, 10}));
   const auto split = balanced_layers_per_stage(105, 35 - 1);
   EXPECT_EQ(std::accumulate(split.begin(), split.end(), 0), 105);
+  EXPECT_TRUE(std::all_of(split.begin() + 1, split.end() - 1, [&](int layers) { return layers == split[1]; }));
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ chmod 0755 "$work_dir"
 export PIPETTE_SLURM_DIR="$work_dir/cluster"
 export SLURM_CONF="$PIPETTE_SLURM_DIR/etc/slurm.conf"
 # The submitting environment must not leak into the jobs the tests submit.
-unset PIPETTE PIPETTE_MODEL PIPETTE_BATCH PIPETTE_SEQ PIPETTE_FIX PIPETTE_STRICT
+unset PIPETTE PIPETTE_MODEL PIPETTE_BATCH PIPETTE_SEQ PIPETTE_FIX PIPETTE_STRICT PIPETTE_FRAMEWORK
 unset SLURM_JOB_ID SLURM_JOBID
 unset "${!SLURM_SPANK_@}"
 slurmd_pids_at_start=""

@@ -4,6 +4,9 @@
 
 #include <map>
 
+#include "options.hpp"
+#include "pipette/core/launch.hpp"
+
 namespace pipette::spank {
 namespace {
 
@@ -21,47 +24,31 @@ Plan interleaved_plan() {
   plan.num_microbatches = 256;
   plan.time.iteration_seconds = 12.34567;
   plan.peak_memory_bytes = 70.25 * 1024 * 1024 * 1024;
+  plan.placement.gpu_of_rank = {1, 0, 2, 3};
+  plan.node_order = {1, 0};
   return plan;
 }
 
-TEST(MegatronArguments, EvenInterleavedPlanWithEveryFeature) {
-  EXPECT_EQ(megatron_arguments(interleaved_plan()),
-            "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --micro-batch-size 1 "
-            "--global-batch-size 512 --num-layers-per-virtual-pipeline-stage 8 --recompute-granularity selective "
-            "--sequence-parallel --use-distributed-optimizer");
+ModelSpec sixty_four_layers() {
+  ModelSpec model;
+  model.name = "test";
+  model.num_layers = 64;
+  return model;
 }
 
-TEST(MegatronArguments, UnevenFirstAndLastStages) {
-  Plan plan;
-  plan.config.tp = 4;
-  plan.config.pp = 4;
-  plan.config.micro_batch = 2;
-  plan.config.recompute = RecomputeMode::full;
-  plan.config.layers_per_stage = {18, 22, 22, 18};
-  plan.num_microbatches = 8;
-  EXPECT_EQ(megatron_arguments(plan),
-            "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 4 --micro-batch-size 2 "
-            "--global-batch-size 16 --decoder-first-pipeline-num-layers 18 --decoder-last-pipeline-num-layers 18 "
-            "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
-}
-
-TEST(MegatronArguments, OnlyTheFirstStageDiffers) {
-  Plan plan;
-  plan.config.pp = 3;
-  plan.config.layers_per_stage = {6, 9, 9};
-  plan.num_microbatches = 1;
-  EXPECT_EQ(megatron_arguments(plan),
-            "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 3 --micro-batch-size 1 "
-            "--global-batch-size 1 --decoder-first-pipeline-num-layers 6");
+TrainingSpec training_for(Framework framework) {
+  TrainingSpec training;
+  training.global_batch_sequences = 512;
+  training.sequence_length = 4096;
+  training.target.framework = framework;
+  return training;
 }
 
 TEST(StepEnvironment, EveryVariableWithUnitsInTheName) {
   const Plan plan = interleaved_plan();
-  RankTable table;
-  table.rank_order = {1, 0, 2, 3};
-  table.node_of_node_rank = {1, 0};
   const StepLayout layout{{"gpu-a", "gpu-b"}, 2, 2};
-  const EnvironmentList list = step_environment(plan, table, layout, "0123456789abcdef");
+  const TrainingSpec training = training_for(Framework::megatron_core);
+  const EnvironmentList list = step_environment(sixty_four_layers(), training, plan, layout, "0123456789abcdef");
   const std::map<std::string, std::string> env(list.begin(), list.end());
   EXPECT_EQ(env.at("PIPETTE_TP"), "8");
   EXPECT_EQ(env.at("PIPETTE_PP"), "4");
@@ -78,12 +65,44 @@ TEST(StepEnvironment, EveryVariableWithUnitsInTheName) {
   EXPECT_EQ(env.at("PIPETTE_PREDICTED_ITER_MS"), "12345.7");
   EXPECT_EQ(env.at("PIPETTE_PREDICTED_MEM_GIB"), "70.2");
   EXPECT_EQ(env.at("PIPETTE_PLAN_HASH"), "0123456789abcdef");
-  EXPECT_EQ(env.at("PIPETTE_MEGATRON_ARGS"), megatron_arguments(plan));
+  EXPECT_EQ(env.at("PIPETTE_MEGATRON_ARGS"), megatron_arguments(describe_launch(sixty_four_layers(), training, plan)));
+  EXPECT_EQ(env.at("CUDA_DEVICE_MAX_CONNECTIONS"), "1");  // tp > 1 under Megatron
   EXPECT_EQ(env.at("PIPETTE_STATUS"), "ok");
-  // plan_variable_names lists exactly what a failed step must clear: all but PIPETTE_STATUS.
-  std::size_t names = 0;
-  for (const char* const* name = plan_variable_names(); *name; ++name, ++names) EXPECT_EQ(env.count(*name), 1u) << *name;
-  EXPECT_EQ(names + 1, env.size());
+  EXPECT_EQ(env.count("PIPETTE_NEMO_OVERRIDES"), 0u);
+  EXPECT_EQ(env.count("PIPETTE_TORCHTITAN_ARGS"), 0u);
+  // plan_variable_names covers every PIPETTE_* variable a plan sets but PIPETTE_STATUS.
+  std::map<std::string, int> names;
+  for (const char* const* name = plan_variable_names(); *name; ++name) names[*name] = 1;
+  for (const auto& [name, value] : env) {
+    if (name.starts_with("PIPETTE_") && name != "PIPETTE_STATUS") {
+      EXPECT_EQ(names.count(name), 1u) << name;
+    }
+  }
+}
+
+TEST(StepEnvironment, OnlyTheTargetFrameworksString) {
+  const StepLayout layout{{"gpu-a", "gpu-b"}, 2, 2};
+  for (const auto& [framework, variable] : {std::pair{Framework::nemo, "PIPETTE_NEMO_OVERRIDES"},
+                                            std::pair{Framework::torchtitan, "PIPETTE_TORCHTITAN_ARGS"}}) {
+    const EnvironmentList list =
+        step_environment(sixty_four_layers(), training_for(framework), interleaved_plan(), layout, "0123456789abcdef");
+    const std::map<std::string, std::string> env(list.begin(), list.end());
+    EXPECT_EQ(env.count(variable), 1u) << variable;
+    EXPECT_EQ(env.count("PIPETTE_MEGATRON_ARGS"), 0u) << variable;
+    // torchtitan's FSDP wants more than one connection; Megatron-core (NeMo) asserts one with tp > 1.
+    EXPECT_EQ(env.count("CUDA_DEVICE_MAX_CONNECTIONS"), framework == Framework::nemo ? 1u : 0u) << variable;
+  }
+}
+
+TEST(FrameworkOption, TakesTheThreeFrameworksAndReachesTheSettings) {
+  EXPECT_EQ(parse_option_value(OptionId::framework, "nemo", "--pipette-framework").canonical, "nemo");
+  EXPECT_EQ(parse_option_value(OptionId::framework, "megatron-core", "PIPETTE_FRAMEWORK").canonical, "megatron-core");
+  const Parsed wrong = parse_option_value(OptionId::framework, "deepspeed", "--pipette-framework");
+  EXPECT_EQ(wrong.error, "--pipette-framework: invalid value 'deepspeed' (expected megatron-core, nemo or torchtitan)");
+  OptionValues command_line;
+  command_line[OptionId::framework] = "torchtitan";
+  EXPECT_EQ(merge(command_line, {}, {}).framework, "torchtitan");
+  EXPECT_EQ(merge({}, {}, {}).framework, "");  // the site's framework applies
 }
 
 }  // namespace

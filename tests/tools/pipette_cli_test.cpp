@@ -367,3 +367,40 @@ TEST_F(PipetteCli, TheExampleLinkCacheIsExactlyWhatItsGeneratorPrints) {
 }
 
 }  // namespace
+
+// `--json` carries every variable the plugin would export for the plan (core's plan_variables,
+// which the plugin's step environment is), for the framework asked for.
+TEST_F(PipetteCli, PlanJsonCarriesThePluginsEnvironmentForTheFramework) {
+  const Outcome megatron = pipette("plan --model llama3-70b --top 1 --json");
+  ASSERT_EQ(megatron.status, 0) << megatron.err;
+  const YAML::Node json = parse_json(megatron.out);
+  EXPECT_EQ(json["training"]["framework"].as<std::string>(), "megatron-core");
+  const YAML::Node plan = json["plans"][0];
+  const YAML::Node environment = plan["environment"];
+  EXPECT_EQ(environment["PIPETTE_STATUS"].as<std::string>(), "ok");
+  EXPECT_EQ(environment["PIPETTE_TP"].as<int>(), plan["tp"].as<int>());
+  EXPECT_EQ(environment["PIPETTE_PLAN_HASH"].as<std::string>(), plan["plan_hash"].as<std::string>());
+  const std::string args = environment["PIPETTE_MEGATRON_ARGS"].as<std::string>();
+  EXPECT_NE(args.find("--tensor-model-parallel-size " + std::to_string(plan["tp"].as<int>())), std::string::npos) << args;
+  EXPECT_NE(args.find("--overlap-grad-reduce"), std::string::npos) << args;
+  if (plan["tp"].as<int>() > 1) {
+    EXPECT_EQ(environment["CUDA_DEVICE_MAX_CONNECTIONS"].as<std::string>(), "1");
+  }
+  EXPECT_FALSE(environment["PIPETTE_TORCHTITAN_ARGS"]);
+  int ranks = 0;
+  std::stringstream order(environment["PIPETTE_RANK_ORDER"].as<std::string>());
+  for (std::string rank; std::getline(order, rank, ',');) ++ranks;
+  EXPECT_EQ(ranks, 128);
+
+  const Outcome titan = pipette("plan --model llama3-70b --top 1 --framework torchtitan --json");
+  ASSERT_EQ(titan.status, 0) << titan.err;
+  const YAML::Node titan_plan = parse_json(titan.out)["plans"][0];
+  EXPECT_FALSE(titan_plan["distributed_optimizer"].as<bool>());
+  EXPECT_NE(titan_plan["environment"]["PIPETTE_TORCHTITAN_ARGS"].as<std::string>().find("--parallelism.tensor_parallel_degree"),
+            std::string::npos);
+  EXPECT_FALSE(titan_plan["environment"]["PIPETTE_MEGATRON_ARGS"]);
+
+  const Outcome unknown = pipette("plan --model llama3-70b --framework deepspeed");
+  EXPECT_EQ(unknown.status, 1);
+  EXPECT_NE(unknown.err.find("unknown framework 'deepspeed'"), std::string::npos) << unknown.err;
+}

@@ -3,6 +3,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "pipette/core/launch.hpp"
 #include "pipette/topology/cluster_assembly.hpp"
 #include "pipette/topology/link_cache.hpp"
 #include "pipette/topology/model_file.hpp"
@@ -63,6 +64,10 @@ Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& sit
     auto fixed = parse_fixed_knobs(request.fixed.empty() ? site.defaults.fixed : request.fixed);
     if (!fixed) return fixed.error();
     training.fixed = *fixed;
+    training.target = site.framework;
+    if (!request.framework.empty() && !parse_framework(request.framework, training.target.framework)) {
+      return Error{"unknown framework '" + quoted_input(request.framework) + "'; use megatron-core, nemo or torchtitan"};
+    }
     if (const std::string problem = validate(training); !problem.empty()) return Error{problem};
 
     std::vector<std::string> model_dirs = request.model_dirs;
@@ -70,7 +75,12 @@ Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& sit
     for (const auto& dir : default_model_dirs()) model_dirs.push_back(dir);
     auto model = load_model(model_name, model_dirs);
     if (!model) return model.error();
-    job.model = std::move(model).value();
+    job.model = model_for_sequence(*model, training.sequence_length);
+    if (job.model.learned_position_embeddings != model->learned_position_embeddings) {
+      job.notes.push_back(job.model.name + " has " + std::to_string(model->learned_position_embeddings) +
+                          " learned positions; the plan grows the table to the sequence length (--max-position-embeddings " +
+                          std::to_string(job.model.learned_position_embeddings) + "), priced as such");
+    }
 
     auto inspection = inspection_for(request);
     if (!inspection) {

@@ -24,6 +24,10 @@ constexpr OptionSpec kFix{"fix", "KNOBS",
                           "knobs the search must keep, e.g. tp=8,pp=4,mbs=1,vpp=2,recompute=selective,sp=on,distopt=on;"
                           " with every knob fixed the command evaluates exactly that configuration",
                           ""};
+constexpr OptionSpec kFramework{"framework", "NAME",
+                                "the training framework that runs the plan (megatron-core, nemo, torchtitan): only plans it "
+                                "can build are considered",
+                                "the site's framework"};
 constexpr OptionSpec kTop{"top", "K", "how many plans to show (the chosen one and K-1 runners-up)", "5"};
 constexpr OptionSpec kJson{"json", "", "print machine-readable JSON (schema: README, `pipette plan --json`)", ""};
 constexpr OptionSpec kSvg{"svg", "FILE", "write the simulated schedule as an SVG Gantt chart", ""};
@@ -31,15 +35,15 @@ constexpr OptionSpec kTrace{"trace", "FILE", "write the simulated schedule as Ch
 constexpr OptionSpec kReplica{"replica", "D", "DP replica drawn in the SVG chart", "the slowest"};
 constexpr OptionSpec kHelp{"help", "", "show this help", ""};
 
-constexpr std::array<const OptionSpec*, 12> kPlanOptions{&kModel, &kNodes,       &kNumNodes, &kGpusPerNode,
-                                                         &kSite,  &kLinks,       &kGlobalBatch, &kSeq,
-                                                         &kFix,   &kTop,         &kJson,     &kHelp};
-constexpr std::array<const OptionSpec*, 11> kExplainOptions{&kModel, &kNodes, &kNumNodes,    &kGpusPerNode,
+constexpr std::array<const OptionSpec*, 13> kPlanOptions{&kModel, &kNodes, &kNumNodes,    &kGpusPerNode, &kSite,
+                                                         &kLinks, &kGlobalBatch, &kSeq, &kFix,   &kFramework,
+                                                         &kTop,   &kJson,   &kHelp};
+constexpr std::array<const OptionSpec*, 12> kExplainOptions{&kModel, &kNodes, &kNumNodes,    &kGpusPerNode,
                                                             &kSite,  &kLinks, &kGlobalBatch, &kSeq,
-                                                            &kFix,   &kTop,   &kHelp};
-constexpr std::array<const OptionSpec*, 14> kSimulateOptions{
-    &kModel, &kNodes, &kNumNodes, &kGpusPerNode, &kSite,    &kLinks, &kGlobalBatch,
-    &kSeq,   &kFix,   &kSvg,      &kTrace,       &kReplica, &kJson,  &kHelp};
+                                                            &kFix,   &kFramework, &kTop,   &kHelp};
+constexpr std::array<const OptionSpec*, 15> kSimulateOptions{
+    &kModel, &kNodes, &kNumNodes, &kGpusPerNode, &kSite,  &kLinks,    &kGlobalBatch, &kSeq,
+    &kFix,   &kFramework, &kSvg,  &kTrace,       &kReplica, &kJson,  &kHelp};
 constexpr std::array<const OptionSpec*, 1> kHelpOnly{&kHelp};
 constexpr std::array<const OptionSpec*, 4> kLinksShowOptions{&kSite, &kLinks, &kNodes, &kHelp};
 constexpr OptionSpec kImportInto{"links", "CACHE", "the cache to merge into; default: the one --site names", ""};

@@ -149,6 +149,7 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
   request.global_batch = global_batch->value_or(0);
   request.sequence_length = sequence_length->value_or(0);
   request.fixed = arguments.value("fix").value_or("");
+  request.framework = arguments.value("framework").value_or("");
   request.top_k = top_k->value_or(5);
 
   PlanningOutcome outcome;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "json_writer.hpp"
+#include "pipette/core/launch.hpp"
 #include "pipette/core/units.hpp"
 #include "pipette/topology/version.hpp"
 #include "text_table.hpp"
@@ -163,7 +164,18 @@ void write_time(JsonWriter& json, const TimeBreakdown& time) {
       .end_object();
 }
 
-void write_plan(JsonWriter& json, const Plan& plan, const Cluster& cluster) {
+// Every variable the plugin would export for this plan (plan_variables, the plugin's own function).
+void write_environment(JsonWriter& json, const Plan& plan, const PlanningOutcome& outcome) {
+  json.begin_object("environment");
+  for (const auto& [name, value] : plan_variables(outcome.model, outcome.training, plan, outcome.cluster.node_names,
+                                                  plan_hash(plan))) {
+    json.value(name, value);
+  }
+  json.end_object();
+}
+
+void write_plan(JsonWriter& json, const Plan& plan, const PlanningOutcome& outcome) {
+  const Cluster& cluster = outcome.cluster;
   const ParallelConfig& c = plan.config;
   json.begin_object();
   json.value("plan_hash", plan_hash(plan));
@@ -210,6 +222,7 @@ void write_plan(JsonWriter& json, const Plan& plan, const Cluster& cluster) {
   json.begin_array("links_assumed");
   for (const auto& link : plan.links_assumed) json.element(link);
   json.end_array();
+  write_environment(json, plan, outcome);
   json.end_object();
 }
 
@@ -224,6 +237,8 @@ void write_preamble(JsonWriter& json, const PlanningOutcome& outcome, const char
       .value("global_batch_sequences", static_cast<long long>(outcome.training.global_batch_sequences))
       .value("sequence_length", outcome.training.sequence_length)
       .value("precision", to_string(outcome.training.precision))
+      .value("framework", to_string(outcome.training.target.framework))
+      .value("megatron_pipeline_layout", outcome.training.target.pipeline_layout)
       .end_object();
   json.begin_object("cluster");
   json.value("source", outcome.cluster_source);
@@ -409,7 +424,7 @@ std::string plan_json(const PlanningOutcome& outcome) {
     json.value("does_not_fit", outcome.does_not_fit);
   }
   json.begin_array("plans");
-  for (const Plan& plan : outcome.plans) write_plan(json, plan, outcome.cluster);
+  for (const Plan& plan : outcome.plans) write_plan(json, plan, outcome);
   json.end_array();
   json.begin_array("rejections");
   for (const auto& rejection : outcome.rejections) {
@@ -473,7 +488,7 @@ std::string simulate_json(const PlanningOutcome& outcome, const SimulationSummar
   json.begin_object();
   write_preamble(json, outcome, "pipette.simulation");
   json.begin_array("plans");
-  write_plan(json, outcome.plans.front(), outcome.cluster);
+  write_plan(json, outcome.plans.front(), outcome);
   json.end_array();
   json.value("simulated_iteration_seconds", summary.simulated_seconds);
   json.value("closed_form_iteration_seconds", summary.closed_form_seconds);

@@ -22,8 +22,8 @@ struct ParallelConfig {
   int world_size() const { return tp * pp * dp; }
 };
 
-// The most even split of num_layers over pp stages; when it cannot be even, the first and last
-// stages get the fewer layers (they also carry the embedding and the LM head).
+// The most even split of num_layers over pp stages that every framework can build: equal middle
+// stages and two ends that share the rest, the last (which carries the LM head) taking the fewer.
 std::vector<int> balanced_layers_per_stage(int num_layers, int pp);
 
 // Ranks are in Megatron order: tp fastest, then dp, then pp:

@@ -40,6 +40,8 @@ struct SearchResult {
   int candidates_evaluated = 0;
 };
 
+// Both price the model as launched (model_for_sequence) and keep only what training.target can
+// build (launch_problem).
 // Error when nothing fits: names the smallest change that would (more nodes, smaller micro-batch,
 // recompute, ...).
 Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& training,

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace pipette {
 
@@ -21,6 +22,20 @@ struct FixedKnobs {
   std::optional<bool> distributed_optimizer;
 };
 
+// The training framework that runs the plan. The search considers only what it can build
+// (core/include/pipette/core/launch.hpp states each framework's rules).
+enum class Framework {
+  megatron_core,  // Megatron-LM's pretrain_gpt.py and its arguments
+  nemo,           // NeMo 2 / Megatron-Bridge recipes (Megatron-core underneath)
+  torchtitan,
+};
+struct FrameworkTarget {
+  Framework framework = Framework::megatron_core;
+  // Megatron-core's --pipeline-model-parallel-layout (Megatron-core 0.13 and later) expresses any
+  // layer split; without it an uneven split must have the form [a, b x (p-2), c].
+  bool pipeline_layout = false;
+};
+
 struct TrainingSpec {
   std::int64_t global_batch_sequences = 0;
   int sequence_length = 0;
@@ -32,6 +47,7 @@ struct TrainingSpec {
   // the all-gathers and reduce-scatters run in chunks under the GEMMs they feed.
   bool overlap_tensor_parallel_communication = false;
   FixedKnobs fixed;
+  FrameworkTarget target;
 };
 
 // The search counts micro-batches in int; beyond this a global batch would overflow them (and no
@@ -42,5 +58,8 @@ std::string validate(const TrainingSpec& training);
 const char* to_string(Precision precision);
 const char* to_string(RecomputeMode mode);
 const char* to_string(AttentionKernel kernel);
+const char* to_string(Framework framework);  // megatron-core, nemo, torchtitan
+// The framework of that spelling, or false when there is none.
+bool parse_framework(std::string_view text, Framework& framework);
 
 }  // namespace pipette

@@ -50,6 +50,7 @@ struct SiteConfig {
   FailurePolicy failure_policy = FailurePolicy::run_unplanned;
   bool require_measurements = false;         // no usable cache → error instead of priors
   std::string gpu;                           // GPU model when hwloc cannot tell ("" = detect)
+  FrameworkTarget framework;                 // what runs the jobs unless they say (--pipette-framework)
   std::vector<GpuSpec> gpus;                 // site additions to / overrides of the core catalog
   std::vector<std::string> model_dirs;       // searched before the built-in presets
   std::string link_cache;                    // path of the link cache ("" = none)

@@ -1,0 +1,88 @@
+#pragma once
+// What will be launched: one value that the performance model's assumptions are read from and
+// that every exporter renders, so that what is priced and what runs cannot differ.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pipette/core/model.hpp"
+#include "pipette/core/plan.hpp"
+#include "pipette/core/training.hpp"
+
+namespace pipette {
+
+using EnvironmentVariables = std::vector<std::pair<std::string, std::string>>;
+
+struct LaunchDescription {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  int micro_batch = 1;
+  std::int64_t global_batch = 0;
+  int num_microbatches = 0;              // per DP replica per iteration
+  int virtual_stages = 1;                // model chunks per pipeline rank (1 without a pipeline)
+  int microbatch_group_size = 0;         // interleaved schedule's N (interleaved_group_size); 0 otherwise
+  std::vector<int> layers_per_stage;     // size pp
+  RecomputeMode recompute = RecomputeMode::none;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;
+  bool overlap_grad_reduce = false;      // DP gradient reduction under the backward passes
+  bool overlap_param_gather = false;     // distributed optimizer's all-gather under the next forwards
+  int sequence_length = 0;
+  int max_position_embeddings = 0;       // rows of the position table the plan priced (>= sequence_length)
+  EnvironmentVariables environment;      // e.g. CUDA_DEVICE_MAX_CONNECTIONS=1
+
+  bool operator==(const LaunchDescription&) const = default;
+};
+
+// The model as it is launched for this sequence length: a learned position table shorter than
+// the sequence grows to it (Megatron's --max-position-embeddings must be >= --seq-length;
+// megatron/training/arguments.py validate_args), and that larger table is what gets priced.
+ModelSpec model_for_sequence(const ModelSpec& model, int sequence_length);
+
+// The launch of `plan` for `training.target`: the performance model's assumptions for the plan
+// (its overlaps, the interleaved group size, the position table) made explicit.
+LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& training, const Plan& plan);
+
+// Why `target` cannot build `config` with `num_microbatches` micro-batches, or "" when it can.
+// These are the search's rules; tests/conformance re-states each framework's own start-up checks
+// independently and runs them on the rendered strings.
+//  - Megatron-core (megatron-core and nemo): an even split; or, without interleaving, [a, b x (p-2), c]
+//    (--decoder-first/last-pipeline-num-layers); or any split with at least one layer per stage and
+//    chunk when target.pipeline_layout. Interleaving needs a valid group size
+//    (interleaved_group_size > 0).
+//  - torchtitan: no distributed optimizer (its data parallelism is replication here; FSDP shards
+//    parameters too, which the model does not price) and no selective recompute (torchtitan's is
+//    per-operator); 1F1B with at least pp micro-batches and a split [a, b x (p-2), c] with a, c <= b
+//    (its first/last "less layers"); Interleaved1F1B with an even split and pp dividing the
+//    micro-batches.
+std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
+                           int num_microbatches);
+
+// Megatron-LM arguments, to append to pretrain_gpt.py's command line (PIPETTE_MEGATRON_ARGS).
+std::string megatron_arguments(const LaunchDescription& launch);
+// NeMo 2 / Megatron-Bridge ConfigContainer overrides, KEY=VALUE (PIPETTE_NEMO_OVERRIDES).
+std::string nemo_overrides(const LaunchDescription& launch);
+// torchtitan command-line options (PIPETTE_TORCHTITAN_ARGS).
+std::string torchtitan_arguments(const LaunchDescription& launch);
+
+// The framework's string (the variable's name and value) for the plan's target.
+std::pair<std::string, std::string> framework_arguments(Framework framework, const LaunchDescription& launch);
+
+// Every variable a job step gets from the plan, in the order the plugin sets them: PIPETTE_TP ...
+// PIPETTE_PLAN_HASH, the target framework's string (its name says which; PIPETTE_FRAMEWORK is the
+// option that asks for one, and stays the user's), the launch's environment and
+// PIPETTE_STATUS=ok. `node_names`: the job's nodes in Slurm's order (plan.node_order indexes
+// them). PIPETTE_RANK_ORDER is the placement: with one task per GPU and Slurm's block
+// distribution a GPU's global index is the SLURM_PROCID of the task that drives it. The plugin
+// and `pipette plan --json` both use this function.
+EnvironmentVariables plan_variables(const ModelSpec& model, const TrainingSpec& training, const Plan& plan,
+                                    const std::vector<std::string>& node_names, const std::string& plan_hash);
+
+// The PIPETTE_* variables plan_variables may set but PIPETTE_STATUS, for clearing what a failed
+// step inherited (the launch's environment, e.g. CUDA_DEVICE_MAX_CONNECTIONS, may be the user's
+// own and is left alone).
+const std::vector<std::string>& plan_variable_names();
+
+}  // namespace pipette

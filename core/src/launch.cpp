@@ -1,0 +1,336 @@
+#include "pipette/core/launch.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "pipette/core/simulator.hpp"
+#include "pipette/core/units.hpp"
+
+namespace pipette {
+
+namespace {
+
+bool even_split(const std::vector<int>& layers) {
+  return std::all_of(layers.begin(), layers.end(), [&](int count) { return count == layers.front(); });
+}
+
+// [a, b x (p-2), c]: what Megatron's first/last-stage counts express (transformer_config.py
+// __post_init__ "Uneven PP": the middle stages share the remaining layers equally).
+bool first_last_form(const std::vector<int>& layers) {
+  if (layers.size() < 3) return true;
+  return std::all_of(layers.begin() + 1, layers.end() - 1, [&](int count) { return count == layers[1]; });
+}
+
+// The middle stages' count b of a first/last-form split (for two stages, the larger end).
+int middle_layers(const std::vector<int>& layers) {
+  return layers.size() >= 3 ? layers[1] : *std::max_element(layers.begin(), layers.end());
+}
+
+std::string split_text(const std::vector<int>& layers) {
+  std::string text;
+  for (const int count : layers) {
+    if (!text.empty()) text += ',';
+    text += std::to_string(count);
+  }
+  return text;
+}
+
+std::string megatron_problem(const FrameworkTarget& target, const ParallelConfig& config, int num_microbatches) {
+  const std::vector<int>& layers = config.layers_per_stage;
+  const int chunks = effective_virtual_stages(config);
+  if (chunks > 1) {
+    if (interleaved_group_size(config.pp, num_microbatches) == 0) {
+      return "the interleaved schedule needs at least pp=" + std::to_string(config.pp) + " micro-batches (has " +
+             std::to_string(num_microbatches) + ")";
+    }
+    if (std::any_of(layers.begin(), layers.end(), [&](int count) { return count % chunks != 0; })) {
+      return "every stage's layers must split into vpp=" + std::to_string(chunks) + " equal chunks";
+    }
+  }
+  if (even_split(layers) || target.pipeline_layout) return {};
+  if (chunks == 1 && first_last_form(layers)) return {};
+  return "layer split " + split_text(layers) +
+         " needs --pipeline-model-parallel-layout (Megatron-core 0.13 or later; site key "
+         "megatron_pipeline_layout: true)";
+}
+
+std::string torchtitan_problem(const ModelSpec& model, const ParallelConfig& config, int num_microbatches) {
+  if (config.distributed_optimizer) return "torchtitan shards optimizer state only through FSDP; plan with distopt=off";
+  if (config.recompute == RecomputeMode::selective) {
+    return "torchtitan's selective activation checkpointing is per operator, not Megatron's selective recompute";
+  }
+  if (config.pp == 1) return {};
+  const std::vector<int>& layers = config.layers_per_stage;
+  if (effective_virtual_stages(config) > 1) {
+    if (!even_split(layers) || model.num_layers % (config.pp * config.virtual_stages) != 0) {
+      return "torchtitan's interleaved schedule needs an even split into pp x vpp stages";
+    }
+    if (num_microbatches % config.pp != 0) {
+      return "torchtitan's Interleaved1F1B needs the micro-batches to be a multiple of pp=" + std::to_string(config.pp);
+    }
+    return {};
+  }
+  if (num_microbatches < config.pp) {
+    return "torchtitan's 1F1B needs at least pp=" + std::to_string(config.pp) + " micro-batches";
+  }
+  const int middle = middle_layers(layers);
+  if (!first_last_form(layers) || layers.front() > middle || layers.back() > middle) {
+    return "layer split " + split_text(layers) +
+           " is not [a, b x (p-2), c] with a, c <= b (torchtitan's first/last stage less layers)";
+  }
+  return {};
+}
+
+std::string boolean(bool value) { return value ? "true" : "false"; }
+
+std::string or_null(int value, bool present) { return present ? std::to_string(value) : "null"; }
+
+// --pipeline-model-parallel-layout: stage i = vpp_rank x pp + pp_rank; "E" before the first
+// layer, "L" (the loss) after the last; written out without "*" so that the unquoted expansion of
+// the variable in a job script cannot glob.
+std::string layout_text(const LaunchDescription& launch) {
+  std::string text = "E";
+  for (int chunk = 0; chunk < launch.virtual_stages; ++chunk) {
+    for (int stage = 0; stage < launch.pp; ++stage) {
+      if (chunk > 0 || stage > 0) text += '|';
+      text.append(static_cast<size_t>(launch.layers_per_stage[static_cast<size_t>(stage)] / launch.virtual_stages), 't');
+    }
+  }
+  return text + "L";
+}
+
+enum class SplitFlags { none, first_last, layout };
+
+SplitFlags split_flags(const LaunchDescription& launch) {
+  if (launch.pp == 1 || even_split(launch.layers_per_stage)) return SplitFlags::none;
+  if (launch.virtual_stages == 1 && first_last_form(launch.layers_per_stage)) return SplitFlags::first_last;
+  return SplitFlags::layout;
+}
+
+std::string fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+}  // namespace
+
+ModelSpec model_for_sequence(const ModelSpec& model, int sequence_length) {
+  ModelSpec launched = model;
+  if (launched.learned_position_embeddings > 0) {
+    launched.learned_position_embeddings = std::max(launched.learned_position_embeddings, sequence_length);
+  }
+  return launched;
+}
+
+LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& training, const Plan& plan) {
+  const ParallelConfig& config = plan.config;
+  LaunchDescription launch;
+  launch.tp = config.tp;
+  launch.pp = config.pp;
+  launch.dp = config.dp;
+  launch.micro_batch = config.micro_batch;
+  launch.num_microbatches = plan.num_microbatches;
+  launch.global_batch = static_cast<std::int64_t>(config.micro_batch) * config.dp * plan.num_microbatches;
+  launch.virtual_stages = effective_virtual_stages(config);
+  launch.microbatch_group_size =
+      launch.virtual_stages > 1 ? interleaved_group_size(config.pp, plan.num_microbatches) : 0;
+  launch.layers_per_stage = config.layers_per_stage;
+  launch.recompute = config.recompute;
+  launch.sequence_parallel = config.sequence_parallel && config.tp > 1;
+  launch.distributed_optimizer = config.distributed_optimizer;
+  // What critical_path and the simulator assume: overlapped reduction whenever there is one to
+  // overlap, and the parameter all-gather under the next forwards whenever they price it.
+  launch.overlap_grad_reduce = training.overlap_gradient_reduce && config.dp > 1;
+  launch.overlap_param_gather = parameter_gather_share(config, training) > 0;
+  launch.sequence_length = training.sequence_length;
+  const ModelSpec launched = model_for_sequence(model, training.sequence_length);
+  launch.max_position_embeddings = std::max(launched.learned_position_embeddings, training.sequence_length);
+  // Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tp > 1 before Blackwell (arguments.py
+  // validate_args), so that each TP collective is queued before the GEMM it feeds; NeMo runs the
+  // same Megatron-core layers. torchtitan's FSDP wants more than one connection.
+  if (config.tp > 1 && training.target.framework != Framework::torchtitan) {
+    launch.environment.emplace_back("CUDA_DEVICE_MAX_CONNECTIONS", "1");
+  }
+  return launch;
+}
+
+std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
+                           int num_microbatches) {
+  if (static_cast<int>(config.layers_per_stage.size()) != config.pp) return "layers_per_stage must have pp entries";
+  switch (target.framework) {
+    case Framework::megatron_core:
+    case Framework::nemo: return megatron_problem(target, config, num_microbatches);
+    case Framework::torchtitan: return torchtitan_problem(model, config, num_microbatches);
+  }
+  return "unknown framework";
+}
+
+std::string megatron_arguments(const LaunchDescription& launch) {
+  std::string args = "--tensor-model-parallel-size " + std::to_string(launch.tp) + " --pipeline-model-parallel-size " +
+                     std::to_string(launch.pp) + " --micro-batch-size " + std::to_string(launch.micro_batch) +
+                     " --global-batch-size " + std::to_string(launch.global_batch) + " --seq-length " +
+                     std::to_string(launch.sequence_length) + " --max-position-embeddings " +
+                     std::to_string(launch.max_position_embeddings);
+  const SplitFlags flags = split_flags(launch);
+  if (flags == SplitFlags::layout) {
+    args += " --pipeline-model-parallel-layout " + layout_text(launch);
+  } else if (launch.virtual_stages > 1) {
+    args += " --num-layers-per-virtual-pipeline-stage " +
+            std::to_string(launch.layers_per_stage.front() / launch.virtual_stages);
+  }
+  if (flags == SplitFlags::first_last) {
+    const std::vector<int>& layers = launch.layers_per_stage;
+    const int middle = middle_layers(layers);
+    if (layers.size() == 2 || layers.front() != middle) {
+      args += " --decoder-first-pipeline-num-layers " + std::to_string(layers.front());
+    }
+    if (layers.size() == 2 || layers.back() != middle) {
+      args += " --decoder-last-pipeline-num-layers " + std::to_string(layers.back());
+    }
+  }
+  // Megatron's default group size is pp (model_parallel_config.py __post_init__).
+  if (launch.microbatch_group_size > 0 && launch.microbatch_group_size != launch.pp) {
+    args += " --microbatch-group-size-per-virtual-pipeline-stage " + std::to_string(launch.microbatch_group_size);
+  }
+  switch (launch.recompute) {
+    case RecomputeMode::none: break;
+    case RecomputeMode::selective: args += " --recompute-granularity selective"; break;
+    case RecomputeMode::full: args += " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"; break;
+  }
+  if (launch.sequence_parallel) args += " --sequence-parallel";
+  if (launch.distributed_optimizer) args += " --use-distributed-optimizer";
+  if (launch.overlap_grad_reduce) args += " --overlap-grad-reduce";
+  if (launch.overlap_param_gather) args += " --overlap-param-gather";
+  return args;
+}
+
+std::string nemo_overrides(const LaunchDescription& launch) {
+  const SplitFlags flags = split_flags(launch);
+  const std::vector<int>& layers = launch.layers_per_stage;
+  const bool interleaved = launch.virtual_stages > 1;
+  const bool first_last = flags == SplitFlags::first_last;
+  // Every switch is written out, off included, so that a recipe's own setting cannot survive.
+  std::string text = "model.tensor_model_parallel_size=" + std::to_string(launch.tp) +
+                     " model.pipeline_model_parallel_size=" + std::to_string(launch.pp) +
+                     " model.virtual_pipeline_model_parallel_size=" +
+                     or_null(launch.virtual_stages, interleaved) +
+                     " model.microbatch_group_size_per_vp_stage=" + or_null(launch.microbatch_group_size, interleaved) +
+                     " model.num_layers_in_first_pipeline_stage=" + or_null(layers.front(), first_last) +
+                     " model.num_layers_in_last_pipeline_stage=" + or_null(layers.back(), first_last) +
+                     " model.pipeline_model_parallel_layout=" +
+                     (flags == SplitFlags::layout ? "'" + layout_text(launch) + "'" : std::string("null")) +
+                     " model.sequence_parallel=" + boolean(launch.sequence_parallel);
+  switch (launch.recompute) {
+    case RecomputeMode::none:
+      text += " model.recompute_granularity=null model.recompute_method=null model.recompute_num_layers=null";
+      break;
+    case RecomputeMode::selective:
+      text += " model.recompute_granularity=selective model.recompute_method=null model.recompute_num_layers=null";
+      break;
+    case RecomputeMode::full:
+      text += " model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1";
+      break;
+  }
+  // The recipe's dataset owns the sequence length and run_recipe.py copies it to the model; a
+  // GPT model provider's position table is seq_length long.
+  text += " model.seq_length=" + std::to_string(launch.sequence_length) +
+          " dataset.seq_length=" + std::to_string(launch.sequence_length) +
+          " train.micro_batch_size=" + std::to_string(launch.micro_batch) +
+          " train.global_batch_size=" + std::to_string(launch.global_batch) +
+          // Bridge turns both on when either is (config.py _validate_and_sync_distributed_optimizer_settings).
+          " ddp.use_distributed_optimizer=" + boolean(launch.distributed_optimizer) +
+          " optimizer.use_distributed_optimizer=" + boolean(launch.distributed_optimizer) +
+          " ddp.overlap_grad_reduce=" + boolean(launch.overlap_grad_reduce) +
+          " ddp.overlap_param_gather=" + boolean(launch.overlap_param_gather) +
+          " optimizer.overlap_param_gather=" + boolean(launch.overlap_param_gather);
+  return text;
+}
+
+std::string torchtitan_arguments(const LaunchDescription& launch) {
+  const std::int64_t tokens_per_microbatch = static_cast<std::int64_t>(launch.micro_batch) * launch.sequence_length;
+  std::string args = "--parallelism.tensor_parallel_degree " + std::to_string(launch.tp) +
+                     (launch.sequence_parallel ? " --parallelism.enable_sequence_parallel"
+                                               : " --parallelism.no-enable_sequence_parallel") +
+                     " --parallelism.pipeline_parallel_degree " + std::to_string(launch.pp) +
+                     " --parallelism.data_parallel_replicate_degree " + std::to_string(launch.dp) +
+                     " --parallelism.data_parallel_shard_degree 1";
+  if (launch.pp > 1) {
+    const std::vector<int>& layers = launch.layers_per_stage;
+    const bool interleaved = launch.virtual_stages > 1;
+    const int per_stage = interleaved ? layers.front() / launch.virtual_stages : middle_layers(layers);
+    args += std::string(" --parallelism.pipeline_parallel_schedule ") + (interleaved ? "Interleaved1F1B" : "1F1B") +
+            " --parallelism.pipeline_parallel_layers_per_stage " + std::to_string(per_stage) +
+            " --parallelism.pipeline_parallel_first_stage_less_layers " +
+            std::to_string(interleaved ? 0 : per_stage - layers.front()) +
+            " --parallelism.pipeline_parallel_last_stage_less_layers " +
+            std::to_string(interleaved ? 0 : per_stage - layers.back()) +
+            " --parallelism.num_pp_microbatches " + std::to_string(launch.num_microbatches);
+  }
+  args += " --training.num_tokens_per_microbatch_per_dp_rank " + std::to_string(tokens_per_microbatch) +
+          " --training.num_tokens_per_train_step " + std::to_string(tokens_per_microbatch * launch.dp * launch.num_microbatches) +
+          " --training.max_context_length " + std::to_string(launch.sequence_length);
+  // A tyro subcommand: after every option of the root config. Its default is selective.
+  switch (launch.recompute) {
+    case RecomputeMode::none: args += " activation-checkpoint:none"; break;
+    case RecomputeMode::selective: args += " activation-checkpoint:selective"; break;
+    case RecomputeMode::full: args += " activation-checkpoint:full"; break;
+  }
+  return args;
+}
+
+std::pair<std::string, std::string> framework_arguments(Framework framework, const LaunchDescription& launch) {
+  switch (framework) {
+    case Framework::megatron_core: return {"PIPETTE_MEGATRON_ARGS", megatron_arguments(launch)};
+    case Framework::nemo: return {"PIPETTE_NEMO_OVERRIDES", nemo_overrides(launch)};
+    case Framework::torchtitan: return {"PIPETTE_TORCHTITAN_ARGS", torchtitan_arguments(launch)};
+  }
+  return {"PIPETTE_MEGATRON_ARGS", megatron_arguments(launch)};
+}
+
+EnvironmentVariables plan_variables(const ModelSpec& model, const TrainingSpec& training, const Plan& plan,
+                                    const std::vector<std::string>& node_names, const std::string& plan_hash) {
+  const LaunchDescription launch = describe_launch(model, training, plan);
+  std::string rank_order;
+  for (const int gpu : plan.placement.gpu_of_rank) {
+    if (!rank_order.empty()) rank_order += ',';
+    rank_order += std::to_string(gpu);
+  }
+  std::string node_order;
+  for (const int node : plan.node_order) {
+    if (!node_order.empty()) node_order += ',';
+    node_order += node_names.at(static_cast<size_t>(node));
+  }
+  EnvironmentVariables variables = {
+      {"PIPETTE_TP", std::to_string(launch.tp)},
+      {"PIPETTE_PP", std::to_string(launch.pp)},
+      {"PIPETTE_DP", std::to_string(launch.dp)},
+      {"PIPETTE_VPP", std::to_string(plan.config.virtual_stages)},
+      {"PIPETTE_MICRO_BATCH", std::to_string(launch.micro_batch)},
+      {"PIPETTE_GLOBAL_BATCH", std::to_string(launch.global_batch)},
+      {"PIPETTE_NUM_MICROBATCHES", std::to_string(launch.num_microbatches)},
+      {"PIPETTE_RECOMPUTE", to_string(launch.recompute)},
+      {"PIPETTE_SEQUENCE_PARALLEL", launch.sequence_parallel ? "1" : "0"},
+      {"PIPETTE_DISTRIBUTED_OPTIMIZER", launch.distributed_optimizer ? "1" : "0"},
+      {"PIPETTE_RANK_ORDER", rank_order},
+      {"PIPETTE_NODE_ORDER", node_order},
+      {"PIPETTE_PREDICTED_ITER_MS", fixed(plan.time.iteration_seconds / units::millisecond, 1)},
+      {"PIPETTE_PREDICTED_MEM_GIB", fixed(plan.peak_memory_bytes / units::gibibyte, 1)},
+      {"PIPETTE_PLAN_HASH", plan_hash},
+      framework_arguments(training.target.framework, launch),
+  };
+  variables.insert(variables.end(), launch.environment.begin(), launch.environment.end());
+  variables.emplace_back("PIPETTE_STATUS", "ok");
+  return variables;
+}
+
+const std::vector<std::string>& plan_variable_names() {
+  static const std::vector<std::string> names = {
+      "PIPETTE_TP", "PIPETTE_PP", "PIPETTE_DP", "PIPETTE_VPP", "PIPETTE_MICRO_BATCH", "PIPETTE_GLOBAL_BATCH",
+      "PIPETTE_NUM_MICROBATCHES", "PIPETTE_RECOMPUTE", "PIPETTE_SEQUENCE_PARALLEL", "PIPETTE_DISTRIBUTED_OPTIMIZER",
+      "PIPETTE_RANK_ORDER", "PIPETTE_NODE_ORDER", "PIPETTE_PREDICTED_ITER_MS", "PIPETTE_PREDICTED_MEM_GIB", "PIPETTE_PLAN_HASH",
+      "PIPETTE_MEGATRON_ARGS", "PIPETTE_NEMO_OVERRIDES", "PIPETTE_TORCHTITAN_ARGS"};
+  return names;
+}
+
+}  // namespace pipette
