@@ -1,0 +1,352 @@
+// Every plan Pipette hands out must start under the framework it was planned for, and start as
+// priced: a grid of jobs (every preset in etc/models x 1-1024 nodes x global batch 256-4096 x
+// sequence 2048-131072, plus --fix corner cases) is planned for each target and each exported
+// string is run through that framework's start-up rules (framework_rules.cpp) and read back.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <map>
+
+#include "framework_rules.hpp"
+#include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/launch.hpp"
+#include "pipette/core/memory.hpp"
+#include "pipette/core/performance.hpp"
+#include "pipette/core/search.hpp"
+#include "pipette/core/simulator.hpp"
+#include "pipette/core/synthetic_fabric.hpp"
+#include "pipette/core/units.hpp"
+#include "pipette/topology/model_file.hpp"
+
+namespace pipette::conformance {
+namespace {
+
+// H100 nodes on one flat switch, every pair alike (core's uniform synthetic fabric).
+Cluster uniform_cluster(int nodes) {
+  Cluster cluster = synthetic_cluster(uniform_fabric(nodes), 0);
+  cluster.gpu = *find_gpu("H100-SXM");
+  return cluster;
+}
+
+std::vector<ModelSpec> presets() {
+  std::vector<ModelSpec> models;
+  const std::string dir = std::string(PIPETTE_SOURCE_DIR) + "/etc/models";
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().stem().string());
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    auto model = load_model(name, {dir});
+    EXPECT_TRUE(model.ok()) << name;
+    if (model) models.push_back(*model);
+  }
+  return models;
+}
+
+struct Target {
+  const char* name;
+  FrameworkTarget target;
+};
+
+const Target kTargets[] = {
+    {"megatron-core (first/last-stage flags)", {Framework::megatron_core, false}},
+    {"megatron-core (--pipeline-model-parallel-layout)", {Framework::megatron_core, true}},
+    {"nemo", {Framework::nemo, false}},
+    {"torchtitan", {Framework::torchtitan, false}},
+};
+
+// The search's cheaper settings: the grid checks layouts, not placements.
+SearchOptions grid_options() {
+  SearchOptions options;
+  options.top_k = 2;
+  options.optimize_placement = false;
+  options.memory_safety_margin_bytes = 2 * units::gibibyte;
+  return options;
+}
+
+// What the framework builds from the plan's string, or why it refuses; "" when it starts as priced.
+std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster, const Plan& plan) {
+  const EnvironmentVariables environment = plan_variables(model, training, plan, cluster.node_names, plan_hash(plan));
+  const JobFacts facts{model.num_layers, model.num_attention_heads, model.num_kv_heads, cluster.num_gpus(), environment};
+  const auto [variable, text] = framework_arguments(training.target.framework, describe_launch(model, training, plan));
+  bool exported = false;
+  for (const auto& [name, value] : environment) exported |= name == variable && value == text;
+  if (!exported) return "the plugin does not export " + variable;
+  Verdict verdict;
+  switch (training.target.framework) {
+    case Framework::megatron_core: verdict = check_megatron(text, facts); break;
+    case Framework::nemo: verdict = check_nemo(text, facts); break;
+    case Framework::torchtitan: verdict = check_torchtitan(text, facts); break;
+  }
+  if (!verdict.refusal.empty()) return verdict.refusal;
+  // Read back: what starts is what was priced, field by field.
+  const LaunchDescription launch = describe_launch(model, training, plan);
+  const BuiltLayout& built = verdict.built;
+  std::string mismatch;
+  const auto expect = [&](bool same, const char* field) {
+    if (!same && mismatch.empty()) mismatch = std::string("builds another ") + field + " than priced";
+  };
+  expect(built.tp == launch.tp, "tp");
+  expect(built.pp == launch.pp, "pp");
+  expect(built.dp == launch.dp, "dp");
+  expect(built.micro_batch == launch.micro_batch, "micro-batch");
+  expect(built.global_batch == launch.global_batch, "global batch");
+  expect(built.virtual_stages == launch.virtual_stages, "vpp");
+  expect(built.microbatch_group_size == launch.microbatch_group_size, "micro-batch group size");
+  expect(built.layers_per_stage == launch.layers_per_stage, "layer split");
+  expect(built.recompute == to_string(launch.recompute), "recompute");
+  expect(built.sequence_parallel == launch.sequence_parallel, "sequence parallelism");
+  expect(built.distributed_optimizer == launch.distributed_optimizer, "distributed optimizer");
+  expect(built.overlap_grad_reduce == launch.overlap_grad_reduce, "gradient-reduce overlap");
+  expect(built.overlap_param_gather == launch.overlap_param_gather, "param-gather overlap");
+  expect(built.sequence_length == launch.sequence_length, "sequence length");
+  expect(built.max_position_embeddings == launch.max_position_embeddings, "position table");
+  return mismatch;
+}
+
+struct Tally {
+  int searches = 0;
+  int plans = 0;
+  int refused = 0;
+  std::vector<std::string> examples;
+};
+
+void judge_all(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster, const SearchResult& result,
+               Tally& tally) {
+  for (const Plan& plan : result.plans) {
+    ++tally.plans;
+    const std::string refusal = judge(model_for_sequence(model, training.sequence_length), training, cluster, plan);
+    if (refusal.empty()) continue;
+    ++tally.refused;
+    if (tally.examples.size() < 5) {
+      std::string split;
+      for (const int layers : plan.config.layers_per_stage) split += std::to_string(layers) + ',';
+      tally.examples.push_back(model.name + " " + std::to_string(cluster.num_nodes()) + " nodes, batch " +
+                               std::to_string(training.global_batch_sequences) + ", seq " +
+                               std::to_string(training.sequence_length) + ": tp" + std::to_string(plan.config.tp) +
+                               " pp" + std::to_string(plan.config.pp) + " vpp" + std::to_string(plan.config.virtual_stages) +
+                               " m" + std::to_string(plan.num_microbatches) + " split " + split + " -> " + refusal);
+    }
+  }
+}
+
+// 1,440 jobs per target. The search runs with its cheaper settings (no placement search, two
+// plans per job: the split and schedule rules do not depend on placement); the four targets run
+// on threads of their own, so the grid takes about half its CPU time on CI's two cores.
+TEST(Conformance, EveryGridPlanStartsAsPriced) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::vector<ModelSpec> models = presets();
+  ASSERT_GE(models.size(), 18u);
+  const int node_counts[] = {1, 4, 16, 64, 256, 1024};
+  const std::int64_t batches[] = {256, 1024, 4096};
+  const int sequences[] = {2048, 8192, 32768, 131072};
+  std::map<int, Cluster> clusters;
+  for (const int nodes : node_counts) clusters.emplace(nodes, uniform_cluster(nodes));
+  const auto run_target = [&](const Target& target) {
+    Tally tally;
+    for (const ModelSpec& model : models) {
+      for (const int nodes : node_counts) {
+        for (const std::int64_t batch : batches) {
+          for (const int sequence : sequences) {
+            TrainingSpec training;
+            training.global_batch_sequences = batch;
+            training.sequence_length = sequence;
+            training.target = target.target;
+            const Result<SearchResult> result = search_plans(model, training, clusters.at(nodes), grid_options());
+            ++tally.searches;
+            if (result) judge_all(model, training, clusters.at(nodes), *result, tally);
+          }
+        }
+      }
+    }
+    return tally;
+  };
+  std::vector<std::future<Tally>> tallies;
+  for (const Target& target : kTargets) tallies.push_back(std::async(std::launch::async, run_target, std::cref(target)));
+  for (size_t index = 0; index < tallies.size(); ++index) {
+    const Target& target = kTargets[index];
+    const Tally tally = tallies[index].get();
+    std::printf("%s: %d searches, %d plans, %d refused\n", target.name, tally.searches, tally.plans, tally.refused);
+    for (const std::string& example : tally.examples) std::printf("  %s\n", example.c_str());
+    EXPECT_GE(tally.plans, 2000) << target.name;
+    EXPECT_EQ(tally.refused, 0) << target.name << ": " << (tally.examples.empty() ? "" : tally.examples.front());
+  }
+  std::printf("grid: %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
+// --fix corner cases: where a fixed knob leaves the search one way to build the plan.
+TEST(Conformance, FixedKnobCornerCases) {
+  const std::vector<ModelSpec> models = presets();
+  const auto model_named = [&](const std::string& name) {
+    return *std::find_if(models.begin(), models.end(), [&](const ModelSpec& model) { return model.name == name; });
+  };
+  struct Case {
+    const char* model;
+    int nodes;
+    std::int64_t batch;
+    int sequence;
+    FixedKnobs fixed;
+  };
+  FixedKnobs interleaved;  // 6 micro-batches on pp=4: Megatron needs group size 6
+  interleaved.tp = 8, interleaved.pp = 4, interleaved.virtual_stages = 2;
+  FixedKnobs three_stages;
+  three_stages.pp = 3;
+  FixedKnobs power_of_two_stages;
+  power_of_two_stages.pp = 8;
+  FixedKnobs sixteen_stages;
+  sixteen_stages.pp = 16;
+  const Case cases[] = {
+      {"llama3-70b", 16, 24, 4096, interleaved},
+      {"llama3-70b", 12, 96, 4096, three_stages},
+      {"megatron-530b", 64, 1024, 2048, power_of_two_stages},
+      {"megatron-530b", 128, 1024, 2048, sixteen_stages},
+      {"gpt3-175b", 64, 1024, 8192, {}},  // 2048 learned positions at 8192 tokens
+  };
+  for (const Target& target : kTargets) {
+    Tally tally;
+    for (const Case& c : cases) {
+      TrainingSpec training;
+      training.global_batch_sequences = c.batch;
+      training.sequence_length = c.sequence;
+      training.fixed = c.fixed;
+      training.target = target.target;
+      const ModelSpec model = model_named(c.model);
+      const Cluster cluster = uniform_cluster(c.nodes);
+      const Result<SearchResult> result = search_plans(model, training, cluster, grid_options());
+      ++tally.searches;
+      // torchtitan cannot interleave 6 micro-batches over 4 ranks: it must say so, not hand out a plan.
+      if (!result) {
+        EXPECT_EQ(target.target.framework, Framework::torchtitan) << target.name << " " << c.model << ": " << result.error().message;
+        continue;
+      }
+      judge_all(model, training, cluster, *result, tally);
+    }
+    EXPECT_EQ(tally.refused, 0) << target.name << ": " << (tally.examples.empty() ? "" : tally.examples.front());
+  }
+}
+
+TEST(Conformance, InterleavedCornerCaseEmitsTheGroupSize) {
+  TrainingSpec training;
+  training.global_batch_sequences = 24;
+  training.sequence_length = 4096;
+  training.fixed.tp = 8, training.fixed.pp = 4, training.fixed.virtual_stages = 2;
+  const ModelSpec model = *load_model("llama3-70b", {std::string(PIPETTE_SOURCE_DIR) + "/etc/models"});
+  const Result<SearchResult> result = search_plans(model, training, uniform_cluster(16), grid_options());
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const Plan& plan = result->plans.front();
+  ASSERT_EQ(plan.num_microbatches, 6);
+  const std::string args = megatron_arguments(describe_launch(model, training, plan));
+  EXPECT_NE(args.find("--microbatch-group-size-per-virtual-pipeline-stage 6"), std::string::npos) << args;
+  training.target.framework = Framework::torchtitan;
+  EXPECT_FALSE(search_plans(model, training, uniform_cluster(16), grid_options()).ok());
+}
+
+// The launch description against the performance model: each field is what the model priced, and
+// (through judge) each is rendered and read back by every framework.
+TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
+  const std::string dir = std::string(PIPETTE_SOURCE_DIR) + "/etc/models";
+  struct Case {
+    const char* model;
+    int nodes;
+    std::int64_t batch;
+    int sequence;
+    ParallelConfig config;
+  };
+  const auto config_of = [](int tp, int pp, int dp, int mbs, int vpp, RecomputeMode recompute, bool distopt,
+                            std::vector<int> split) {
+    ParallelConfig config;
+    config.tp = tp, config.pp = pp, config.dp = dp, config.micro_batch = mbs, config.virtual_stages = vpp;
+    config.recompute = recompute, config.sequence_parallel = tp > 1, config.distributed_optimizer = distopt;
+    config.layers_per_stage = std::move(split);
+    return config;
+  };
+  const Case cases[] = {
+      // interleaved, 6 micro-batches on 4 ranks (group size 6), distributed optimizer over dp=4
+      {"llama3-70b", 16, 24, 4096, config_of(8, 4, 4, 1, 2, RecomputeMode::none, true, {20, 20, 20, 20})},
+      // uneven first/last split, full recompute, no distributed optimizer
+      {"llama3-70b", 12, 96, 4096, config_of(8, 3, 4, 1, 1, RecomputeMode::full, false, {27, 27, 26})},
+      // learned positions at 4x their length, plain DP
+      {"gpt3-5b", 4, 256, 8192, config_of(4, 1, 8, 1, 1, RecomputeMode::full, false, {24})},
+  };
+  for (const Case& c : cases) {
+    const ModelSpec model = *load_model(c.model, {dir});
+    const Cluster cluster = uniform_cluster(c.nodes);
+    for (const Target& target : kTargets) {
+      TrainingSpec training;
+      training.global_batch_sequences = c.batch;
+      training.sequence_length = c.sequence;
+      training.target = target.target;
+      SearchOptions options = grid_options();
+      options.memory_safety_margin_bytes = 0;
+      ParallelConfig config = c.config;
+      if (target.target.framework == Framework::torchtitan) config.distributed_optimizer = false;
+      const Result<Plan> plan = evaluate_plan(model, training, cluster, config, options);
+      if (!plan) {
+        // Only torchtitan may refuse, and only the interleaved case (6 micro-batches on 4 ranks).
+        EXPECT_EQ(target.target.framework, Framework::torchtitan) << c.model << ": " << plan.error().message;
+        continue;
+      }
+      const ModelSpec launched = model_for_sequence(model, c.sequence);
+      const LaunchDescription launch = describe_launch(launched, training, *plan);
+      // A new field fails to compile here until this test says how the model prices it.
+      const auto& [tp, pp, dp, micro_batch, global_batch, num_microbatches, virtual_stages, microbatch_group_size,
+                   layers_per_stage, recompute, sequence_parallel, distributed_optimizer, overlap_grad_reduce,
+                   overlap_param_gather, sequence_length, max_position_embeddings, environment] = launch;
+      const ParallelConfig& priced = plan->config;
+      const WorkProfile work = profile_work(launched, training, cluster.gpu, priced);
+      EXPECT_EQ(tp, priced.tp);
+      EXPECT_EQ(pp, priced.pp);
+      EXPECT_EQ(dp, priced.dp);
+      EXPECT_EQ(micro_batch, priced.micro_batch);
+      EXPECT_EQ(global_batch, c.batch);
+      EXPECT_EQ(num_microbatches, work.num_microbatches);
+      EXPECT_EQ(virtual_stages, effective_virtual_stages(priced));
+      // The simulator's schedule: the last rank warms up with (v - 1) N forwards, then alternates.
+      if (virtual_stages > 1) {
+        const std::vector<ScheduledOp> program = pipeline_rank_program(pp, pp - 1, num_microbatches, virtual_stages);
+        const auto first_backward = std::find_if(program.begin(), program.end(), [](const ScheduledOp& op) { return op.backward; });
+        const int forwards_before = static_cast<int>(first_backward - program.begin());
+        EXPECT_EQ(forwards_before, (virtual_stages - 1) * microbatch_group_size + 1) << c.model;
+        EXPECT_EQ(microbatch_group_size, c.batch == 24 ? 6 : pp);
+      } else {
+        EXPECT_EQ(microbatch_group_size, 0);
+      }
+      EXPECT_EQ(layers_per_stage, priced.layers_per_stage);
+      EXPECT_EQ(recompute, priced.recompute);
+      EXPECT_EQ(sequence_parallel, priced.sequence_parallel);
+      EXPECT_EQ(distributed_optimizer, priced.distributed_optimizer);
+      // The overlaps the time model assumes: pricing without them gives another time.
+      EXPECT_EQ(overlap_grad_reduce, training.overlap_gradient_reduce && dp > 1);
+      EXPECT_EQ(overlap_param_gather, parameter_gather_share(priced, training) > 0);
+      TrainingSpec serial = training;
+      serial.overlap_gradient_reduce = false;
+      const CommunicationTimes communication = communication_times(cluster, priced, work, plan->placement);
+      const double overlapped_seconds = iteration_seconds(priced, work, communication, training);
+      EXPECT_DOUBLE_EQ(overlapped_seconds, plan->time.iteration_seconds);
+      if (dp > 1) {
+        EXPECT_LT(overlapped_seconds, iteration_seconds(priced, work, communication, serial)) << c.model;
+      }
+      EXPECT_EQ(sequence_length, c.sequence);
+      // The position table the memory model counted.
+      EXPECT_EQ(max_position_embeddings, std::max(launched.learned_position_embeddings, c.sequence));
+      EXPECT_DOUBLE_EQ(plan->memory_per_stage.front().weights_bytes,
+                       estimate_memory(launched, training, priced, options.overheads).front().weights_bytes);
+      if (model.learned_position_embeddings > 0) {
+        EXPECT_EQ(launched.learned_position_embeddings, c.sequence);
+        EXPECT_GT(plan->memory_per_stage.front().weights_bytes,
+                  estimate_memory(model, training, priced, options.overheads).front().weights_bytes);
+      }
+      const bool wants_one_connection = tp > 1 && target.target.framework != Framework::torchtitan;
+      const EnvironmentVariables one_connection{{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}};
+      EXPECT_EQ(environment, wants_one_connection ? one_connection : EnvironmentVariables{});
+      // And the reverse: the framework builds exactly these fields from the exported string.
+      EXPECT_EQ(judge(launched, training, cluster, *plan), "") << target.name << " " << c.model;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pipette::conformance

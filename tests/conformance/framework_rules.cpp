@@ -1,0 +1,492 @@
+#include "framework_rules.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <sstream>
+
+namespace pipette::conformance {
+
+namespace {
+
+// "M:L" below = megatron/... file:line at the Megatron-LM commit in framework_rules.hpp,
+// "B:" Megatron-Bridge, "T:" torchtitan.
+
+std::vector<std::string> words(const std::string& text) {
+  std::istringstream stream(text);
+  std::vector<std::string> result;
+  for (std::string word; stream >> word;) result.push_back(word);
+  return result;
+}
+
+std::optional<std::string> environment_value(const JobFacts& facts, const std::string& name) {
+  for (const auto& [key, value] : facts.environment) {
+    if (key == name) return value;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> integer(const std::string& text) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::stoi(text);
+}
+
+// A pipeline layout string: stages split by '|', E/t/L characters (layout.py parse_str_to_list).
+std::vector<std::string> layout_stages(const std::string& layout) {
+  std::vector<std::string> stages(1);
+  for (const char c : layout) {
+    if (c == '|') {
+      stages.emplace_back();
+    } else if (c != ',') {
+      stages.back() += c;
+    }
+  }
+  return stages;
+}
+
+// Megatron-core's TransformerConfig.__post_init__ and the interleaved schedule's group-size check:
+// the rules NeMo/Megatron-Bridge (whose model providers are TransformerConfigs) and Megatron-LM share.
+struct CoreConfig {
+  int tp = 1, pp = 1, dp = 1, micro_batch = 1;
+  std::int64_t global_batch = 0;
+  std::optional<int> first_stage_layers, last_stage_layers, virtual_stages, group_size;
+  std::optional<std::string> layout;
+  std::string recompute_granularity;  // "" = None
+  std::string recompute_method;
+  std::optional<int> recompute_num_layers;
+  bool sequence_parallel = false, distributed_optimizer = false, overlap_grad_reduce = false,
+       overlap_param_gather = false;
+  int sequence_length = 0;
+};
+
+// The same Megatron-core settings under Megatron-LM's argument names and Bridge's config keys.
+struct SizeNames {
+  const char* tp;
+  const char* pp;
+  const char* micro_batch;
+  const char* global_batch;
+  const char* first_stage_layers;
+  const char* last_stage_layers;
+  const char* group_size;
+};
+constexpr SizeNames kMegatronNames{"tensor-model-parallel-size", "pipeline-model-parallel-size", "micro-batch-size",
+                                   "global-batch-size", "decoder-first-pipeline-num-layers",
+                                   "decoder-last-pipeline-num-layers",
+                                   "microbatch-group-size-per-virtual-pipeline-stage"};
+constexpr SizeNames kNemoNames{"model.tensor_model_parallel_size", "model.pipeline_model_parallel_size",
+                               "train.micro_batch_size", "train.global_batch_size",
+                               "model.num_layers_in_first_pipeline_stage", "model.num_layers_in_last_pipeline_stage",
+                               "model.microbatch_group_size_per_vp_stage"};
+
+template <typename Number>
+CoreConfig read_sizes(const SizeNames& names, Number number) {
+  CoreConfig c;
+  c.tp = number(names.tp).value_or(1);
+  c.pp = number(names.pp).value_or(1);
+  c.micro_batch = number(names.micro_batch).value_or(1);
+  c.global_batch = number(names.global_batch).value_or(0);
+  c.first_stage_layers = number(names.first_stage_layers);
+  c.last_stage_layers = number(names.last_stage_layers);
+  c.group_size = number(names.group_size);
+  return c;
+}
+
+std::string check_core(const CoreConfig& c, const JobFacts& facts, BuiltLayout& built) {
+  const int L = facts.num_layers;
+  if (c.tp < 1 || c.pp < 1 || facts.world_size % (c.tp * c.pp) != 0) return "world size not divisible by tp x pp (M:training/arguments.py:432)";
+  built.tp = c.tp;
+  built.pp = c.pp;
+  built.dp = facts.world_size / (c.tp * c.pp);
+  if (facts.num_attention_heads % c.tp != 0) return "num_attention_heads % tp (M:core/transformer/transformer_config.py:1446)";
+  if (facts.num_kv_heads % c.tp != 0) return "num_query_groups % tp (M:core/transformer/transformer_config.py:1462)";
+  if (c.global_batch % (static_cast<std::int64_t>(c.micro_batch) * built.dp) != 0) {
+    return "global batch not divisible by micro batch x dp (M:core/num_microbatches_calculator.py:381)";
+  }
+  built.micro_batch = c.micro_batch;
+  built.global_batch = c.global_batch;
+  const int microbatches = static_cast<int>(c.global_batch / (static_cast<std::int64_t>(c.micro_batch) * built.dp));
+  int vpp = c.virtual_stages.value_or(1);
+  std::vector<int> split;
+  if (c.layout) {
+    // transformer_config.py:2242-2290 and pipeline_parallel_layer_layout.py:25-150.
+    if (c.first_stage_layers || c.last_stage_layers) return "layout with first/last stage layers (M:core/transformer/transformer_config.py:2251)";
+    const std::vector<std::string> stages = layout_stages(*c.layout);
+    if (stages.size() % static_cast<size_t>(c.pp) != 0) return "layout stages % pp (M:core/transformer/pipeline_parallel_layer_layout.py:41)";
+    const int detected = static_cast<int>(stages.size()) / c.pp;
+    if (c.virtual_stages && *c.virtual_stages != detected) return "vpp conflicts with the layout (M:core/transformer/transformer_config.py:2279)";
+    vpp = detected;
+    std::string layers_only;
+    for (const std::string& stage : stages) layers_only += stage;
+    if (layers_only.empty() || layers_only.front() != 'E' || layers_only.back() != 'L') {
+      return "layout must start with E and end with L (M:core/transformer/pipeline_parallel_layer_layout.py:95)";
+    }
+    if (std::count(layers_only.begin(), layers_only.end(), 'E') != 1 || std::count(layers_only.begin(), layers_only.end(), 'L') != 1) {
+      return "one E and one L (M:core/transformer/pipeline_parallel_layer_layout.py:103)";
+    }
+    if (std::count(layers_only.begin(), layers_only.end(), 't') != L) return "layout decoder layers != num_layers (M:core/transformer/pipeline_parallel_layer_layout.py:107)";
+    if (layers_only.find_first_not_of("EtL") != std::string::npos) return "unknown layout character (M:core/transformer/pipeline_parallel_layer_layout.py:315)";
+    split.assign(static_cast<size_t>(c.pp), 0);
+    std::vector<int> chunk_layers(stages.size());
+    for (size_t i = 0; i < stages.size(); ++i) {
+      chunk_layers[i] = static_cast<int>(std::count(stages[i].begin(), stages[i].end(), 't'));
+      split[i % static_cast<size_t>(c.pp)] += chunk_layers[i];
+    }
+    // Pipette's schedule model runs equal chunks per rank; a layout with unequal chunks would be
+    // built, but not as priced.
+    for (size_t i = 0; i < stages.size(); ++i) {
+      if (chunk_layers[i] * vpp != split[i % static_cast<size_t>(c.pp)]) return "unequal chunks on one rank (not what was priced)";
+    }
+  } else if (c.first_stage_layers || c.last_stage_layers) {
+    // transformer_config.py:2294-2357 ("Uneven PP").
+    int remaining = L;
+    int middle_stages = c.pp;
+    for (const auto& end : {c.first_stage_layers, c.last_stage_layers}) {
+      if (!end) continue;
+      if (*end <= 0) return "first/last stage layers must be > 0 (M:core/transformer/transformer_config.py:2301)";
+      if (*end % vpp != 0) return "first/last stage layers % vpp (M:core/transformer/transformer_config.py:2305)";
+      remaining -= *end;
+      --middle_stages;
+    }
+    if ((remaining != 0) != (middle_stages != 0)) return "middle layers vs middle stages mismatch (M:core/transformer/transformer_config.py:2339)";
+    if (middle_stages > 0 && remaining % middle_stages != 0) return "middle layers % middle stages (M:core/transformer/transformer_config.py:2347)";
+    if (middle_stages > 0 && (remaining / middle_stages) % vpp != 0) return "middle layers per rank % vpp (M:core/transformer/transformer_config.py:2356)";
+    const int per_middle = middle_stages > 0 ? remaining / middle_stages : 0;
+    split.assign(static_cast<size_t>(c.pp), per_middle);
+    if (c.first_stage_layers) split.front() = *c.first_stage_layers;
+    if (c.last_stage_layers) split.back() = *c.last_stage_layers;
+  } else {
+    if (L % c.pp != 0) return "num_layers % pp with an even split (M:training/arguments.py:995)";
+    if ((L / c.pp) % vpp != 0) return "layers per rank % vpp (M:training/arguments.py:972)";
+    split.assign(static_cast<size_t>(c.pp), L / c.pp);
+  }
+  if (vpp > 1) {
+    if (c.pp < 2) return "interleaving needs pp > 1 (M:training/arguments.py:1004)";
+    // model_parallel_config.py:567 (default N = pp), schedules.py:1160-1180.
+    const int group = c.group_size.value_or(c.pp);
+    if (group > microbatches || group < c.pp) return "group size outside [pp, M] (M:core/pipeline_parallel/schedules.py:1160)";
+    const int remainder = microbatches % group;
+    if (remainder > 0 && remainder < c.pp) return "M mod N in (0, pp) (M:core/pipeline_parallel/schedules.py:1173)";
+    built.microbatch_group_size = group;
+  }
+  built.virtual_stages = vpp;
+  built.layers_per_stage = split;
+  // Recompute: transformer_config.py:1900-1932.
+  if (!c.recompute_granularity.empty()) {
+    if (c.recompute_granularity != "full" && c.recompute_granularity != "selective") return "recompute granularity (M:core/transformer/transformer_config.py:1901)";
+    if (c.recompute_granularity == "selective" && (!c.recompute_method.empty() || c.recompute_num_layers)) {
+      return "selective recompute takes no method or layer count (M:training/arguments.py:1425, transformer_config.py:1926)";
+    }
+    if (c.recompute_granularity == "full") {
+      if (c.recompute_method != "uniform" && c.recompute_method != "block") return "full recompute needs a method (M:core/transformer/transformer_config.py:1913)";
+      if (!c.recompute_num_layers || *c.recompute_num_layers < 1) return "full recompute needs recompute_num_layers >= 1 (M:core/transformer/transformer_config.py:1919)";
+    }
+    built.recompute = c.recompute_granularity;
+  }
+  // arguments.py:1024: --overlap-param-gather needs the distributed optimizer and --overlap-grad-reduce.
+  if (c.overlap_param_gather && (!c.distributed_optimizer || !c.overlap_grad_reduce)) {
+    return "overlap-param-gather without distributed optimizer and overlap-grad-reduce (M:training/arguments.py:1024)";
+  }
+  // arguments.py:1433: sequence parallelism is dropped (silently) with tp = 1.
+  built.sequence_parallel = c.sequence_parallel && c.tp > 1;
+  built.distributed_optimizer = c.distributed_optimizer;
+  built.overlap_grad_reduce = c.overlap_grad_reduce;
+  built.overlap_param_gather = c.overlap_param_gather;
+  built.sequence_length = c.sequence_length;
+  // arguments.py:1477: tp > 1 before Blackwell asserts CUDA_DEVICE_MAX_CONNECTIONS=1 (Pipette does not
+  // know the GPU generation here, so the check holds for every GPU).
+  if (c.tp > 1 && environment_value(facts, "CUDA_DEVICE_MAX_CONNECTIONS") != "1") {
+    return "tp > 1 without CUDA_DEVICE_MAX_CONNECTIONS=1 (M:training/arguments.py:1477)";
+  }
+  return {};
+}
+
+}  // namespace
+
+Verdict check_megatron(const std::string& arguments, const JobFacts& facts) {
+  Verdict verdict;
+  std::map<std::string, std::string> values;  // flag -> value ("" for store_true switches)
+  const std::vector<std::string> tokens = words(arguments);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (!tokens[i].starts_with("--")) {
+      verdict.refusal = "stray token '" + tokens[i] + "'";
+      return verdict;
+    }
+    // argparse: the last occurrence of an option wins; a switch takes no value.
+    const bool has_value = i + 1 < tokens.size() && !tokens[i + 1].starts_with("--");
+    const std::string option = tokens[i].substr(2);
+    values[option] = has_value ? tokens[++i] : "";
+  }
+  static const std::vector<std::string> known = {
+      "tensor-model-parallel-size", "pipeline-model-parallel-size", "micro-batch-size", "global-batch-size",
+      "seq-length", "max-position-embeddings", "num-layers-per-virtual-pipeline-stage",
+      "num-virtual-stages-per-pipeline-rank", "pipeline-model-parallel-layout", "decoder-first-pipeline-num-layers",
+      "decoder-last-pipeline-num-layers", "microbatch-group-size-per-virtual-pipeline-stage", "recompute-granularity",
+      "recompute-method", "recompute-num-layers", "sequence-parallel", "use-distributed-optimizer",
+      "overlap-grad-reduce", "overlap-param-gather"};
+  for (const auto& [flag, value] : values) {
+    if (std::find(known.begin(), known.end(), flag) == known.end()) {
+      verdict.refusal = "argparse: unrecognized argument --" + flag;
+      return verdict;
+    }
+  }
+  const auto number = [&](const char* flag) -> std::optional<int> {
+    const auto found = values.find(flag);
+    return found == values.end() ? std::nullopt : integer(found->second);
+  };
+  const auto present = [&](const char* flag) { return values.count(flag) > 0; };
+  // arguments.py:929: at most one way to ask for virtual stages.
+  if (int(present("num-layers-per-virtual-pipeline-stage")) + int(present("num-virtual-stages-per-pipeline-rank")) +
+          int(present("pipeline-model-parallel-layout")) > 1) {
+    verdict.refusal = "more than one virtual pipeline option (M:training/arguments.py:929)";
+    return verdict;
+  }
+  CoreConfig c = read_sizes(kMegatronNames, number);
+  if (present("pipeline-model-parallel-layout")) c.layout = values["pipeline-model-parallel-layout"];
+  if (const auto per_chunk = number("num-layers-per-virtual-pipeline-stage")) {
+    // arguments.py:953-979.
+    if (c.first_stage_layers || c.last_stage_layers) {
+      verdict.refusal = "--num-layers-per-virtual-pipeline-stage with an uneven split (M:training/arguments.py:955)";
+      return verdict;
+    }
+    if (facts.num_layers % c.pp != 0 || (facts.num_layers / c.pp) % *per_chunk != 0) {
+      verdict.refusal = "layers per stage % layers per virtual stage (M:training/arguments.py:968-973)";
+      return verdict;
+    }
+    const int vpp = facts.num_layers / c.pp / *per_chunk;
+    if (vpp > 1) c.virtual_stages = vpp;
+  }
+  if (const auto vpp = number("num-virtual-stages-per-pipeline-rank"); vpp && *vpp > 1) c.virtual_stages = vpp;
+  c.recompute_granularity = present("recompute-granularity") ? values["recompute-granularity"] : "";
+  c.recompute_method = present("recompute-method") ? values["recompute-method"] : "";
+  c.recompute_num_layers = number("recompute-num-layers");
+  c.sequence_parallel = present("sequence-parallel");
+  c.distributed_optimizer = present("use-distributed-optimizer");
+  c.overlap_grad_reduce = present("overlap-grad-reduce");
+  c.overlap_param_gather = present("overlap-param-gather");
+  c.sequence_length = number("seq-length").value_or(0);
+  // The job script sets the model and usually --seq-length and --max-position-embeddings itself;
+  // Pipette's come last and win. arguments.py:1354.
+  const std::optional<int> positions = number("max-position-embeddings");
+  if (c.sequence_length < 1 || !positions || *positions < c.sequence_length) {
+    verdict.refusal = "max_position_embeddings < seq_length (M:training/arguments.py:1354)";
+    return verdict;
+  }
+  verdict.built.max_position_embeddings = *positions;
+  verdict.refusal = check_core(c, facts, verdict.built);
+  return verdict;
+}
+
+Verdict check_nemo(const std::string& overrides, const JobFacts& facts) {
+  Verdict verdict;
+  std::map<std::string, std::string> values;
+  for (const std::string& token : words(overrides)) {
+    const size_t equals = token.find('=');
+    if (equals == std::string::npos) {
+      verdict.refusal = "not a KEY=VALUE override: " + token;
+      return verdict;
+    }
+    values[token.substr(0, equals)] = token.substr(equals + 1);
+  }
+  // Hydra override values: null, true/false, integers, quoted strings (B:training/utils/omegaconf_utils.py:163).
+  const auto is_null = [&](const char* key) { return !values.count(key) || values[key] == "null"; };
+  const auto number = [&](const char* key) -> std::optional<int> { return is_null(key) ? std::nullopt : integer(values[key]); };
+  const auto flag = [&](const char* key) { return values.count(key) && values[key] == "true"; };
+  for (const auto& [key, value] : values) {
+    const bool known_section = key.starts_with("model.") || key.starts_with("train.") || key.starts_with("ddp.") ||
+                               key.starts_with("optimizer.") || key.starts_with("dataset.");
+    if (!known_section) {
+      verdict.refusal = "no ConfigContainer section for " + key;
+      return verdict;
+    }
+    if (value != "null" && value != "true" && value != "false" && !integer(value) &&
+        !(value.size() >= 2 && value.front() == '\'' && value.back() == '\'') && value.find_first_of(" '\"") != std::string::npos) {
+      verdict.refusal = "unparsable override value " + key + "=" + value;
+      return verdict;
+    }
+  }
+  CoreConfig c = read_sizes(kNemoNames, number);
+  c.virtual_stages = number("model.virtual_pipeline_model_parallel_size");
+  if (!is_null("model.pipeline_model_parallel_layout")) {
+    std::string layout = values["model.pipeline_model_parallel_layout"];
+    if (layout.size() >= 2 && layout.front() == '\'') layout = layout.substr(1, layout.size() - 2);
+    c.layout = layout;
+  }
+  c.recompute_granularity = is_null("model.recompute_granularity") ? "" : values["model.recompute_granularity"];
+  c.recompute_method = is_null("model.recompute_method") ? "" : values["model.recompute_method"];
+  c.recompute_num_layers = number("model.recompute_num_layers");
+  c.sequence_parallel = flag("model.sequence_parallel");
+  // B:training/config.py:2111-2137 turns both distributed-optimizer (and param-gather) switches on
+  // when either is: a plan that wants them off must say so in both places.
+  c.distributed_optimizer = flag("ddp.use_distributed_optimizer") || flag("optimizer.use_distributed_optimizer");
+  c.overlap_grad_reduce = flag("ddp.overlap_grad_reduce");
+  c.overlap_param_gather = flag("ddp.overlap_param_gather") || flag("optimizer.overlap_param_gather");
+  c.sequence_length = number("model.seq_length").value_or(0);
+  // B:training/config.py:1644: model and dataset sequence lengths must match.
+  if (number("dataset.seq_length") != number("model.seq_length")) {
+    verdict.refusal = "model.seq_length != dataset.seq_length (B:training/config.py:1644)";
+    return verdict;
+  }
+  // A GPT provider's position table is seq_length long (max_sequence_length=seq_length).
+  verdict.built.max_position_embeddings = c.sequence_length;
+  verdict.refusal = check_core(c, facts, verdict.built);
+  return verdict;
+}
+
+Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
+  Verdict verdict;
+  std::map<std::string, std::string> values;
+  std::string checkpointing = "selective";  // T:trainer.py:108, default_factory=SelectiveAC.Config
+  const std::vector<std::string> tokens = words(arguments);
+  bool subcommand_seen = false;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i].starts_with("activation-checkpoint:")) {
+      // T:distributed/activation_checkpoint.py:332-336 (tyro subcommands).
+      checkpointing = tokens[i].substr(std::string("activation-checkpoint:").size());
+      if (checkpointing != "none" && checkpointing != "full" && checkpointing != "selective" && checkpointing != "memory-budget") {
+        verdict.refusal = "unknown activation-checkpoint subcommand " + checkpointing;
+        return verdict;
+      }
+      subcommand_seen = true;
+      continue;
+    }
+    if (subcommand_seen) {
+      verdict.refusal = "root option after the subcommand: tyro reads it as the subcommand's";
+      return verdict;
+    }
+    if (!tokens[i].starts_with("--")) {
+      verdict.refusal = "stray token '" + tokens[i] + "'";
+      return verdict;
+    }
+    const bool has_value = i + 1 < tokens.size() && !tokens[i + 1].starts_with("--") && !tokens[i + 1].starts_with("activation-checkpoint:");
+    const std::string option = tokens[i].substr(2);
+    values[option] = has_value ? tokens[++i] : "";
+  }
+  const auto number = [&](const std::string& key, int fallback) -> std::int64_t {
+    const auto found = values.find(key);
+    return found == values.end() ? fallback : std::stoll(found->second);
+  };
+  // T:config/configs.py:121-240 and 36-63 (defaults).
+  const int tp = static_cast<int>(number("parallelism.tensor_parallel_degree", 1));
+  const int pp = static_cast<int>(number("parallelism.pipeline_parallel_degree", 1));
+  const int replicate = static_cast<int>(number("parallelism.data_parallel_replicate_degree", 1));
+  const int shard = static_cast<int>(number("parallelism.data_parallel_shard_degree", -1));
+  bool sequence_parallel = true;  // configs.py:169
+  if (values.count("parallelism.no-enable_sequence_parallel")) sequence_parallel = false;
+  // T:distributed/parallel_dims.py:176-182.
+  if (shard < 1 || replicate * shard * tp * pp != facts.world_size) {
+    verdict.refusal = "dp_replicate * dp_shard * tp * pp != world size (T:distributed/parallel_dims.py:182)";
+    return verdict;
+  }
+  if (shard > 1) {
+    verdict.refusal = "FSDP shards parameters: not what Pipette priced";
+    return verdict;
+  }
+  if (facts.num_attention_heads % tp != 0 || facts.num_kv_heads % tp != 0) {
+    verdict.refusal = "tp must divide the heads (the model's colwise split)";
+    return verdict;
+  }
+  const std::int64_t tokens_per_microbatch = number("training.num_tokens_per_microbatch_per_dp_rank", 16384);
+  const int microbatches_per_pp = pp > 1 ? static_cast<int>(number("parallelism.num_pp_microbatches", 1)) : 1;
+  const std::int64_t step_tokens = number("training.num_tokens_per_train_step", -1);
+  const int context = static_cast<int>(number("training.max_context_length", 2048));
+  // T:trainer.py:296-306: the tokens of a micro-batch split evenly over the TP ranks with SP.
+  if (tp > 1 && sequence_parallel && tokens_per_microbatch % tp != 0) {
+    verdict.refusal = "tokens per micro-batch % tp (T:trainer.py:302)";
+    return verdict;
+  }
+  // T:trainer.py:413-428.
+  const std::int64_t per_accumulation = tokens_per_microbatch * microbatches_per_pp * replicate;
+  if (step_tokens < 1 || step_tokens % per_accumulation != 0) {
+    verdict.refusal = "num_tokens_per_train_step not a multiple of one accumulation step (T:trainer.py:419)";
+    return verdict;
+  }
+  if (tokens_per_microbatch % context != 0) {
+    verdict.refusal = "a micro-batch is not whole sequences of max_context_length";
+    return verdict;
+  }
+  BuiltLayout& built = verdict.built;
+  built.tp = tp;
+  built.pp = pp;
+  built.dp = replicate;
+  built.sequence_length = context;
+  built.max_position_embeddings = context;
+  built.micro_batch = static_cast<int>(tokens_per_microbatch / context);
+  built.global_batch = step_tokens / context;
+  built.sequence_parallel = sequence_parallel && tp > 1;
+  built.overlap_grad_reduce = replicate > 1;  // FSDP/replicate reduce under the backward passes
+  if (checkpointing == "memory-budget") {
+    verdict.refusal = "memory-budget checkpointing is not a Pipette recompute mode";
+    return verdict;
+  }
+  built.recompute = checkpointing;
+  const int L = facts.num_layers;
+  if (pp == 1) {
+    built.layers_per_stage = {L};
+    return verdict;
+  }
+  // T:distributed/pipeline_parallel.py:194-262 (_get_pipeline_metadata) and 357-420
+  // (_generate_llm_fqn_per_model_part).
+  const std::string schedule = values.count("parallelism.pipeline_parallel_schedule") ? values["parallelism.pipeline_parallel_schedule"] : "1F1B";
+  const bool single = schedule == "1F1B" || schedule == "GPipe";
+  if (!single && schedule != "Interleaved1F1B") {
+    verdict.refusal = "schedule " + schedule + " is not one Pipette prices";
+    return verdict;
+  }
+  const int first_less = static_cast<int>(number("parallelism.pipeline_parallel_first_stage_less_layers", 1));
+  const int last_less = static_cast<int>(number("parallelism.pipeline_parallel_last_stage_less_layers", 1));
+  const int effective = L + first_less + last_less;
+  int stages = single ? pp : 2 * pp;
+  if (values.count("parallelism.pipeline_parallel_layers_per_stage")) {
+    const int per = static_cast<int>(number("parallelism.pipeline_parallel_layers_per_stage", 1));
+    stages = (effective + per - 1) / per;
+    if (stages % pp != 0) {
+      verdict.refusal = "virtual stages % pp (T:distributed/pipeline_parallel.py:233)";
+      return verdict;
+    }
+    if (single && stages != pp) {
+      verdict.refusal = "single-stage schedule needs one stage per rank (T:distributed/pipeline_parallel.py:244)";
+      return verdict;
+    }
+    if (!single && stages / pp < 2) {
+      verdict.refusal = "multi-stage schedule needs >= 2 stages per rank (T:distributed/pipeline_parallel.py:252)";
+      return verdict;
+    }
+  }
+  const int per_stage = effective / stages;
+  const int extra = effective % stages;
+  if (stages > effective || per_stage == 0 || first_less > per_stage || last_less > per_stage) {
+    verdict.refusal = "stage layer distribution (T:distributed/pipeline_parallel.py:390-416)";
+    return verdict;
+  }
+  std::vector<int> chunk_layers(static_cast<size_t>(stages));
+  for (int s = 0; s < stages; ++s) {
+    chunk_layers[static_cast<size_t>(s)] = per_stage + (s < extra ? 1 : 0) - (s == 0 ? first_less : 0) -
+                                           (s == stages - 1 ? last_less : 0);
+    if (chunk_layers[static_cast<size_t>(s)] < 1) {
+      verdict.refusal = "a pipeline stage without layers";
+      return verdict;
+    }
+  }
+  const int vpp = stages / pp;
+  // Looped schedules place stage s on rank s mod pp.
+  built.layers_per_stage.assign(static_cast<size_t>(pp), 0);
+  for (int s = 0; s < stages; ++s) built.layers_per_stage[static_cast<size_t>(s % pp)] += chunk_layers[static_cast<size_t>(s)];
+  for (int s = 0; s < stages; ++s) {
+    if (chunk_layers[static_cast<size_t>(s)] * vpp != built.layers_per_stage[static_cast<size_t>(s % pp)]) {
+      verdict.refusal = "unequal chunks on one rank (not what was priced)";
+      return verdict;
+    }
+  }
+  built.virtual_stages = vpp;
+  // PyTorch's schedules (torch/distributed/pipelining/schedules.py, not read here): Pipette's
+  // conservative reading is at least pp micro-batches for 1F1B and a multiple of pp for
+  // Interleaved1F1B, whose rounds then hold pp micro-batches each, as the model's group size.
+  if (microbatches_per_pp < pp || (vpp > 1 && microbatches_per_pp % pp != 0)) {
+    verdict.refusal = "micro-batches vs pp for the schedule";
+    return verdict;
+  }
+  if (vpp > 1) built.microbatch_group_size = pp;
+  return verdict;
+}
+
+}  // namespace pipette::conformance

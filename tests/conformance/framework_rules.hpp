@@ -1,0 +1,56 @@
+#pragma once
+// Each training framework's own start-up checks, re-stated from its source, applied to the
+// strings Pipette exports. Independent of core/src/launch.cpp on purpose: these parse what a job
+// script receives and refuse it where the framework would.
+//
+// Versions read (clone of the upstream default branch):
+//   Megatron-LM       NVIDIA/Megatron-LM              d98e8a64ddf34856e74b24714e3bedb2f5a39553 (2026-08-22)
+//   Megatron-Bridge   NVIDIA-NeMo/Megatron-Bridge     067f987df03b8355b03192d88d70f1709fedf51a (2026-08-22)
+//   torchtitan        pytorch/torchtitan              b5bcd76c66d0acb1a08b176d9639425bc55e0b2a (2026-08-21)
+// --pipeline-model-parallel-layout entered Megatron-LM in 77732c36 (2025-06-13), first released in
+// core_v0.13.0; --microbatch-group-size-per-virtual-pipeline-stage in 4295be1a (2024-11-01).
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pipette::conformance {
+
+// What the checks need to know that the exported strings do not say.
+struct JobFacts {
+  int num_layers = 0;
+  int num_attention_heads = 0;
+  int num_kv_heads = 0;
+  int world_size = 0;
+  std::vector<std::pair<std::string, std::string>> environment;  // everything the plugin exports
+};
+
+// What the framework will build, read back from the string (for the tie to the plan).
+struct BuiltLayout {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  int micro_batch = 1;
+  std::int64_t global_batch = 0;
+  int virtual_stages = 1;
+  int microbatch_group_size = 0;  // interleaved only
+  std::vector<int> layers_per_stage;
+  std::string recompute = "none";
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  int sequence_length = 0;
+  int max_position_embeddings = 0;
+};
+
+struct Verdict {
+  std::string refusal;  // what the framework would say; empty: it starts
+  BuiltLayout built;
+};
+
+Verdict check_megatron(const std::string& arguments, const JobFacts& facts);
+Verdict check_nemo(const std::string& overrides, const JobFacts& facts);
+Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts);
+
+}  // namespace pipette::conformance
