@@ -165,7 +165,7 @@ expect_unplanned() {
   esac
   # Beside the user's own input variables (PIPETTE_MODEL etc.), which pass through as they were.
   expect_eq "$name: no plan variables beside PIPETTE_STATUS" "PIPETTE_STATUS" \
-    "$(cut -d= -f1 "$prefix.batch-env" | grep -vxE 'PIPETTE(_MODEL|_BATCH|_SEQ|_FIX|_STRICT)?' | tr -d '\n')"
+    "$(cut -d= -f1 "$prefix.batch-env" | grep -vxE 'PIPETTE(_MODEL|_BATCH|_SEQ|_FIX|_STRICT|_FRAMEWORK)?' | tr -d '\n')"
   expect_eq "$name: no task gets RANK" "-" "$(awk '{print $3}' "$prefix.tasks" | sort -u | tr -d '\n')"
   expect_contains "$name: reason in the job's stderr" "pipette: cannot plan the job step, it runs unplanned: " "$prefix.err"
 }

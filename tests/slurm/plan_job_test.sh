@@ -102,6 +102,16 @@ launcher_ranks=$(awk -v order="$node_order" 'BEGIN { n = split(order, o, ","); f
   "$work_dir/launcher.tasks")
 expect_eq "per node: NODE_RANK = PET_NODE_RANK = position in PIPETTE_NODE_ORDER" "" "$launcher_ranks"
 
+# --pipette-framework: torchtitan's options instead of Megatron's, planned by torchtitan's rules.
+run_batch torchtitan "${job_args[@]}" --pipette=auto --pipette-framework=torchtitan "${model_args[@]}" "$rank_job" \
+  "$work_dir/torchtitan"
+expect_eq "torchtitan: job exit status" 0 "$batch_status"
+expect_contains "torchtitan: its options" "PIPETTE_TORCHTITAN_ARGS=--parallelism.tensor_parallel_degree" \
+  "$work_dir/torchtitan.batch-env"
+expect_eq "torchtitan: no Megatron arguments" "" "$(batch_variable "$work_dir/torchtitan" PIPETTE_MEGATRON_ARGS)"
+expect_eq "torchtitan: replicated data parallelism" 0 "$(batch_variable "$work_dir/torchtitan" PIPETTE_DISTRIBUTED_OPTIMIZER)"
+expect_remapped_tasks torchtitan "$work_dir/torchtitan"
+
 # Without Pipette nothing changes.
 run_batch off "${job_args[@]}" "$rank_job" "$work_dir/off"
 expect_eq "off: no PIPETTE_ variable" "" "$(cat "$work_dir/off.batch-env")"
