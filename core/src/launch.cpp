@@ -210,40 +210,38 @@ std::string nemo_overrides(const LaunchDescription& launch) {
   const std::vector<int>& layers = launch.layers_per_stage;
   const bool interleaved = launch.virtual_stages > 1;
   const bool first_last = flags == SplitFlags::first_last;
+  std::string text;
+  const auto set = [&text](const char* key, const std::string& value) {
+    if (!text.empty()) text += ' ';
+    text.append(key).append(1, '=').append(value);
+  };
   // Every switch is written out, off included, so that a recipe's own setting cannot survive.
-  std::string text = "model.tensor_model_parallel_size=" + std::to_string(launch.tp) +
-                     " model.pipeline_model_parallel_size=" + std::to_string(launch.pp) +
-                     " model.virtual_pipeline_model_parallel_size=" +
-                     or_null(launch.virtual_stages, interleaved) +
-                     " model.microbatch_group_size_per_vp_stage=" + or_null(launch.microbatch_group_size, interleaved) +
-                     " model.num_layers_in_first_pipeline_stage=" + or_null(layers.front(), first_last) +
-                     " model.num_layers_in_last_pipeline_stage=" + or_null(layers.back(), first_last) +
-                     " model.pipeline_model_parallel_layout=" +
-                     (flags == SplitFlags::layout ? "'" + layout_text(launch) + "'" : std::string("null")) +
-                     " model.sequence_parallel=" + boolean(launch.sequence_parallel);
-  switch (launch.recompute) {
-    case RecomputeMode::none:
-      text += " model.recompute_granularity=null model.recompute_method=null model.recompute_num_layers=null";
-      break;
-    case RecomputeMode::selective:
-      text += " model.recompute_granularity=selective model.recompute_method=null model.recompute_num_layers=null";
-      break;
-    case RecomputeMode::full:
-      text += " model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1";
-      break;
-  }
+  set("model.tensor_model_parallel_size", std::to_string(launch.tp));
+  set("model.pipeline_model_parallel_size", std::to_string(launch.pp));
+  set("model.virtual_pipeline_model_parallel_size", or_null(launch.virtual_stages, interleaved));
+  set("model.microbatch_group_size_per_vp_stage", or_null(launch.microbatch_group_size, interleaved));
+  set("model.num_layers_in_first_pipeline_stage", or_null(layers.front(), first_last));
+  set("model.num_layers_in_last_pipeline_stage", or_null(layers.back(), first_last));
+  std::string layout = "null";
+  if (flags == SplitFlags::layout) layout.assign(1, '\'').append(layout_text(launch)).append(1, '\'');
+  set("model.pipeline_model_parallel_layout", layout);
+  set("model.sequence_parallel", boolean(launch.sequence_parallel));
+  const bool full = launch.recompute == RecomputeMode::full;
+  set("model.recompute_granularity", launch.recompute == RecomputeMode::none ? "null" : to_string(launch.recompute));
+  set("model.recompute_method", full ? "uniform" : "null");
+  set("model.recompute_num_layers", full ? "1" : "null");
   // The recipe's dataset owns the sequence length and run_recipe.py copies it to the model; a
   // GPT model provider's position table is seq_length long.
-  text += " model.seq_length=" + std::to_string(launch.sequence_length) +
-          " dataset.seq_length=" + std::to_string(launch.sequence_length) +
-          " train.micro_batch_size=" + std::to_string(launch.micro_batch) +
-          " train.global_batch_size=" + std::to_string(launch.global_batch) +
-          // Bridge turns both on when either is (config.py _validate_and_sync_distributed_optimizer_settings).
-          " ddp.use_distributed_optimizer=" + boolean(launch.distributed_optimizer) +
-          " optimizer.use_distributed_optimizer=" + boolean(launch.distributed_optimizer) +
-          " ddp.overlap_grad_reduce=" + boolean(launch.overlap_grad_reduce) +
-          " ddp.overlap_param_gather=" + boolean(launch.overlap_param_gather) +
-          " optimizer.overlap_param_gather=" + boolean(launch.overlap_param_gather);
+  set("model.seq_length", std::to_string(launch.sequence_length));
+  set("dataset.seq_length", std::to_string(launch.sequence_length));
+  set("train.micro_batch_size", std::to_string(launch.micro_batch));
+  set("train.global_batch_size", std::to_string(launch.global_batch));
+  // Bridge turns both on when either is (config.py _validate_and_sync_distributed_optimizer_settings).
+  set("ddp.use_distributed_optimizer", boolean(launch.distributed_optimizer));
+  set("optimizer.use_distributed_optimizer", boolean(launch.distributed_optimizer));
+  set("ddp.overlap_grad_reduce", boolean(launch.overlap_grad_reduce));
+  set("ddp.overlap_param_gather", boolean(launch.overlap_param_gather));
+  set("optimizer.overlap_param_gather", boolean(launch.overlap_param_gather));
   return text;
 }
 
