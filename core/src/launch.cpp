@@ -59,7 +59,15 @@ std::string torchtitan_problem(const ModelSpec& model, const ParallelConfig& con
   if (config.recompute == RecomputeMode::selective) {
     return "torchtitan's selective activation checkpointing is per operator, not Megatron's selective recompute";
   }
-  if (config.pp == 1) return {};
+  if (config.pp == 1) {
+    // Without a pipeline each micro-batch is a gradient-accumulation step, and each reduces its
+    // gradients over DP (trainer.py train_step runs them without disabling gradient sync); the
+    // model prices one reduction per iteration.
+    if (config.dp > 1 && num_microbatches > 1) {
+      return "torchtitan reduces gradients after every accumulation step; pp > 1 or one micro-batch per replica";
+    }
+    return {};
+  }
   const std::vector<int>& layers = config.layers_per_stage;
   if (effective_virtual_stages(config) > 1) {
     if (!even_split(layers) || model.num_layers % (config.pp * config.virtual_stages) != 0) {

@@ -285,7 +285,7 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       if (target.target.framework == Framework::torchtitan) config.distributed_optimizer = false;
       const Result<Plan> plan = evaluate_plan(model, training, cluster, config, options);
       if (!plan) {
-        // Only torchtitan may refuse, and only the interleaved case (6 micro-batches on 4 ranks).
+        // Only torchtitan may refuse: 6 micro-batches on 4 interleaved ranks; accumulation without a pipeline.
         EXPECT_EQ(target.target.framework, Framework::torchtitan) << c.model << ": " << plan.error().message;
         continue;
       }

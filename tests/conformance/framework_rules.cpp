@@ -421,6 +421,12 @@ Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
   built.recompute = checkpointing;
   const int L = facts.num_layers;
   if (pp == 1) {
+    // T:trainer.py:856: one forward-backward per accumulation step, none with gradient sync off,
+    // so each reduces the gradients over DP: priced once per iteration, it would run that often.
+    if (replicate > 1 && step_tokens / per_accumulation > 1) {
+      verdict.refusal = "a gradient reduction per accumulation step (T:trainer.py:856): not what was priced";
+      return verdict;
+    }
     built.layers_per_stage = {L};
     return verdict;
   }

@@ -54,7 +54,8 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
 //    (interleaved_group_size > 0).
 //  - torchtitan: no distributed optimizer (its data parallelism is replication here; FSDP shards
 //    parameters too, which the model does not price) and no selective recompute (torchtitan's is
-//    per-operator); 1F1B with at least pp micro-batches and a split [a, b x (p-2), c] with a, c <= b
+//    per-operator); without a pipeline one micro-batch per replica when dp > 1 (each
+//    accumulation step reduces its gradients); 1F1B with at least pp micro-batches and a split [a, b x (p-2), c] with a, c <= b
 //    (its first/last "less layers"); Interleaved1F1B with an even split and pp dividing the
 //    micro-batches.
 std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
