@@ -4,6 +4,8 @@
 # tensor/data/pipeline position), where a real job would start its training processes:
 #
 #   srun python pretrain_gpt.py ... $PIPETTE_MEGATRON_ARGS        (Megatron-LM, see README.md)
+#   srun python run_recipe.py ... $PIPETTE_NEMO_OVERRIDES         (--pipette-framework=nemo)
+#   srun torchrun ... -m torchtitan.train ... $PIPETTE_TORCHTITAN_ARGS   (--pipette-framework=torchtitan)
 #
 #SBATCH --job-name=pipette-example
 #SBATCH --nodes=4
