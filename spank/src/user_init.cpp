@@ -18,7 +18,10 @@ namespace pipette::spank {
 namespace {
 
 // The options in force for this step: the command line (callbacks, or the forwarded job
-// variables when the callbacks did not run) over PIPETTE* variables over the site defaults.
+// variables when the callbacks did not run) over PIPETTE* variables over the site defaults. A
+// command line that contradicts the environment was refused at submission; should such a step
+// start anyway (the variable changed inside the batch script, or a submission path that
+// bypassed the plugin), it is not planned with either value.
 Settings resolve_settings(spank_t sp, const RemoteContext& context, std::string& error) {
   OptionValues command_line = command_line_options().values();
   error = remote_option_error();
@@ -27,6 +30,7 @@ Settings resolve_settings(spank_t sp, const RemoteContext& context, std::string&
     if (!command_line[option.id]) command_line[option.id] = forwarded[option.id];
   }
   const OptionValues environment = environment_options(sp, error);
+  if (error.empty()) error = find_conflict(command_line, environment);
   return merge(command_line, environment, site_defaults(context.site));
 }
 
