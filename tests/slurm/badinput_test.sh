@@ -19,9 +19,11 @@ long_model=$(head -c 100000 /dev/zero | tr '\0' m)
 PIPETTE_MODEL=$long_model expect_unplanned long-model "unknown model preset" "${job_args[@]}" --pipette-batch=256 --pipette-seq=4096
 
 # Out-of-range values.
-refused huge-batch "--pipette-batch: invalid value '1099511627777'" -- --pipette --pipette-batch=1099511627777
+refused huge-batch "--pipette-batch: invalid value '16777217' (expected a positive number of sequences, at most 16777216)" \
+  -- --pipette --pipette-batch=16777217
 refused negative-seq "--pipette-seq: invalid value '-4096'" -- --pipette --pipette-seq=-4096
-expect_unplanned huge-seq "" "${job_args[@]}" --pipette-model=llama2-7b --pipette-batch=256 --pipette-seq=2147483647
+refused huge-seq "--pipette-seq: invalid value '2147483647' (expected a positive number of tokens, at most 16777216)" \
+  -- --pipette --pipette-seq=2147483647
 
 # Non-finite values in the cache the site file names.
 printf 'pipette_link_cache: 1\nnodes: {}\npairs:\n  n1 n2: {measured_at: 2026-01-01T00:00:00Z, bandwidth_gb_per_s: .inf, latency_us: 5}\n' \

@@ -14,12 +14,12 @@ for tool in sbatch salloc srun; do
 done
 
 refused bad-mode "pipette: --pipette: invalid value 'fast' (expected auto, plan or off)" -- --pipette=fast
-refused zero-batch "pipette: --pipette-batch: invalid value '0' (expected a positive number of sequences)" \
+refused zero-batch "pipette: --pipette-batch: invalid value '0' (expected a positive number of sequences, at most 16777216)" \
   -- --pipette --pipette-batch=0
-refused bad-seq "pipette: --pipette-seq: invalid value '4k' (expected a positive number of tokens)" \
+refused bad-seq "pipette: --pipette-seq: invalid value '4k' (expected a positive number of tokens, at most 16777216)" \
   -- --pipette --pipette-seq=4k
 refused empty-model "pipette: --pipette-model: invalid value ''" -- --pipette --pipette-model=
-refused bad-env "pipette: PIPETTE_BATCH: invalid value 'many' (expected a positive number of sequences)" \
+refused bad-env "pipette: PIPETTE_BATCH: invalid value 'many' (expected a positive number of sequences, at most 16777216)" \
   PIPETTE_BATCH=many -- --pipette
 refused bad-env-strict "pipette: PIPETTE_STRICT: invalid value 'maybe'" PIPETTE_STRICT=maybe -- --pipette
 refused cli-env-conflict \
@@ -40,7 +40,7 @@ refused issue-mode-conflict "pipette: --pipette=auto conflicts with PIPETTE=off 
   PIPETTE=off -- --pipette=auto
 # No --pipette* option at all: nothing but the environment asks for Pipette or is invalid.
 for tool in sbatch salloc srun; do
-  refused_by "$tool" "$tool-env-only-seq" "pipette: PIPETTE_SEQ: invalid value 'abc' (expected a positive number of tokens)" \
+  refused_by "$tool" "$tool-env-only-seq" "pipette: PIPETTE_SEQ: invalid value 'abc' (expected a positive number of tokens, at most 16777216)" \
     PIPETTE=auto PIPETTE_SEQ=abc -- -N1
   expect_contains "$tool-env-only-seq: Slurm names the refusal" "Invalid argument (refused, see the pipette error above)" \
     "$work_dir/$tool-env-only-seq.out"

@@ -147,6 +147,19 @@ class StrictReader {
 
 constexpr double kAny = std::numeric_limits<double>::max();
 
+// The site file sets how much work planning does on every node at every job start, so the
+// knobs that multiply it are bounded a margin above what any site needs:
+//  - search.top_k ≤ 100 and search.placement_candidates ≤ 64: each kept candidate may get its own
+//    placement search; the defaults are 5 and 8;
+//  - placement.max_moves ≤ 10^7: 50× the default, whose 200,000 moves already take about 6 s on a
+//    1024-node cluster with a full link cache (bench/RESULTS.md, user_init);
+//  - defaults.global_batch ≤ kMaxGlobalBatchSequences and defaults.sequence_length ≤ 2^24
+//    tokens, the same limits as --pipette-batch and --pipette-seq.
+constexpr long long kMaxTopK = 100;
+constexpr long long kMaxPlacementCandidates = 64;
+constexpr long long kMaxPlacementMoves = 10'000'000;
+constexpr long long kMaxSequenceLength = 1 << 24;
+
 // One GPU in `gpus:`: a catalog name with some fields replaced, or a new GPU with every field.
 std::optional<Error> read_gpu(const StrictReader& reader, const YAML::Node& node, const std::string& key, GpuSpec& gpu) {
   std::string name;
@@ -241,8 +254,8 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
        {"gpus", gpus_reader},
        {"model_dirs", reader.string_list(site.model_dirs)},
        {"defaults", section({{"model", reader.string(site.defaults.model)},
-                             {"global_batch", reader.integer(site.defaults.global_batch_sequences, 1, 1LL << 40)},
-                             {"sequence_length", reader.integer(site.defaults.sequence_length, 1, 1 << 24)},
+                             {"global_batch", reader.integer(site.defaults.global_batch_sequences, 1, kMaxGlobalBatchSequences)},
+                             {"sequence_length", reader.integer(site.defaults.sequence_length, 1, kMaxSequenceLength)},
                              {"fixed", fixed_reader},
                              {"precision", reader.choice(site.defaults.precision, {{"bf16", Precision::bf16},
                                                                                {"fp16", Precision::fp16},
@@ -266,10 +279,10 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
                            {"nccl_buffer_mib_per_communicator", reader.number(nccl_mib, 0, 1e6)},
                            {"allocator_fragmentation_fraction",
                             reader.number(search.overheads.allocator_fragmentation_fraction, 0, 1)}})},
-       {"search", section({{"top_k", reader.integer(search.top_k, 1, 1000)},
+       {"search", section({{"top_k", reader.integer(search.top_k, 1, kMaxTopK)},
                            {"optimize_placement", reader.boolean(search.optimize_placement)},
-                           {"placement_candidates", reader.integer(search.placement_candidates, 1, 1000)}})},
-       {"placement", section({{"max_moves", reader.integer(search.placement.max_moves, 0, 1LL << 40)},
+                           {"placement_candidates", reader.integer(search.placement_candidates, 1, kMaxPlacementCandidates)}})},
+       {"placement", section({{"max_moves", reader.integer(search.placement.max_moves, 0, kMaxPlacementMoves)},
                               {"seed", seed_reader},
                               {"exact_up_to_nodes", reader.integer(search.placement.exact_up_to_nodes, 0, 16)}})}});
   if (problem) return problem;
