@@ -1,11 +1,13 @@
 // slurmstepd, as the job user, once per node and step before any task forks: decide whether
 // Pipette runs, gather the step's layout, plan, export the step-wide variables and precompute
 // every local task's variables for task_init. A user's model file is read here, with the user's
-// rights. Never returns -1: in a batch step that drains the node and the job still "succeeds".
+// rights, in a child process bounded by the site's planning budget (bounded_planning.hpp).
+// Never returns -1: in a batch step that drains the node and the job still "succeeds".
 #include <chrono>
 #include <cstdlib>
 #include <optional>
 
+#include "bounded_planning.hpp"
 #include "contexts.hpp"
 #include "pipette/topology/version.hpp"
 #include "remote_context.hpp"
@@ -139,7 +141,7 @@ int remote_user_init(spank_t sp) {
   StepPlanResult result;
   const auto start = std::chrono::steady_clock::now();
   if (error.empty()) {
-    result = plan_step(request, context.site);
+    result = plan_step_within_budget(request, context.site);
     error = result.error;
   }
   if (!error.empty()) {

@@ -88,6 +88,8 @@ TEST(SiteConfig, ErrorsNameFileLineKeyAndFix) {
       {"memory: 3\n", "s.yaml:1: key 'memory' must be a mapping of keys (safety_margin_gib,"},
       {"links:\n  fresh_for_hours: -1\n", "s.yaml:2: key 'links.fresh_for_hours' must be a number of at least 0 (got '-1')"},
       {"search:\n  top_k: 0\n", "key 'search.top_k' must be an integer from 1 to 100 (got '0')"},
+      {"planning:\n  time_limit_seconds: 51\n", "key 'planning.time_limit_seconds' must be a number from 1 to 50 (got '51')"},
+      {"planning:\n  memory_limit_mib: 32\n", "key 'planning.memory_limit_mib' must be a number from 64 to 1048576 (got '32')"},
       {"search:\n  placement_candidates: 65\n", "key 'search.placement_candidates' must be an integer from 1 to 64 (got '65')"},
       {"placement:\n  max_moves: 10000001\n", "key 'placement.max_moves' must be an integer from 0 to 10000000 (got '10000001')"},
       {"defaults:\n  global_batch: 16777217\n", "key 'defaults.global_batch' must be an integer from 1 to 16777216 (got '16777217')"},

@@ -159,6 +159,13 @@ constexpr long long kMaxTopK = 100;
 constexpr long long kMaxPlacementCandidates = 64;
 constexpr long long kMaxPlacementMoves = 10'000'000;
 constexpr long long kMaxSequenceLength = 1 << 24;
+// planning.time_limit_seconds ≤ 50: while a step plans, slurmstepd cannot act on scancel (see
+// PlanningBudget), and Slurm's UnkillableStepTimeout (default 60 s) drains a node whose step
+// outlives it.
+// planning.memory_limit_mib ≥ 64: below that even a 4-node plan fails.
+constexpr double kMaxPlanningSeconds = 50;
+constexpr double kMinPlanningMib = 64;
+constexpr double kMaxPlanningMib = 1 << 20;
 
 // One GPU in `gpus:`: a catalog name with some fields replaced, or a new GPU with every field.
 std::optional<Error> read_gpu(const StrictReader& reader, const YAML::Node& node, const std::string& key, GpuSpec& gpu) {
@@ -206,6 +213,7 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
   double margin_gib = search.memory_safety_margin_bytes / units::gibibyte;
   double context_gib = search.overheads.cuda_context_bytes / units::gibibyte;
   double nccl_mib = search.overheads.nccl_buffer_bytes_per_communicator / units::mebibyte;
+  double planning_mib = site.planning.memory_limit_bytes / units::mebibyte;
 
   auto gpus_reader = [&](const YAML::Node& value, const std::string& key) -> std::optional<Error> {
     if (!value.IsSequence()) return reader.error(value, key, "must be a list of GPU descriptions (- name: ...)");
@@ -282,6 +290,8 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
        {"search", section({{"top_k", reader.integer(search.top_k, 1, kMaxTopK)},
                            {"optimize_placement", reader.boolean(search.optimize_placement)},
                            {"placement_candidates", reader.integer(search.placement_candidates, 1, kMaxPlacementCandidates)}})},
+       {"planning", section({{"time_limit_seconds", reader.number(site.planning.time_limit_seconds, 1, kMaxPlanningSeconds)},
+                             {"memory_limit_mib", reader.number(planning_mib, kMinPlanningMib, kMaxPlanningMib)}})},
        {"placement", section({{"max_moves", reader.integer(search.placement.max_moves, 0, kMaxPlacementMoves)},
                               {"seed", seed_reader},
                               {"exact_up_to_nodes", reader.integer(search.placement.exact_up_to_nodes, 0, 16)}})}});
@@ -295,6 +305,7 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
   search.memory_safety_margin_bytes = margin_gib * units::gibibyte;
   search.overheads.cuda_context_bytes = context_gib * units::gibibyte;
   search.overheads.nccl_buffer_bytes_per_communicator = nccl_mib * units::mebibyte;
+  site.planning.memory_limit_bytes = planning_mib * units::mebibyte;
   return std::nullopt;
 }
 
