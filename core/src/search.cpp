@@ -137,6 +137,7 @@ std::vector<int> virtual_stage_options(const SearchSpace& space, int pp, int mic
 // Layer splits to try for pp stages: the balanced one, and (plain 1F1B only) one that also counts
 // the LM head as the layers' worth of work it is, so the last stage takes fewer layers.
 std::vector<std::vector<int>> layer_splits(const SearchSpace& space, int pp) {
+  if (static_cast<int>(space.fixed.layers_per_stage.size()) == pp) return {space.fixed.layers_per_stage};
   std::vector<std::vector<int>> splits{balanced_layers_per_stage(space.model.num_layers, pp)};
   if (pp == 1) return splits;
   const double head_flops = 2.0 * space.model.hidden_size * space.model.vocab_size;
@@ -343,6 +344,15 @@ void rank_close_calls_by_simulation(const ModelSpec& model, const TrainingSpec& 
 std::string check_inputs(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster) {
   for (const std::string& problem : {validate(model), validate(training), validate(cluster)}) {
     if (!problem.empty()) return problem;
+  }
+  const std::vector<int>& split = training.fixed.layers_per_stage;
+  if (!split.empty()) {
+    const bool positive = std::all_of(split.begin(), split.end(), [](int layers) { return layers > 0; });
+    const std::int64_t total = std::accumulate(split.begin(), split.end(), std::int64_t{0});
+    if (!positive || total != model.num_layers || !training.fixed.pp || *training.fixed.pp != static_cast<int>(split.size())) {
+      return "the fixed split of " + std::to_string(split.size()) + " stages does not fit " + std::to_string(model.num_layers) +
+             " layers on pp=" + (training.fixed.pp ? std::to_string(*training.fixed.pp) : std::string("(not fixed)"));
+    }
   }
   if (peak_flop_per_second(cluster.gpu, training.precision) <= 0) {
     return std::string("GPU ") + cluster.gpu.name + " has no " + to_string(training.precision) +

@@ -5,6 +5,7 @@
 
 #include "pipette/core/units.hpp"
 #include "pipette/topology/job_planner.hpp"
+#include "layout_record.hpp"
 #include "step_environment.hpp"
 
 namespace pipette::spank {
@@ -44,6 +45,7 @@ StepPlanResult plan_step(const StepRequest& request, const SiteConfig& site) {
   job.global_batch = request.settings.global_batch.value_or(0);
   job.sequence_length = request.settings.sequence_length.value_or(0);
   job.fixed = request.settings.fix;
+  job.fixed_layers_per_stage = request.fixed_layers_per_stage;
   job.node_names = request.layout.node_names;
   job.gpus_per_node = request.layout.gpus_per_node;
   job.reference_time_unix_seconds = request.reference_time_unix_seconds > 0
@@ -78,6 +80,7 @@ StepPlanResult plan_step(const StepRequest& request, const SiteConfig& site) {
     }
   }
   result.plan.summary = summary_of(plan, hash);
+  result.plan.layout_record = format_layout_record(layout_of(plan, hash));
   return result;
 }
 

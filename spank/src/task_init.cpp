@@ -4,6 +4,8 @@
 // (FAILED 1:0) and leaves the node in service.
 #include <unistd.h>
 
+#include <string>
+
 #include "contexts.hpp"
 #include "remote_context.hpp"
 
@@ -36,6 +38,14 @@ int remote_task_init(spank_t sp) {
   }
   for (const auto& [name, value] : context.task_environment[static_cast<std::size_t>(local_task)]) {
     spank_setenv(sp, name.c_str(), value.c_str(), 1);
+  }
+  // Slurm sets each task's own CUDA_VISIBLE_DEVICES (per-task GPU binding) before task_init.
+  if (context.one_task_per_gpu) {
+    char devices[4096] = "";
+    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", devices, sizeof devices) == ESPANK_SUCCESS) {
+      const std::string local_rank = std::to_string(visible_local_rank(local_task, context.step_devices, devices));
+      spank_setenv(sp, "LOCAL_RANK", local_rank.c_str(), 1);
+    }
   }
   return 0;
 }

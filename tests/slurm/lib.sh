@@ -19,6 +19,9 @@ fi
 
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/pipette-$test_name.XXXXXX")
 chmod 0755 "$work_dir"
+# Jobs are submitted from here: it is their SLURM_SUBMIT_DIR, where a planned job records its
+# layout for a restart (.pipette-layout-<job id>).
+cd "$work_dir" || exit 1
 export PIPETTE_SLURM_DIR="$work_dir/cluster"
 export SLURM_CONF="$PIPETTE_SLURM_DIR/etc/slurm.conf"
 # The submitting environment must not leak into the jobs the tests submit.

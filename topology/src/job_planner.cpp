@@ -63,6 +63,7 @@ Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& sit
     auto fixed = parse_fixed_knobs(request.fixed.empty() ? site.defaults.fixed : request.fixed);
     if (!fixed) return fixed.error();
     training.fixed = *fixed;
+    training.fixed.layers_per_stage = request.fixed_layers_per_stage;
     if (const std::string problem = validate(training); !problem.empty()) return Error{problem};
 
     std::vector<std::string> model_dirs = request.model_dirs;

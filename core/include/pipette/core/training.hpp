@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace pipette {
 
@@ -19,6 +20,9 @@ struct FixedKnobs {
   std::optional<RecomputeMode> recompute;
   std::optional<bool> sequence_parallel;
   std::optional<bool> distributed_optimizer;
+  // Layers of each pipeline stage; empty: the search chooses. Used with pp fixed to as many
+  // stages (a restarted job keeps its first start's split, so its checkpoint loads).
+  std::vector<int> layers_per_stage;
 };
 
 struct TrainingSpec {
