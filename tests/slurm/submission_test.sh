@@ -57,6 +57,15 @@ PIPETTE_BATCH=512 sbatch -N1 "$work_dir/sbatch-lines.sh" >"$work_dir/sbatch-line
 expect_contains "#SBATCH line conflict: message" "--pipette-batch=256 conflicts with PIPETTE_BATCH=512" "$work_dir/sbatch-lines.out"
 expect_eq "#SBATCH line conflict: nothing queued" "$before" "$(scontrol -o show jobs | grep -c JobId)"
 
+# Inside a job, srun inherits the job's options: a changed variable or another value refuses it.
+run_batch inner-srun --pipette=off --pipette-batch=256 --wrap \
+  'PIPETTE_BATCH=512 srun -N1 true; echo "variable $?"; srun --pipette-batch=512 -N1 true; echo "option $?"'
+expect_contains "inner srun: a changed PIPETTE_BATCH refuses it" "variable 1" "$work_dir/inner-srun.out"
+expect_contains "inner srun: the reason" "--pipette-batch=256 conflicts with PIPETTE_BATCH=512" "$work_dir/inner-srun.err"
+expect_contains "inner srun: another --pipette-batch refuses it" "option 255" "$work_dir/inner-srun.out"
+expect_contains "inner srun: the reason" "--pipette-batch given twice with different values ('256' and '512')" \
+  "$work_dir/inner-srun.err"
+
 # The same value twice (Slurm itself may call an option's callback twice) and agreeing sources run.
 run_batch same-twice --pipette=off --pipette=off --wrap true
 expect_eq "--pipette=off twice runs" 0 "$batch_status"
