@@ -161,6 +161,20 @@ fi
 scancel "$requeued" 2>/dev/null
 for _ in $(seq 1 100); do [ -z "$(squeue -h -j "$requeued" 2>/dev/null)" ] && break; sleep 0.2; done
 
+# A corrupt record is never taken for a layout: the job runs unplanned and says which file to delete.
+corrupt=$(sbatch --parsable --hold -o "$work_dir/corrupt.out" -e "$work_dir/corrupt.err" "${job_args[@]}" --pipette=auto \
+  "${model_args[@]}" "$rank_job" "$work_dir/corrupt")
+printf 'pipette_layout: 1\nfix: tp=3\n' >"$work_dir/.pipette-layout-$corrupt"
+scontrol release "$corrupt"
+for _ in $(seq 1 600); do
+  case "$(job_field "$corrupt" JobState)" in PENDING | CONFIGURING | RUNNING | COMPLETING) sleep 0.1 ;; *) break ;; esac
+done
+expect_eq "corrupt record: the job ran unplanned" "COMPLETED 0:0" "$(job_field "$corrupt" JobState) $(job_field "$corrupt" ExitCode)"
+expect_contains "corrupt record: PIPETTE_STATUS names the file and the fix" \
+  "PIPETTE_STATUS=error:layout record $work_dir/.pipette-layout-$corrupt is corrupt (" "$work_dir/corrupt.batch-env"
+expect_contains "corrupt record: the reason in the job's stderr" "delete it to plan the job afresh" "$work_dir/corrupt.err"
+expect_eq "corrupt record: no task gets RANK" "-" "$(awk '{print $3}' "$work_dir/corrupt.tasks" | sort -u | tr -d '\n')"
+
 # Without Pipette nothing changes.
 run_batch off "${job_args[@]}" "$rank_job" "$work_dir/off"
 expect_eq "off: no PIPETTE_ variable" "" "$(cat "$work_dir/off.batch-env")"
