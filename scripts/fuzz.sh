@@ -29,7 +29,7 @@ targets=${FUZZ_TARGETS:-$all_targets}
 # Seed files of a target, referenced where they live (never copied into fuzz/).
 seed_files() {
   case "$1" in
-    site_config_fuzz | model_file_fuzz)
+    site_config_fuzz | model_file_fuzz | job_start_planner_fuzz)
       find etc tests/data -name '*.yaml' -type f 2>/dev/null ;;
     link_cache_fuzz)
       find fuzz/seeds/link_cache etc tests/data -name '*.yaml' -type f 2>/dev/null ;;
@@ -45,6 +45,8 @@ seed_files() {
 target_options() {
   case "$1" in
     hostlist_fuzz | fixed_knobs_fuzz | plugin_options_fuzz) echo "-max_len=1024" ;;
+    # The plugin's planning budget (site file `planning:`, defaults): 4096 MiB.
+    job_start_planner_fuzz) echo "-rss_limit_mb=4096" ;;
     *) echo "" ;;
   esac
 }
@@ -66,6 +68,7 @@ for target in $targets; do
     [ -n "$file" ] && ln -sf "$PWD/$file" "$seeds/$(echo "$file" | tr / _)"
   done < <(seed_files "$target")
   dictionary=fuzz/dictionaries/${target%_fuzz}.dict
+  [ "$target" = job_start_planner_fuzz ] && dictionary=fuzz/dictionaries/model_file.dict  # its input is a model file
   dictionary_option=()
   [ -f "$dictionary" ] && dictionary_option=(-dict="$dictionary")
 

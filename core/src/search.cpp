@@ -144,6 +144,7 @@ std::vector<int> virtual_stage_options(const SearchSpace& space, int pp, int mic
 // takes more than b. Where the site allows --pipeline-model-parallel-layout, also the best split
 // of any shape.
 std::vector<std::vector<int>> layer_splits(const SearchSpace& space, int pp) {
+  if (static_cast<int>(space.fixed.layers_per_stage.size()) == pp) return {space.fixed.layers_per_stage};
   const int num_layers = space.model.num_layers;
   std::vector<std::vector<int>> splits{balanced_layers_per_stage(num_layers, pp)};
   if (pp == 1) return splits;
@@ -376,6 +377,15 @@ void rank_close_calls_by_simulation(const ModelSpec& model, const TrainingSpec& 
 std::string check_inputs(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster) {
   for (const std::string& problem : {validate(model), validate(training), validate(cluster)}) {
     if (!problem.empty()) return problem;
+  }
+  const std::vector<int>& split = training.fixed.layers_per_stage;
+  if (!split.empty()) {
+    const bool positive = std::all_of(split.begin(), split.end(), [](int layers) { return layers > 0; });
+    const std::int64_t total = std::accumulate(split.begin(), split.end(), std::int64_t{0});
+    if (!positive || total != model.num_layers || !training.fixed.pp || *training.fixed.pp != static_cast<int>(split.size())) {
+      return "the fixed split of " + std::to_string(split.size()) + " stages does not fit " + std::to_string(model.num_layers) +
+             " layers on pp=" + (training.fixed.pp ? std::to_string(*training.fixed.pp) : std::string("(not fixed)"));
+    }
   }
   if (peak_flop_per_second(cluster.gpu, training.precision) <= 0) {
     return std::string("GPU ") + cluster.gpu.name + " has no " + to_string(training.precision) +

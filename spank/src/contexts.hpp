@@ -6,7 +6,6 @@
 namespace pipette::spank {
 
 int submission_init(spank_t sp, int argc, char** argv);      // submission.cpp (sbatch, salloc, srun)
-int submission_init_post_opt(spank_t sp);
 
 int remote_init(spank_t sp, int argc, char** argv);          // remote_init.cpp (slurmstepd, root)
 int remote_user_init(spank_t sp);                            // user_init.cpp (slurmstepd, job user)

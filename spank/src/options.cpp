@@ -1,9 +1,9 @@
 #include "options.hpp"
 
 #include <charconv>
-#include <limits>
 
 #include "pipette/core/result.hpp"
+#include "pipette/core/training.hpp"
 #include "pipette/topology/job_planner.hpp"
 
 namespace pipette::spank {
@@ -47,6 +47,8 @@ const OptionInfo& info(OptionId id) { return option_table()[static_cast<std::siz
 
 namespace {
 
+constexpr std::int64_t kMaxSequenceLengthTokens = std::int64_t{1} << 24;
+
 // A positive integer no larger than `max`, written in decimal without sign or suffix.
 std::optional<std::int64_t> parse_positive(std::string_view text, std::int64_t max) {
   std::int64_t value = 0;
@@ -75,12 +77,14 @@ Parsed parse_option_value(OptionId id, std::optional<std::string_view> raw, std:
     case OptionId::model:
       if (value.empty()) return invalid(source, value, "a preset name or a model file path");
       return {std::string(value), {}};
+    // The planner's own limits (core/training.hpp; sequences beyond 2^24 tokens are not trained,
+    // and the site file's defaults.sequence_length has the same bound), refused at submission.
     case OptionId::global_batch:
-      if (auto number = parse_positive(value, std::int64_t{1} << 40)) return {std::to_string(*number), {}};
-      return invalid(source, value, "a positive number of sequences");
+      if (auto number = parse_positive(value, kMaxGlobalBatchSequences)) return {std::to_string(*number), {}};
+      return invalid(source, value, "a positive number of sequences, at most " + std::to_string(kMaxGlobalBatchSequences));
     case OptionId::sequence_length:
-      if (auto number = parse_positive(value, std::numeric_limits<int>::max())) return {std::to_string(*number), {}};
-      return invalid(source, value, "a positive number of tokens");
+      if (auto number = parse_positive(value, kMaxSequenceLengthTokens)) return {std::to_string(*number), {}};
+      return invalid(source, value, "a positive number of tokens, at most " + std::to_string(kMaxSequenceLengthTokens));
     case OptionId::fix: {
       if (value.empty()) return invalid(source, value, "knob=value pairs such as tp=8,mbs=1");
       const Result<FixedKnobs> knobs = parse_fixed_knobs(value);

@@ -46,14 +46,6 @@ __attribute__((visibility("default"))) int slurm_spank_init(spank_t sp, int argc
   }
 }
 
-__attribute__((visibility("default"))) int slurm_spank_init_post_opt(spank_t sp, int, char**) noexcept {
-  switch (spank_context()) {
-    case S_CTX_ALLOCATOR:
-    case S_CTX_LOCAL: return guarded([&] { return submission_init_post_opt(sp); }, -1);
-    default: return 0;
-  }
-}
-
 __attribute__((visibility("default"))) int slurm_spank_user_init(spank_t sp, int, char**) noexcept {
   if (spank_context() != S_CTX_REMOTE) return 0;
   return guarded([&] { return remote_user_init(sp); }, 0);

@@ -9,7 +9,30 @@ namespace {
 constexpr std::uint16_t base_master_port = 29500;
 constexpr std::uint32_t master_port_span = 2000;
 
+std::vector<std::string_view> split_devices(std::string_view list) {
+  std::vector<std::string_view> devices;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    devices.push_back(list.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return devices;
+}
+
 }  // namespace
+
+int visible_local_rank(int local_task, std::string_view step_devices, std::string_view task_devices) {
+  const std::vector<std::string_view> visible = split_devices(task_devices);
+  if (visible.empty()) return local_task;
+  const std::vector<std::string_view> step = split_devices(step_devices);
+  if (local_task >= 0 && static_cast<std::size_t>(local_task) < step.size()) {
+    for (std::size_t index = 0; index < visible.size(); ++index) {
+      if (visible[index] == step[static_cast<std::size_t>(local_task)]) return static_cast<int>(index);
+    }
+  }
+  return local_task >= 0 && static_cast<std::size_t>(local_task) < visible.size() ? local_task : 0;
+}
 
 std::string join(const std::vector<int>& numbers) {
   std::string text;

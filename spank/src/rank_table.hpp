@@ -4,6 +4,7 @@
 // user_init, so that task_init (between fork and exec) only copies strings into the environment.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -50,5 +51,13 @@ EnvironmentList task_environment(const RankTable& table, const StepLayout& layou
                                  int local_task);
 
 std::string join(const std::vector<int>& numbers);
+
+// The LOCAL_RANK of task `local_task` of a one-task-per-GPU step: the position, among the devices
+// the task sees (its CUDA_VISIBLE_DEVICES), of the GPU it drives, which is entry `local_task` of
+// the devices the step has on this node (the step's CUDA_VISIBLE_DEVICES). With per-task binding
+// (--gpus-per-task=1, --gpu-bind=single:1) each task sees only its own GPU, so that is 0; when
+// every task sees the whole node it is `local_task` (SLURM_LOCALID). A task that sees no list,
+// or whose list lacks that GPU, keeps `local_task` if it sees that many devices, else 0.
+int visible_local_rank(int local_task, std::string_view step_devices, std::string_view task_devices);
 
 }  // namespace pipette::spank

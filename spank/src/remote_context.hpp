@@ -21,6 +21,8 @@ struct RemoteContext {
   bool strict = false;
   std::string error;               // why the step runs unplanned; empty when planned
   std::vector<EnvironmentList> task_environment;  // per local task id
+  bool one_task_per_gpu = false;   // LOCAL_RANK follows the devices each task sees (task_init)
+  std::string step_devices;        // the step's CUDA_VISIBLE_DEVICES on this node
 };
 
 RemoteContext& remote_context();

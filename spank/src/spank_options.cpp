@@ -11,13 +11,51 @@ namespace {
 OptionRecorder recorder;
 std::string first_remote_error;
 
+// Submission state (sbatch, salloc, srun): set by prepare_submission before any option callback.
+std::string submission_config_error;
+bool environment_refused = false;
+// What prepare_submission puts in the --pipette option's variable to have Slurm refuse the
+// submission; Slurm prints it: "Invalid argument (<marker>) for environment variable: ...".
+constexpr std::string_view refusal_marker = "refused, see the pipette error above";
+
+std::optional<std::string> local_getenv(const char* name) {
+  const char* value = std::getenv(name);
+  if (!value) return std::nullopt;
+  return std::string(value);
+}
+
+// Slurm's name for a forwarded option: the plugin name, then the option with '-' as '_'.
+std::string forwarded_variable(const OptionInfo& option) {
+  std::string name = std::string("SLURM_SPANK__SLURM_SPANK_OPTION_pipette_") + option.name;
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
+}
+
+// At submission, after the option's value was recorded: it must agree with its PIPETTE_*
+// variable, and asking for Pipette needs plugstack arguments it understands.
+std::string check_submitted_option(OptionId id) {
+  std::string error;
+  const OptionValues environment = read_environment(local_getenv, error);
+  if (!error.empty()) return error;
+  OptionValues given;
+  given[id] = recorder.values()[id];
+  if (std::string conflict = find_conflict(given, environment); !conflict.empty()) return conflict;
+  if (id == OptionId::mode && given[id] != "off") return submission_config_error;
+  return {};
+}
+
 int option_callback(int val, const char* optarg, int remote) noexcept {
   try {
     if (val < 0 || val >= static_cast<int>(option_count)) return remote ? 0 : -1;
     const OptionId id = static_cast<OptionId>(val);
+    // prepare_submission already logged why.
+    if (!remote && environment_refused && optarg && optarg == refusal_marker) return -1;
     std::optional<std::string_view> value;
     if (optarg) value = optarg;
-    const std::string error = recorder.record(id, value, std::string("--") + info(id).name);
+    std::string error = recorder.record(id, value, std::string("--") + info(id).name);
+    if (error.empty() && !remote) error = check_submitted_option(id);
     if (error.empty()) return 0;
     if (remote) {
       if (first_remote_error.empty()) first_remote_error = error;
@@ -39,15 +77,6 @@ std::optional<std::string> remote_getenv(spank_t sp, const char* name) {
     buffer.resize(buffer.size() * 4);
   }
   return std::nullopt;
-}
-
-// Slurm's name for a forwarded option: the plugin name, then the option with '-' as '_'.
-std::string forwarded_variable(const OptionInfo& option) {
-  std::string name = std::string("SLURM_SPANK__SLURM_SPANK_OPTION_pipette_") + option.name;
-  for (char& c : name) {
-    if (c == '-') c = '_';
-  }
-  return name;
 }
 
 }  // namespace
@@ -74,9 +103,7 @@ std::string register_options(spank_t sp) {
 
 std::optional<std::string> read_variable(spank_t sp, const char* name) {
   if (spank_remote(sp)) return remote_getenv(sp, name);
-  const char* value = std::getenv(name);
-  if (!value) return std::nullopt;
-  return std::string(value);
+  return local_getenv(name);
 }
 
 const OptionRecorder& command_line_options() { return recorder; }
@@ -102,18 +129,19 @@ OptionValues forwarded_options(spank_t sp, std::string& error) {
   return values;
 }
 
-int validate_submission(spank_t sp, const std::string& config_error) {
+void prepare_submission(const std::string& config_error) {
+  submission_config_error = config_error;
   std::string error;
-  const OptionValues environment = environment_options(sp, error);
-  if (error.empty()) error = find_conflict(command_line_options().values(), environment);
-  if (error.empty() && !config_error.empty()) {
-    const OptionValues& cli = command_line_options().values();
-    const bool requested = cli[OptionId::mode].value_or(environment[OptionId::mode].value_or("off")) != "off";
-    if (requested) error = config_error;
-  }
-  if (error.empty()) return 0;
+  const OptionValues environment = read_environment(local_getenv, error);
+  if (error.empty() && environment[OptionId::mode].value_or("off") != "off") error = config_error;
+  if (error.empty()) return;
   slurm_error("pipette: %s", error.c_str());
-  return -1;
+  environment_refused = true;
+  const std::string variable = forwarded_variable(info(OptionId::mode));
+  if (setenv(variable.c_str(), std::string(refusal_marker).c_str(), 1) != 0) {
+    slurm_error("pipette: cannot set %s, so the submission is not refused; the job will run unplanned",
+                variable.c_str());
+  }
 }
 
 }  // namespace pipette::spank

@@ -29,9 +29,21 @@ OptionValues environment_options(spank_t sp, std::string& error);
 // side reads them here as well; values agree with the callbacks' when both are present.
 OptionValues forwarded_options(spank_t sp, std::string& error);
 
-// The shared submission check of sbatch/salloc and srun: invalid values and command line vs
-// environment conflicts are rejected (returns -1 after slurm_error), `site_error` only matters
-// when the user asked for Pipette.
-int validate_submission(spank_t sp, const std::string& config_error);
+// The submission check of sbatch, salloc and srun. In Slurm 22.05 the return value of every
+// SPANK callback of an `optional` plugin (the Debian package's, and the usual way to load one) is
+// ignored (src/common/plugstack.c, _do_call_stack), except an option callback's: a non-zero
+// return there makes sbatch, salloc and srun exit before anything is queued
+// (src/common/slurm_opt.c → spank_process_option; src/*/opt.c _opt_env →
+// spank_process_env_options), `optional` or `required`. So every refusal happens in an option
+// callback:
+//  - a --pipette* option whose value is invalid, given twice with different values, that
+//    contradicts its PIPETTE_* variable, or (--pipette other than off) while plugstack.conf's
+//    arguments are wrong;
+//  - an invalid PIPETTE_* variable (or PIPETTE other than off with wrong plugstack arguments),
+//    which no option callback would otherwise see: prepare_submission, run from slurm_spank_init
+//    before Slurm reads options, logs it and sets the `--pipette` option's own environment
+//    variable (spank(8): options may be given as SLURM_SPANK__SLURM_SPANK_OPTION_<plugin>_<name>,
+//    read before the command line) to a marker whose callback refuses.
+void prepare_submission(const std::string& config_error);
 
 }  // namespace pipette::spank

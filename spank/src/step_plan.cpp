@@ -5,6 +5,7 @@
 
 #include "pipette/core/units.hpp"
 #include "pipette/topology/job_planner.hpp"
+#include "layout_record.hpp"
 #include "step_environment.hpp"
 
 namespace pipette::spank {
@@ -45,6 +46,7 @@ StepPlanResult plan_step(const StepRequest& request, const SiteConfig& site) {
   job.sequence_length = request.settings.sequence_length.value_or(0);
   job.fixed = request.settings.fix;
   job.framework = request.settings.framework;
+  job.fixed_layers_per_stage = request.fixed_layers_per_stage;
   job.node_names = request.layout.node_names;
   job.gpus_per_node = request.layout.gpus_per_node;
   job.reference_time_unix_seconds = request.reference_time_unix_seconds > 0
@@ -79,6 +81,7 @@ StepPlanResult plan_step(const StepRequest& request, const SiteConfig& site) {
     }
   }
   result.plan.summary = summary_of(plan, hash);
+  result.plan.layout_record = format_layout_record(layout_of(plan, hash));
   return result;
 }
 

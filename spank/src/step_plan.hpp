@@ -22,12 +22,15 @@ struct StepRequest {
   // job-wide time: plan_step uses the current UTC day, which every node of a step agrees on
   // unless the step starts within clock skew of midnight. A value > 0 overrides it.
   std::int64_t reference_time_unix_seconds = 0;
+  // A restart's recorded split (layout_record.hpp); empty: the search chooses.
+  std::vector<int> fixed_layers_per_stage;
 };
 
 struct StepPlan {
   EnvironmentList step_environment;               // PIPETTE_*
   std::vector<EnvironmentList> task_environment;  // per local task; empty unless tasks are remapped
   std::string summary;                            // one line for the log
+  std::string layout_record;                      // format_layout_record of the plan
 };
 
 struct StepPlanResult {

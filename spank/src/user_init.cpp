@@ -1,12 +1,15 @@
 // slurmstepd, as the job user, once per node and step before any task forks: decide whether
 // Pipette runs, gather the step's layout, plan, export the step-wide variables and precompute
 // every local task's variables for task_init. A user's model file is read here, with the user's
-// rights. Never returns -1: in a batch step that drains the node and the job still "succeeds".
+// rights, in a child process bounded by the site's planning budget (bounded_planning.hpp).
+// Never returns -1: in a batch step that drains the node and the job still "succeeds".
 #include <chrono>
 #include <cstdlib>
 #include <optional>
 
+#include "bounded_planning.hpp"
 #include "contexts.hpp"
+#include "layout_record.hpp"
 #include "pipette/topology/version.hpp"
 #include "remote_context.hpp"
 #include "spank_options.hpp"
@@ -18,7 +21,10 @@ namespace pipette::spank {
 namespace {
 
 // The options in force for this step: the command line (callbacks, or the forwarded job
-// variables when the callbacks did not run) over PIPETTE* variables over the site defaults.
+// variables when the callbacks did not run) over PIPETTE* variables over the site defaults. A
+// command line that contradicts the environment was refused at submission; should such a step
+// start anyway (the variable changed inside the batch script, or a submission path that
+// bypassed the plugin), it is not planned with either value.
 Settings resolve_settings(spank_t sp, const RemoteContext& context, std::string& error) {
   OptionValues command_line = command_line_options().values();
   error = remote_option_error();
@@ -27,6 +33,7 @@ Settings resolve_settings(spank_t sp, const RemoteContext& context, std::string&
     if (!command_line[option.id]) command_line[option.id] = forwarded[option.id];
   }
   const OptionValues environment = environment_options(sp, error);
+  if (error.empty()) error = find_conflict(command_line, environment);
   return merge(command_line, environment, site_defaults(context.site));
 }
 
@@ -113,6 +120,50 @@ void export_failure(spank_t sp, RemoteContext& context) {
   spank_setenv(sp, "PIPETTE_STATUS", status.c_str(), 1);
 }
 
+// The layout recorded for this job (layout_record.hpp).
+struct JobRecord {
+  std::string path;       // "" when the job has no SLURM_SUBMIT_DIR
+  bool applied = false;   // a record was found and fixes this step's layout
+};
+
+// Every step of a job whose layout is recorded plans with the recorded knobs and split (the
+// user's --pipette-fix knobs winning), if it has the recorded number of GPUs: in a requeued or
+// restarted job that is its first start's layout. Slurm 22.05 shows no restart count to a batch
+// step's user_init (SLURM_RESTART_COUNT is set only in the task's environment, and
+// S_SLURM_RESTART_COUNT is always 0), so the record's existence is what tells. Returns an
+// error when a record exists but cannot be used.
+std::string apply_recorded_layout(spank_t sp, StepRequest& request, JobRecord& record) {
+  const std::optional<std::string> directory = read_variable(sp, "SLURM_SUBMIT_DIR");
+  if (!directory || directory->empty()) return {};
+  record.path = layout_record_path(*directory, request.job_id);
+  const ReadLayout read = read_layout_record(record.path);
+  if (!read.error.empty()) return read.error;
+  if (!read.found) return {};
+  // A step of another size (e.g. an srun on some of the nodes) plans on its own.
+  const int gpus = static_cast<int>(request.layout.node_names.size()) * request.layout.gpus_per_node;
+  if (request.layout.gpus_per_node > 0 && gpus != read.layout.gpus) return {};
+  const Result<RestartKnobs> knobs = restart_knobs(read.layout, request.settings.fix);
+  if (!knobs) return record.path + ": " + knobs.error().message;
+  request.settings.fix = knobs->fix;
+  request.fixed_layers_per_stage = knobs->layers_per_stage;
+  record.applied = true;
+  if (request.node_index == 0) {
+    const std::string step = request.step_id == SLURM_BATCH_SCRIPT ? "batch" : std::to_string(request.step_id);
+    slurm_info("pipette: job %u step %s keeps the layout recorded in %s (plan %s): %s", request.job_id, step.c_str(),
+               record.path.c_str(), read.layout.plan_hash.c_str(), knobs->fix.c_str());
+  }
+  return {};
+}
+
+// The first planned step of a job records its layout, on its first node; a record already there
+// stays (link() is atomic: the first writer wins). A failure costs only a restart's stability.
+void record_layout(const StepRequest& request, const JobRecord& record, const StepPlan& plan) {
+  if (request.node_index != 0 || record.path.empty() || record.applied) return;
+  const Result<RecordedLayout> layout = parse_layout_record(plan.layout_record, record.path);
+  const std::string error = layout ? write_layout_record(record.path, *layout) : layout.error().message;
+  if (!error.empty()) slurm_error("pipette: %s; if this job is requeued it is planned afresh", error.c_str());
+}
+
 }  // namespace
 
 int remote_user_init(spank_t sp) {
@@ -132,10 +183,12 @@ int remote_user_init(spank_t sp) {
   context.strict = request.settings.strict;
   if (error.empty()) error = context.setup_error;
   if (error.empty()) error = describe_step(sp, batch_step, request);
+  JobRecord record;
+  if (error.empty()) error = apply_recorded_layout(sp, request, record);
   StepPlanResult result;
   const auto start = std::chrono::steady_clock::now();
   if (error.empty()) {
-    result = plan_step(request, context.site);
+    result = plan_step_within_budget(request, context.site);
     error = result.error;
   }
   if (!error.empty()) {
@@ -143,9 +196,14 @@ int remote_user_init(spank_t sp) {
     export_failure(sp, context);
     return 0;
   }
+  record_layout(request, record, result.plan);
   for (const auto& [name, value] : result.plan.step_environment) spank_setenv(sp, name.c_str(), value.c_str(), 1);
   context.per_task = !batch_step && request.settings.mode == Mode::auto_remap;
-  if (context.per_task) context.task_environment = std::move(result.plan.task_environment);
+  if (context.per_task) {
+    context.task_environment = std::move(result.plan.task_environment);
+    context.one_task_per_gpu = request.layout.tasks_per_node > 1;
+    context.step_devices = read_variable(sp, "CUDA_VISIBLE_DEVICES").value_or("");
+  }
   const double elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const std::string step = batch_step ? "batch" : std::to_string(step_id);

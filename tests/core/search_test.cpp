@@ -156,6 +156,23 @@ TEST(Search, FixedKnobsAreKept) {
   }
 }
 
+// A restarted job fixes its first start's split (spank/src/layout_record.hpp): kept exactly, or
+// an error when it cannot describe this model on the fixed pp, never another split.
+TEST(Search, AFixedSplitIsKeptOrRefused) {
+  TrainingSpec training = training_of(256, 4096);
+  training.fixed.pp = 4;
+  training.fixed.layers_per_stage = {21, 20, 20, 19};
+  const Result<SearchResult> result = search_plans(llama3_70b(), training, uniform_cluster(8, 8), quick_options());
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  for (const Plan& plan : result->plans) EXPECT_EQ(plan.config.layers_per_stage, training.fixed.layers_per_stage);
+  for (const std::vector<int>& bad : {std::vector<int>{21, 20, 20, 20}, std::vector<int>{40, 40}, std::vector<int>{80, 0, 0, 0}}) {
+    training.fixed.layers_per_stage = bad;
+    const Result<SearchResult> refused = search_plans(llama3_70b(), training, uniform_cluster(8, 8), quick_options());
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find("does not fit 80 layers on pp=4"), std::string::npos) << refused.error().message;
+  }
+}
+
 TEST(Search, TensorParallelMustDivideHeads) {
   ModelSpec model = llama_like(24, 1536, 12, 12, 4096);
   const Result<SearchResult> result = search_plans(model, training_of(64, 2048), uniform_cluster(1, 8), quick_options());

@@ -27,6 +27,35 @@ check_case() {
 }
 
 check_case unknown-preset "no-such-model" --pipette-model=no-such-model --pipette-batch=256 --pipette-seq=4096
+
+# --pipette-strict fails the job in every launch shape (issue 19: with the plugin loaded
+# `optional`, Slurm ignores task_init's -1 and such jobs ended COMPLETED 0:0).
+strict_args=(--pipette --pipette-strict --pipette-model=no-such-model --pipette-batch=256 --pipette-seq=4096)
+strict_reason="pipette: cannot plan the job step, failing it (--pipette-strict): unknown model preset 'no-such-model'"
+job_named() {  # job_named NAME: the id of the job called NAME
+  scontrol -o show jobs | tr ' ' '\n' | awk -v name="JobName=$1" '/^JobId=/ {id = substr($0, 7)} $0 == name {print id}'
+}
+expect_failed_job() {  # expect_failed_job WHAT JOB_ID STDERR_FILE
+  expect_eq "$1: job FAILED 1:0" "FAILED 1:0" "$(job_field "$2" JobState) $(job_field "$2" ExitCode)"
+  expect_contains "$1: the reason in its stderr" "$strict_reason" "$3"
+}
+run_batch strict-wrap -N2 --ntasks-per-node=8 --gres=gpu:8 "${strict_args[@]}" --wrap "touch $work_dir/strict-wrap.ran"
+expect_failed_job "--wrap" "$job_id" "$work_dir/strict-wrap.err"
+[ -e "$work_dir/strict-wrap.ran" ] && fail "--wrap: the command ran" || pass "--wrap: the command never ran"
+printf '#!/bin/bash\ntouch %s\n' "$work_dir/strict-script.ran" >"$work_dir/no-srun.sh"
+run_batch strict-script -N2 --ntasks-per-node=8 --gres=gpu:8 "${strict_args[@]}" "$work_dir/no-srun.sh"
+expect_failed_job "batch script without srun" "$job_id" "$work_dir/strict-script.err"
+[ -e "$work_dir/strict-script.ran" ] && fail "batch script without srun: it ran" || pass "batch script without srun: it never ran"
+srun -J strict-srun -N2 --ntasks-per-node=8 --gres=gpu:8 "${strict_args[@]}" touch "$work_dir/strict-srun.ran" \
+  >"$work_dir/strict-srun.out" 2>&1
+expect_eq "srun alone: exit 1" 1 "$?"
+expect_failed_job "srun alone" "$(job_named strict-srun)" "$work_dir/strict-srun.out"
+[ -e "$work_dir/strict-srun.ran" ] && fail "srun alone: a task ran" || pass "srun alone: no task ran"
+salloc -J strict-salloc -N2 --ntasks-per-node=8 --gres=gpu:8 "${strict_args[@]}" \
+  srun touch "$work_dir/strict-salloc.ran" >"$work_dir/strict-salloc.out" 2>&1
+expect_eq "salloc + srun: exit 1" 1 "$?"
+expect_failed_job "salloc + srun" "$(job_named strict-salloc)" "$work_dir/strict-salloc.out"
+[ -e "$work_dir/strict-salloc.ran" ] && fail "salloc + srun: a task ran" || pass "salloc + srun: no task ran"
 check_case malformed-model "malformed-model.yaml" --pipette-model="$work_dir/malformed-model.yaml" \
   --pipette-batch=256 --pipette-seq=4096
 check_case impossible-tp "tp" "${model_args[@]}" --pipette-fix=tp=3

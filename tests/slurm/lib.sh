@@ -19,6 +19,9 @@ fi
 
 work_dir=$(mktemp -d "${TMPDIR:-/tmp}/pipette-$test_name.XXXXXX")
 chmod 0755 "$work_dir"
+# Jobs are submitted from here: it is their SLURM_SUBMIT_DIR, where a planned job records its
+# layout for a restart (.pipette-layout-<job id>).
+cd "$work_dir" || exit 1
 export PIPETTE_SLURM_DIR="$work_dir/cluster"
 export SLURM_CONF="$PIPETTE_SLURM_DIR/etc/slurm.conf"
 # The submitting environment must not leak into the jobs the tests submit.
@@ -35,10 +38,14 @@ cleanup() {
 trap cleanup EXIT
 trap "exit 143" TERM INT HUP
 
-# start_cluster [plugstack arguments...]: a fresh cluster that loads the plugin as `required`.
+# start_cluster [plugstack arguments...]: a fresh cluster that loads the plugin as
+# $plugstack_kind: `optional` unless the test says otherwise, as the Debian package loads it, and
+# the harder case (Slurm ignores every callback's return value of an optional plugin but an
+# option callback's).
+plugstack_kind=optional
 start_cluster() {
   bash "$source_dir/scripts/slurm-cluster.sh" stop >/dev/null 2>&1 || true
-  PIPETTE_SLURM_PLUGSTACK="required $plugin $*" bash "$source_dir/scripts/slurm-cluster.sh" start ||
+  PIPETTE_SLURM_PLUGSTACK="$plugstack_kind $plugin $*" bash "$source_dir/scripts/slurm-cluster.sh" start ||
     { echo "FAIL: $test_name: the cluster did not start"; exit 1; }
   slurmd_pids_at_start=$(cat "$PIPETTE_SLURM_DIR"/run/slurmd-n*.pid | tr '\n' ' ')
 }
@@ -134,17 +141,24 @@ batch_variable() {  # batch_variable PREFIX NAME
 
 # refused NAME MESSAGE [env VAR=VALUE...] -- sbatch arguments...: refused at submission with
 # MESSAGE in sbatch's output, and nothing queued.
-refused() {
-  local name=$1 message=$2; shift 2
+refused() { refused_by sbatch "$@"; }
+
+# refused_by TOOL NAME MESSAGE [env VAR=VALUE...] -- TOOL arguments...: the same for sbatch
+# (running --wrap true), salloc or srun (running true). "Nothing queued": Slurm knows no job it
+# did not know before (scontrol also lists jobs that already ended).
+refused_by() {
+  local tool=$1 name=$2 message=$3; shift 3
   local env_args=()
   while [ "$1" != "--" ]; do env_args+=("$1"); shift; done
   shift
+  local command=(true)
+  [ "$tool" = sbatch ] && command=(--wrap true)
   local before after status
-  before=$(squeue -h | wc -l)
-  env "${env_args[@]}" sbatch "$@" --wrap true >"$work_dir/$name.out" 2>&1
+  before=$(scontrol -o show jobs 2>/dev/null | grep -c JobId)
+  env "${env_args[@]}" "$tool" "$@" "${command[@]}" >"$work_dir/$name.out" 2>&1
   status=$?
-  after=$(squeue -h | wc -l)
-  [ "$status" -ne 0 ] && pass "$name: sbatch refused (exit $status)" || fail "$name: sbatch accepted it"
+  after=$(scontrol -o show jobs 2>/dev/null | grep -c JobId)
+  [ "$status" -ne 0 ] && pass "$name: $tool refused (exit $status)" || fail "$name: $tool accepted it"
   expect_contains "$name: message" "$message" "$work_dir/$name.out"
   expect_eq "$name: nothing queued" "$before" "$after"
 }

@@ -92,7 +92,7 @@ TEST(ReadEnvironment, ReportsTheFirstInvalidVariable) {
         return std::nullopt;
       },
       error);
-  EXPECT_EQ(error, "PIPETTE_SEQ: invalid value 'long' (expected a positive number of tokens)");
+  EXPECT_EQ(error, "PIPETTE_SEQ: invalid value 'long' (expected a positive number of tokens, at most 16777216)");
 }
 
 TEST(FindConflict, OnlyDifferentValuesSetInBothPlacesConflict) {

@@ -112,6 +112,79 @@ expect_eq "torchtitan: no Megatron arguments" "" "$(batch_variable "$work_dir/to
 expect_eq "torchtitan: replicated data parallelism" 0 "$(batch_variable "$work_dir/torchtitan" PIPETTE_DISTRIBUTED_OPTIMIZER)"
 expect_remapped_tasks torchtitan "$work_dir/torchtitan"
 
+# Per-task GPU binding: each task sees one GPU (CUDA_VISIBLE_DEVICES=k), so LOCAL_RANK is 0,
+# the one device it can use, while RANK still follows the placement.
+run_batch per-task "${job_args[@]}" --pipette=auto "${model_args[@]}" "$rank_job" "$work_dir/per-task" --gpus-per-task=1
+expect_eq "--gpus-per-task=1: job exit status" 0 "$batch_status"
+expect_eq "--gpus-per-task=1: 32 tasks" 32 "$(wc -l <"$work_dir/per-task.tasks")"
+expect_eq "--gpus-per-task=1: every LOCAL_RANK is 0" 0 "$(awk '{print $4}' "$work_dir/per-task.tasks" | sort -u | tr -d '\n')"
+expect_eq "--gpus-per-task=1: RANK is a bijection onto 0..31" "$(seq 0 31 | tr '\n' ' ')" \
+  "$(awk '{print $3}' "$work_dir/per-task.tasks" | sort -n | tr '\n' ' ')"
+per_task_order=$(batch_variable "$work_dir/per-task" PIPETTE_RANK_ORDER)
+expect_eq "--gpus-per-task=1: PIPETTE_RANK_ORDER[RANK] = SLURM_PROCID" "" "$(awk -v order="$per_task_order" \
+  'BEGIN { split(order, o, ",") } o[$3 + 1] != $1 { print $1 }' "$work_dir/per-task.tasks")"
+
+# A requeued job keeps its first start's layout (issue 15), even on other nodes: the first start
+# on two nodes records it, `scontrol requeue` restarts the job (SLURM_RESTART_COUNT=1) on the two
+# others, where the step reads it back.
+requeue_job=$work_dir/requeue_job.sh
+cat >"$requeue_job" <<'JOB'
+#!/bin/bash
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+start=${SLURM_RESTART_COUNT:-0}
+env | grep '^PIPETTE_' | grep -v '^PIPETTE_SLURM_DIR=' | sort >"$1.batch-env.$start"
+echo "$SLURM_JOB_NODELIST" >"$1.nodes.$start"
+[ "$start" = 0 ] && sleep 120
+exit 0
+JOB
+chmod 0755 "$requeue_job"
+requeued=$(sbatch --parsable --requeue -N2 --ntasks-per-node=8 --gres=gpu:8 --pipette=plan "${model_args[@]}" \
+  -o "$work_dir/requeue.out" -e "$work_dir/requeue.err" "$requeue_job" "$work_dir/requeue")
+wait_for() {  # wait_for FILE SECONDS
+  local deadline=$((SECONDS + $2))
+  while [ ! -s "$1" ] && ((SECONDS < deadline)); do sleep 0.2; done
+  [ -s "$1" ]
+}
+if wait_for "$work_dir/requeue.batch-env.0" 60; then
+  record=$work_dir/.pipette-layout-$requeued
+  expect_eq "requeue: the first start recorded its layout, for its user alone" "600 root" "$(stat -c '%a %U' "$record" 2>&1)"
+  scontrol requeue "$requeued"
+  scontrol update jobid="$requeued" ExcNodeList="$(cat "$work_dir/requeue.nodes.0")"
+  scontrol release "$requeued" 2>/dev/null
+  if wait_for "$work_dir/requeue.batch-env.1" 240; then
+    expect_eq "requeue: the restart ran on other nodes" different \
+      "$([ "$(cat "$work_dir/requeue.nodes.0")" != "$(cat "$work_dir/requeue.nodes.1")" ] && echo different || echo same)"
+    for name in PIPETTE_STATUS PIPETTE_TP PIPETTE_PP PIPETTE_DP PIPETTE_VPP PIPETTE_MICRO_BATCH PIPETTE_NUM_MICROBATCHES \
+      PIPETTE_RECOMPUTE PIPETTE_SEQUENCE_PARALLEL PIPETTE_DISTRIBUTED_OPTIMIZER PIPETTE_MEGATRON_ARGS; do
+      expect_eq "requeue: $name as in the first start" "$(sed -n "s/^$name=//p" "$work_dir/requeue.batch-env.0")" \
+        "$(sed -n "s/^$name=//p" "$work_dir/requeue.batch-env.1")"
+    done
+    grep -h "pipette: job $requeued step batch keeps the layout recorded in $record" "$PIPETTE_SLURM_DIR"/log/slurmd-n*.log >/dev/null &&
+      pass "requeue: the slurmd log says the restart kept the recorded layout" ||
+      fail "requeue: no 'job $requeued step batch keeps the layout recorded' line in the slurmd logs"
+  else
+    fail "requeue: the restart of job $requeued did not run within 240 s ($(job_field "$requeued" JobState))"
+  fi
+else
+  fail "requeue: job $requeued did not start within 60 s"
+fi
+scancel "$requeued" 2>/dev/null
+for _ in $(seq 1 100); do [ -z "$(squeue -h -j "$requeued" 2>/dev/null)" ] && break; sleep 0.2; done
+
+# A corrupt record is never taken for a layout: the job runs unplanned and says which file to delete.
+corrupt=$(sbatch --parsable --hold -o "$work_dir/corrupt.out" -e "$work_dir/corrupt.err" "${job_args[@]}" --pipette=auto \
+  "${model_args[@]}" "$rank_job" "$work_dir/corrupt")
+printf 'pipette_layout: 1\nfix: tp=3\n' >"$work_dir/.pipette-layout-$corrupt"
+scontrol release "$corrupt"
+for _ in $(seq 1 600); do
+  case "$(job_field "$corrupt" JobState)" in PENDING | CONFIGURING | RUNNING | COMPLETING) sleep 0.1 ;; *) break ;; esac
+done
+expect_eq "corrupt record: the job ran unplanned" "COMPLETED 0:0" "$(job_field "$corrupt" JobState) $(job_field "$corrupt" ExitCode)"
+expect_contains "corrupt record: PIPETTE_STATUS names the file and the fix" \
+  "PIPETTE_STATUS=error:layout record $work_dir/.pipette-layout-$corrupt is corrupt (" "$work_dir/corrupt.batch-env"
+expect_contains "corrupt record: the reason in the job's stderr" "delete it to plan the job afresh" "$work_dir/corrupt.err"
+expect_eq "corrupt record: no task gets RANK" "-" "$(awk '{print $3}' "$work_dir/corrupt.tasks" | sort -u | tr -d '\n')"
+
 # Without Pipette nothing changes.
 run_batch off "${job_args[@]}" "$rank_job" "$work_dir/off"
 expect_eq "off: no PIPETTE_ variable" "" "$(cat "$work_dir/off.batch-env")"

@@ -8,7 +8,7 @@ failures=0
 fail() { failures=$((failures + 1)); echo "FAIL: $*"; }
 
 exported=$(nm -D --defined-only "$plugin" | awk '{print $3}' | sort | tr '\n' ' ')
-expected="plugin_name plugin_type plugin_version slurm_spank_init slurm_spank_init_post_opt slurm_spank_task_init slurm_spank_user_init spank_plugin_version "
+expected="plugin_name plugin_type plugin_version slurm_spank_init slurm_spank_task_init slurm_spank_user_init spank_plugin_version "
 [ "$exported" = "$expected" ] || fail "exported symbols: expected '$expected', got '$exported'"
 
 # Weak references (w) are optional by definition; strong undefined ones must come from libc (the

@@ -1,4 +1,5 @@
 #include "step_plan.hpp"
+#include "synthetic_step.hpp"
 
 #include <gtest/gtest.h>
 
@@ -14,26 +15,10 @@ std::map<std::string, std::string> as_map(const EnvironmentList& list) {
 }
 
 StepRequest request_for(int nodes, int tasks_per_node, int node_index) {
-  StepRequest request;
-  request.settings.mode = Mode::auto_remap;
-  request.settings.model = "llama2-7b";
-  request.settings.global_batch = 256;
-  request.settings.sequence_length = 4096;
-  for (int i = 0; i < nodes; ++i) request.layout.node_names.push_back("node" + std::to_string(i));
-  request.layout.gpus_per_node = 8;
-  request.layout.tasks_per_node = tasks_per_node;
-  request.node_index = node_index;
-  request.job_id = 7;
-  request.step_id = 0;
-  request.reference_time_unix_seconds = 1'800'000'000;
-  return request;
+  return testing::synthetic_step(nodes, tasks_per_node, node_index);
 }
 
-SiteConfig h100_site() {
-  SiteConfig site;
-  site.gpu = "H100-SXM";
-  return site;
-}
+using testing::h100_site;
 
 // What every node computes on its own must agree: same variables, and together the nodes' tasks
 // play every rank exactly once.

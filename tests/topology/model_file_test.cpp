@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <algorithm>
 
 namespace pipette {
 namespace {
@@ -137,7 +139,7 @@ TEST_F(ModelFileTest, WrongTypeNamesFileLineAndKey) {
   const std::string path = write("bad.yaml", "num_layers: 4\nhidden_size: wide\nnum_attention_heads: 8\nvocab_size: 1000\n");
   const Result<ModelSpec> model = load_model_file(path);
   ASSERT_FALSE(model.ok());
-  EXPECT_EQ(model.error().message, path + ":2: key 'hidden_size' must be a positive integer (got 'wide')");
+  EXPECT_EQ(model.error().message, path + ":2: key 'hidden_size' must be an integer from 1 to 131072 (got 'wide')");
 }
 
 TEST_F(ModelFileTest, WrongEnumAndBoolean) {
@@ -150,9 +152,38 @@ TEST_F(ModelFileTest, WrongEnumAndBoolean) {
 
 TEST_F(ModelFileTest, NegativeAndFractionalIntegersAreRejected) {
   std::string path = write("neg.yaml", "num_layers: -4\nhidden_size: 256\nnum_attention_heads: 8\nvocab_size: 1000\n");
-  EXPECT_EQ(load_model_file(path).error().message, path + ":1: key 'num_layers' must be a positive integer (got -4)");
+  EXPECT_EQ(load_model_file(path).error().message, path + ":1: key 'num_layers' must be an integer from 1 to 1024 (got -4)");
   path = write("frac.yaml", "num_layers: 4.5\nhidden_size: 256\nnum_attention_heads: 8\nvocab_size: 1000\n");
-  EXPECT_EQ(load_model_file(path).error().message, path + ":1: key 'num_layers' must be a positive integer (got '4.5')");
+  EXPECT_EQ(load_model_file(path).error().message, path + ":1: key 'num_layers' must be an integer from 1 to 1024 (got '4.5')");
+}
+
+// Issue 19: num_layers: 1000000000 kept a job step planning for minutes on every node. Each size
+// has a limit a margin above the largest models trained (model_file.cpp says which); the error
+// names file, line, key and the allowed range.
+TEST_F(ModelFileTest, SizesBeyondPhysicalRangesAreRejectedWithTheRange) {
+  struct Case {
+    const char* key;
+    long long limit;
+  };
+  for (const Case& c : {Case{"num_layers", 1024}, Case{"hidden_size", 131072}, Case{"num_attention_heads", 2048},
+                        Case{"num_kv_heads", 2048}, Case{"ffn_hidden_size", 1048576}, Case{"vocab_size", 4194304},
+                        Case{"learned_position_embeddings", 16777216}}) {
+    const std::string base = "num_layers: 32\nhidden_size: 4096\nnum_attention_heads: 32\nvocab_size: 32000\n";
+    const std::string key = c.key;
+    std::string text;
+    std::istringstream lines(base);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(key + ":", 0) != 0) text += line + "\n";
+    }
+    const std::string path = write("big.yaml", text + key + ": " + std::to_string(c.limit + 1) + "\n");
+    const long long minimum = key == "learned_position_embeddings" ? 0 : 1;
+    const std::string line = std::to_string(std::count(text.begin(), text.end(), '\n') + 1);
+    EXPECT_EQ(load_model_file(path).error().message,
+              path + ":" + line + ": key '" + key + "' must be an integer from " + std::to_string(minimum) + " to " +
+                  std::to_string(c.limit) + " (got " + std::to_string(c.limit + 1) + ")");
+  }
+  const std::string path = write("deep.yaml", "num_layers: 1024\nhidden_size: 4096\nnum_attention_heads: 32\nvocab_size: 32000\n");
+  EXPECT_TRUE(load_model_file(path).ok()) << "the limit itself is a valid model";
 }
 
 TEST_F(ModelFileTest, MissingRequiredKey) {

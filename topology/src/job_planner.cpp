@@ -68,6 +68,7 @@ Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& sit
     if (!request.framework.empty() && !parse_framework(request.framework, training.target.framework)) {
       return Error{"unknown framework '" + quoted_input(request.framework) + "'; use megatron-core, nemo or torchtitan"};
     }
+    training.fixed.layers_per_stage = request.fixed_layers_per_stage;
     if (const std::string problem = validate(training); !problem.empty()) return Error{problem};
 
     std::vector<std::string> model_dirs = request.model_dirs;

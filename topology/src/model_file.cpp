@@ -27,23 +27,40 @@ Error key_error(const std::string& path, const YAML::Node& node, const std::stri
 // One key's parser: reads the scalar into the model or returns the error text after "key 'x' ".
 using KeyParser = std::function<std::string(const YAML::Node&, ModelSpec&)>;
 
-// An integer of at least `minimum` (1: "positive", 0: "non-negative").
-KeyParser integer_at_least(int ModelSpec::*field, int minimum) {
-  const std::string expected = minimum > 0 ? "must be a positive integer" : "must be a non-negative integer";
-  return [field, minimum, expected](const YAML::Node& value, ModelSpec& model) -> std::string {
+// An integer from `minimum` to `maximum`.
+KeyParser integer_in(int ModelSpec::*field, int minimum, int maximum) {
+  const std::string expected = "must be an integer from " + std::to_string(minimum) + " to " + std::to_string(maximum);
+  return [field, minimum, maximum, expected](const YAML::Node& value, ModelSpec& model) -> std::string {
     long long number = 0;
     try {
       number = value.as<long long>();
     } catch (const YAML::Exception&) {
-      return expected + " (got '" + value.Scalar() + "')";
+      return expected + " (got '" + quoted_input(value.Scalar()) + "')";
     }
-    if (number < minimum || number > 1'000'000'000) return expected + " (got " + value.Scalar() + ")";
+    if (number < minimum || number > maximum) return expected + " (got " + quoted_input(value.Scalar()) + ")";
     model.*field = static_cast<int>(number);
     return {};
   };
 }
 
-KeyParser positive_int(int ModelSpec::*field) { return integer_at_least(field, 1); }
+// What a model may be. A user's file decides how long planning takes on every node of the job
+// (the search enumerates layer splits and interleavings, and memory and time grow with every
+// size), so each size is bounded a margin above the largest models trained, not by what an int
+// holds. The limits:
+//  - layers ≤ 1024: 126 in Llama 3.1 405B, 128 in Megatron-LM's 1T configuration; DeepNet
+//    (Wang et al. 2022) trained 1,000-layer Transformers, the deepest on record;
+//  - hidden size ≤ 131072: 25600 in Megatron 1T, 20480 in MT-NLG 530B, 16384 in Llama 3.1 405B (5×);
+//  - attention heads ≤ 2048 (and KV heads, which divide them): 160 in Megatron 1T, 128 in
+//    Llama 3.1 405B (12×);
+//  - MLP width ≤ 1048576: 102400 in Megatron 1T, 53248 in Llama 3.1 405B (10×);
+//  - vocabulary ≤ 4194304: 262144 in Gemma 3, 256000 in PaLM (16×);
+//  - learned positions ≤ 16777216, the longest sequence Pipette accepts (2^24 tokens: --pipette-seq, defaults.sequence_length).
+constexpr int kMaxLayers = 1024;
+constexpr int kMaxHiddenSize = 1 << 17;
+constexpr int kMaxAttentionHeads = 2048;
+constexpr int kMaxFfnHiddenSize = 1 << 20;
+constexpr int kMaxVocabulary = 1 << 22;
+constexpr int kMaxLearnedPositions = 1 << 24;
 
 KeyParser boolean(bool ModelSpec::*field) {
   return [field](const YAML::Node& value, ModelSpec& model) -> std::string {
@@ -79,17 +96,17 @@ const std::map<std::string, KeyParser>& key_parsers() {
          model.name = value.Scalar();
          return {};
        }},
-      {"num_layers", positive_int(&ModelSpec::num_layers)},
-      {"hidden_size", positive_int(&ModelSpec::hidden_size)},
-      {"num_attention_heads", positive_int(&ModelSpec::num_attention_heads)},
-      {"num_kv_heads", positive_int(&ModelSpec::num_kv_heads)},
-      {"ffn_hidden_size", positive_int(&ModelSpec::ffn_hidden_size)},
+      {"num_layers", integer_in(&ModelSpec::num_layers, 1, kMaxLayers)},
+      {"hidden_size", integer_in(&ModelSpec::hidden_size, 1, kMaxHiddenSize)},
+      {"num_attention_heads", integer_in(&ModelSpec::num_attention_heads, 1, kMaxAttentionHeads)},
+      {"num_kv_heads", integer_in(&ModelSpec::num_kv_heads, 1, kMaxAttentionHeads)},
+      {"ffn_hidden_size", integer_in(&ModelSpec::ffn_hidden_size, 1, kMaxFfnHiddenSize)},
       {"ffn_kind", choice(&ModelSpec::ffn_kind, {{"gelu", FfnKind::gelu}, {"swiglu", FfnKind::swiglu}})},
       {"norm_kind", choice(&ModelSpec::norm_kind, {{"layernorm", NormKind::layernorm}, {"rmsnorm", NormKind::rmsnorm}})},
-      {"vocab_size", positive_int(&ModelSpec::vocab_size)},
+      {"vocab_size", integer_in(&ModelSpec::vocab_size, 1, kMaxVocabulary)},
       {"tied_embeddings", boolean(&ModelSpec::tied_embeddings)},
       {"linear_bias", boolean(&ModelSpec::linear_bias)},
-      {"learned_position_embeddings", integer_at_least(&ModelSpec::learned_position_embeddings, 0)},
+      {"learned_position_embeddings", integer_in(&ModelSpec::learned_position_embeddings, 0, kMaxLearnedPositions)},
       {"dropout", boolean(&ModelSpec::dropout)},
   };
   return parsers;

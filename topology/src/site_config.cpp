@@ -147,6 +147,26 @@ class StrictReader {
 
 constexpr double kAny = std::numeric_limits<double>::max();
 
+// The site file sets how much work planning does on every node at every job start, so the
+// knobs that multiply it are bounded a margin above what any site needs:
+//  - search.top_k ≤ 100 and search.placement_candidates ≤ 64: each kept candidate may get its own
+//    placement search; the defaults are 5 and 8;
+//  - placement.max_moves ≤ 10^7: 50× the default, whose 200,000 moves already take about 6 s on a
+//    1024-node cluster with a full link cache (bench/RESULTS.md, user_init);
+//  - defaults.global_batch ≤ kMaxGlobalBatchSequences and defaults.sequence_length ≤ 2^24
+//    tokens, the same limits as --pipette-batch and --pipette-seq.
+constexpr long long kMaxTopK = 100;
+constexpr long long kMaxPlacementCandidates = 64;
+constexpr long long kMaxPlacementMoves = 10'000'000;
+constexpr long long kMaxSequenceLength = 1 << 24;
+// planning.time_limit_seconds ≤ 50: while a step plans, slurmstepd cannot act on scancel (see
+// PlanningBudget), and Slurm's UnkillableStepTimeout (default 60 s) drains a node whose step
+// outlives it.
+// planning.memory_limit_mib ≥ 64: below that even a 4-node plan fails.
+constexpr double kMaxPlanningSeconds = 50;
+constexpr double kMinPlanningMib = 64;
+constexpr double kMaxPlanningMib = 1 << 20;
+
 // One GPU in `gpus:`: a catalog name with some fields replaced, or a new GPU with every field.
 std::optional<Error> read_gpu(const StrictReader& reader, const YAML::Node& node, const std::string& key, GpuSpec& gpu) {
   std::string name;
@@ -193,6 +213,7 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
   double margin_gib = search.memory_safety_margin_bytes / units::gibibyte;
   double context_gib = search.overheads.cuda_context_bytes / units::gibibyte;
   double nccl_mib = search.overheads.nccl_buffer_bytes_per_communicator / units::mebibyte;
+  double planning_mib = site.planning.memory_limit_bytes / units::mebibyte;
 
   auto gpus_reader = [&](const YAML::Node& value, const std::string& key) -> std::optional<Error> {
     if (!value.IsSequence()) return reader.error(value, key, "must be a list of GPU descriptions (- name: ...)");
@@ -245,8 +266,8 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
        {"gpus", gpus_reader},
        {"model_dirs", reader.string_list(site.model_dirs)},
        {"defaults", section({{"model", reader.string(site.defaults.model)},
-                             {"global_batch", reader.integer(site.defaults.global_batch_sequences, 1, 1LL << 40)},
-                             {"sequence_length", reader.integer(site.defaults.sequence_length, 1, 1 << 24)},
+                             {"global_batch", reader.integer(site.defaults.global_batch_sequences, 1, kMaxGlobalBatchSequences)},
+                             {"sequence_length", reader.integer(site.defaults.sequence_length, 1, kMaxSequenceLength)},
                              {"fixed", fixed_reader},
                              {"precision", reader.choice(site.defaults.precision, {{"bf16", Precision::bf16},
                                                                                {"fp16", Precision::fp16},
@@ -270,10 +291,12 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
                            {"nccl_buffer_mib_per_communicator", reader.number(nccl_mib, 0, 1e6)},
                            {"allocator_fragmentation_fraction",
                             reader.number(search.overheads.allocator_fragmentation_fraction, 0, 1)}})},
-       {"search", section({{"top_k", reader.integer(search.top_k, 1, 1000)},
+       {"search", section({{"top_k", reader.integer(search.top_k, 1, kMaxTopK)},
                            {"optimize_placement", reader.boolean(search.optimize_placement)},
-                           {"placement_candidates", reader.integer(search.placement_candidates, 1, 1000)}})},
-       {"placement", section({{"max_moves", reader.integer(search.placement.max_moves, 0, 1LL << 40)},
+                           {"placement_candidates", reader.integer(search.placement_candidates, 1, kMaxPlacementCandidates)}})},
+       {"planning", section({{"time_limit_seconds", reader.number(site.planning.time_limit_seconds, 1, kMaxPlanningSeconds)},
+                             {"memory_limit_mib", reader.number(planning_mib, kMinPlanningMib, kMaxPlanningMib)}})},
+       {"placement", section({{"max_moves", reader.integer(search.placement.max_moves, 0, kMaxPlacementMoves)},
                               {"seed", seed_reader},
                               {"exact_up_to_nodes", reader.integer(search.placement.exact_up_to_nodes, 0, 16)}})}});
   if (problem) return problem;
@@ -286,6 +309,7 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
   search.memory_safety_margin_bytes = margin_gib * units::gibibyte;
   search.overheads.cuda_context_bytes = context_gib * units::gibibyte;
   search.overheads.nccl_buffer_bytes_per_communicator = nccl_mib * units::mebibyte;
+  site.planning.memory_limit_bytes = planning_mib * units::mebibyte;
   return std::nullopt;
 }
 

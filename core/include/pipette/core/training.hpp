@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace pipette {
 
@@ -20,6 +21,9 @@ struct FixedKnobs {
   std::optional<RecomputeMode> recompute;
   std::optional<bool> sequence_parallel;
   std::optional<bool> distributed_optimizer;
+  // Layers of each pipeline stage; empty: the search chooses. Used with pp fixed to as many
+  // stages (a restarted job keeps its first start's split, so its checkpoint loads).
+  std::vector<int> layers_per_stage;
 };
 
 // The training framework that runs the plan. The search considers only what it can build

@@ -32,6 +32,7 @@ struct JobRequest {
   int sequence_length = 0;                // tokens; 0 = site default
   std::string fixed;                      // parse_fixed_knobs syntax; "" = site default
   std::string framework;                  // megatron-core | nemo | torchtitan; "" = the site's `framework`
+  std::vector<int> fixed_layers_per_stage;  // FixedKnobs::layers_per_stage; empty = the search chooses
   std::vector<std::string> node_names;    // expanded (expand_hostlist), Slurm's order
   int gpus_per_node = 0;                  // 0 = the GPUs hwloc finds on this node
   std::string gpu;                        // GPU model name; "" = detect, then the site's `gpu`

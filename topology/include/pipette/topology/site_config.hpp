@@ -44,6 +44,18 @@ struct JobDefaults {
   Precision precision = Precision::bf16;
 };
 
+// What planning may cost at job start, on each node of each step (the plugin plans in a child
+// process and gives up at these limits; the `pipette` CLI plans without them). Bounding the work
+// itself is the job of the input limits (model file, options, `search` and `placement` keys):
+// these are the backstop, and they can only turn a plan into "unplanned", never into another plan.
+struct PlanningBudget {
+  // Below Slurm's MessageTimeout (default 10 s): a step that is signalled (scancel) before its
+  // tasks start keeps slurmd's reply waiting until planning ends (slurmstepd/req.c,
+  // _wait_for_job_running), and slurmctld marks a node that answers later "not responding".
+  double time_limit_seconds = 8;
+  double memory_limit_bytes = 4.0 * (1 << 30);  // address space beyond what slurmstepd has mapped
+};
+
 struct SiteConfig {
   std::string source;                        // the file it came from; "" = built-in defaults
   PipetteMode default_mode = PipetteMode::off;   // installing Pipette changes no job until asked
@@ -57,6 +69,7 @@ struct SiteConfig {
   StalenessPolicy staleness;
   LinkPriors priors;
   SearchOptions search;                      // memory margin, runtime overheads, placement effort, top_k
+  PlanningBudget planning;
   JobDefaults defaults;
 };
 

@@ -1,0 +1,193 @@
+#include "layout_record.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <map>
+
+#include "pipette/topology/job_planner.hpp"
+
+namespace pipette::spank {
+
+namespace {
+
+constexpr std::string_view kHeader = "pipette_layout: 1";
+constexpr std::size_t kMaxRecordBytes = 64 * 1024;  // a 1024-stage split is under 5 KiB
+constexpr int kMaxStages = 1024;                    // the model file's layer limit
+constexpr int kMaxGpus = 1 << 20;
+
+bool parse_positive(std::string_view text, int maximum, int& value) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc{} && end == text.data() + text.size() && value > 0 && value <= maximum;
+}
+
+template <typename T>
+void keep_user_choice(std::optional<T>& recorded, const std::optional<T>& user) {
+  if (user) recorded = user;
+}
+
+std::string system_error(const std::string& path, const char* what) {
+  return "layout record " + path + ": cannot " + what + " (" + std::strerror(errno) + ")";
+}
+
+}  // namespace
+
+RecordedLayout layout_of(const Plan& plan, const std::string& plan_hash) {
+  const ParallelConfig& config = plan.config;
+  FixedKnobs knobs;
+  knobs.tp = config.tp;
+  knobs.pp = config.pp;
+  knobs.dp = config.dp;
+  knobs.micro_batch = config.micro_batch;
+  knobs.virtual_stages = config.virtual_stages;
+  knobs.recompute = config.recompute;
+  knobs.sequence_parallel = config.sequence_parallel;
+  knobs.distributed_optimizer = config.distributed_optimizer;
+  return {format_fixed_knobs(knobs), config.layers_per_stage, config.world_size(), plan_hash};
+}
+
+std::string format_layout_record(const RecordedLayout& layout) {
+  std::string split;
+  for (const int layers : layout.layers_per_stage) {
+    if (!split.empty()) split += ',';
+    split += std::to_string(layers);
+  }
+  return std::string(kHeader) + "\nfix: " + layout.fix + "\nsplit: " + split + "\ngpus: " + std::to_string(layout.gpus) +
+         "\nplan: " + layout.plan_hash + "\n";
+}
+
+Result<RecordedLayout> parse_layout_record(std::string_view text, const std::string& path) {
+  const auto bad = [&path](const std::string& problem) {
+    return Error{"layout record " + path + " is corrupt (" + problem + "); delete it to plan the job afresh"};
+  };
+  if (text.size() > kMaxRecordBytes) return bad("larger than 64 KiB");
+  std::map<std::string, std::string, std::less<>> fields;
+  bool header = false;
+  while (!text.empty()) {
+    const std::size_t end = text.find('\n');
+    if (end == std::string_view::npos) return bad("its last line is incomplete");
+    const std::string_view line = text.substr(0, end);
+    text.remove_prefix(end + 1);
+    if (!header) {
+      if (line != kHeader) return bad("it does not start with '" + std::string(kHeader) + "'");
+      header = true;
+      continue;
+    }
+    const std::size_t colon = line.find(": ");
+    if (colon == std::string_view::npos) return bad("a line is not 'key: value'");
+    if (!fields.emplace(std::string(line.substr(0, colon)), std::string(line.substr(colon + 2))).second)
+      return bad("a key is given twice");
+  }
+  if (!header) return bad("it is empty");
+  for (const char* key : {"fix", "split", "gpus", "plan"}) {
+    if (!fields.count(key)) return bad(std::string("no '") + key + "' line");
+  }
+  if (fields.size() != 4) return bad("it has keys other than fix, split, gpus and plan");
+  RecordedLayout layout;
+  layout.fix = fields["fix"];
+  const Result<FixedKnobs> knobs = parse_fixed_knobs(layout.fix);
+  if (!knobs) return bad(knobs.error().message);
+  if (!knobs->pp) return bad("the fixed knobs name no pp");
+  std::string_view split = fields["split"];
+  while (!split.empty()) {
+    const std::size_t comma = split.find(',');
+    int layers = 0;
+    if (!parse_positive(split.substr(0, comma), 1 << 20, layers)) return bad("the split is not a list of positive layer counts");
+    layout.layers_per_stage.push_back(layers);
+    if (static_cast<int>(layout.layers_per_stage.size()) > kMaxStages) return bad("the split has more than 1024 stages");
+    if (comma == std::string_view::npos) break;
+    split.remove_prefix(comma + 1);
+  }
+  if (static_cast<int>(layout.layers_per_stage.size()) != *knobs->pp) return bad("the split does not have pp stages");
+  if (!parse_positive(fields["gpus"], kMaxGpus, layout.gpus)) return bad("gpus is not a positive count");
+  layout.plan_hash = fields["plan"];
+  return layout;
+}
+
+std::string layout_record_path(const std::string& directory, std::uint32_t job_id) {
+  return directory + "/.pipette-layout-" + std::to_string(job_id);
+}
+
+Result<RestartKnobs> restart_knobs(const RecordedLayout& recorded, const std::string& user_fix) {
+  Result<FixedKnobs> knobs = parse_fixed_knobs(recorded.fix);
+  if (!knobs) return knobs.error();
+  const Result<FixedKnobs> user = parse_fixed_knobs(user_fix);
+  if (!user) return user.error();
+  RestartKnobs restart;
+  FixedKnobs& merged = *knobs;
+  const bool same_pp = !user->pp || user->pp == merged.pp;
+  keep_user_choice(merged.tp, user->tp);
+  keep_user_choice(merged.pp, user->pp);
+  keep_user_choice(merged.dp, user->dp);
+  keep_user_choice(merged.micro_batch, user->micro_batch);
+  keep_user_choice(merged.virtual_stages, user->virtual_stages);
+  keep_user_choice(merged.recompute, user->recompute);
+  keep_user_choice(merged.sequence_parallel, user->sequence_parallel);
+  keep_user_choice(merged.distributed_optimizer, user->distributed_optimizer);
+  restart.fix = format_fixed_knobs(merged);
+  if (same_pp) restart.layers_per_stage = recorded.layers_per_stage;
+  return restart;
+}
+
+ReadLayout read_layout_record(const std::string& path) {
+  ReadLayout read;
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno != ENOENT) read.error = system_error(path, "be opened");
+    return read;
+  }
+  struct stat status {};
+  std::string text;
+  if (fstat(fd, &status) != 0) {
+    read.error = system_error(path, "be examined");
+  } else if (!S_ISREG(status.st_mode)) {
+    read.error = "layout record " + path + " is not a regular file; remove it";
+  } else if (status.st_uid != geteuid() && status.st_uid != 0) {
+    read.error = "layout record " + path + " is owned by uid " + std::to_string(status.st_uid) +
+                 ", not by the job's user; remove it";
+  } else if ((status.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    read.error = "layout record " + path + " is writable by others than its owner; remove it";
+  } else {
+    char buffer[4096];
+    ssize_t got = 0;
+    while ((got = ::read(fd, buffer, sizeof buffer)) > 0 && text.size() <= kMaxRecordBytes) {
+      text.append(buffer, static_cast<std::size_t>(got));
+    }
+    if (got < 0) read.error = system_error(path, "be read");
+  }
+  close(fd);
+  if (!read.error.empty()) return read;
+  Result<RecordedLayout> layout = parse_layout_record(text, path);
+  if (!layout) {
+    read.error = layout.error().message;
+    return read;
+  }
+  read.found = true;
+  read.layout = std::move(layout.value());
+  return read;
+}
+
+std::string write_layout_record(const std::string& path, const RecordedLayout& layout) {
+  const std::string temporary = path + ".tmp" + std::to_string(getpid());
+  const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return system_error(temporary, "be created");
+  const std::string text = format_layout_record(layout);
+  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const bool closed = close(fd) == 0;
+  if (!written || !closed) {
+    const std::string error = system_error(temporary, "be written");
+    unlink(temporary.c_str());
+    return error;
+  }
+  // link() fails if a record exists: the first writer wins.
+  const bool placed = link(temporary.c_str(), path.c_str()) == 0 || errno == EEXIST;
+  const std::string error = placed ? std::string() : system_error(path, "be written");
+  unlink(temporary.c_str());
+  return error;
+}
+
+}  // namespace pipette::spank

@@ -1,0 +1,124 @@
+#include "layout_record.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "rank_table.hpp"
+#include "step_plan.hpp"
+#include "synthetic_step.hpp"
+
+namespace pipette::spank {
+namespace {
+
+const RecordedLayout first_start{"tp=4,pp=2,dp=4,mbs=1,vpp=1,recompute=none,sp=on,distopt=on", {17, 15}, 32, "abc"};
+
+std::string temporary_path(const std::string& name) {
+  const std::string path = (std::filesystem::temp_directory_path() / ("pipette-layout-test-" + name)).string();
+  std::filesystem::remove(path);
+  return path;
+}
+
+TEST(LayoutRecord, FormatsAndParsesBack) {
+  const Result<RecordedLayout> parsed = parse_layout_record(format_layout_record(first_start), "f");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(parsed->fix, first_start.fix);
+  EXPECT_EQ(parsed->layers_per_stage, first_start.layers_per_stage);
+  EXPECT_EQ(parsed->gpus, 32);
+  EXPECT_EQ(parsed->plan_hash, "abc");
+}
+
+TEST(LayoutRecord, CorruptRecordsAreRefusedWithTheFixNamed) {
+  const std::string good = format_layout_record(first_start);
+  const std::vector<std::string> corrupt = {
+       std::string(), good.substr(0, good.size() - 1), "pipette_layout: 2\n" + good.substr(good.find('\n') + 1),
+        good + "extra: 1\n", good + "gpus: 8\n", "pipette_layout: 1\nfix: tp=x\nsplit: 1\ngpus: 8\nplan: a\n",
+        "pipette_layout: 1\nfix: tp=4,pp=2\nsplit: 17\ngpus: 8\nplan: a\n",
+        "pipette_layout: 1\nfix: tp=4,pp=2\nsplit: 17,0\ngpus: 8\nplan: a\n",
+        "pipette_layout: 1\nfix: tp=4,pp=2\nsplit: 17,15\ngpus: -8\nplan: a\n"};
+  for (const std::string& bad : corrupt) {
+    const Result<RecordedLayout> parsed = parse_layout_record(bad, "/d/.pipette-layout-7");
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.error().message.rfind("layout record /d/.pipette-layout-7 is corrupt (", 0), 0u) << parsed.error().message;
+    EXPECT_NE(parsed.error().message.find("delete it to plan the job afresh"), std::string::npos);
+  }
+}
+
+TEST(LayoutRecord, TheUsersFixWinsAndAnotherPpDropsTheSplit) {
+  Result<RestartKnobs> knobs = restart_knobs(first_start, "");
+  ASSERT_TRUE(knobs.ok());
+  EXPECT_EQ(knobs->fix, first_start.fix);
+  EXPECT_EQ(knobs->layers_per_stage, first_start.layers_per_stage);
+  knobs = restart_knobs(first_start, "mbs=2,recompute=full");
+  ASSERT_TRUE(knobs.ok());
+  EXPECT_EQ(knobs->fix, "tp=4,pp=2,dp=4,mbs=2,vpp=1,recompute=full,sp=on,distopt=on");
+  EXPECT_EQ(knobs->layers_per_stage, first_start.layers_per_stage);
+  knobs = restart_knobs(first_start, "pp=4,dp=2");
+  ASSERT_TRUE(knobs.ok());
+  EXPECT_EQ(knobs->fix, "tp=4,pp=4,dp=2,mbs=1,vpp=1,recompute=none,sp=on,distopt=on");
+  EXPECT_TRUE(knobs->layers_per_stage.empty());
+}
+
+// The restart of a job plans exactly the first start's layout, even where a fresh plan differs.
+TEST(LayoutRecord, ARestartWithTheRecordPlansTheFirstStartsLayout) {
+  const SiteConfig site = testing::h100_site();
+  StepRequest first = testing::synthetic_step(4, 8, 0);
+  first.settings.fix = "tp=2,pp=4,mbs=1";
+  const StepPlanResult planned = plan_step(first, site);
+  ASSERT_EQ(planned.error, "");
+  const Result<RecordedLayout> recorded = parse_layout_record(planned.plan.layout_record, "r");
+  ASSERT_TRUE(recorded.ok()) << recorded.error().message;
+
+  StepRequest restart = testing::synthetic_step(4, 8, 0);
+  const Result<RestartKnobs> knobs = restart_knobs(*recorded, restart.settings.fix);
+  ASSERT_TRUE(knobs.ok());
+  restart.settings.fix = knobs->fix;
+  restart.fixed_layers_per_stage = knobs->layers_per_stage;
+  const StepPlanResult again = plan_step(restart, site);
+  ASSERT_EQ(again.error, "");
+  EXPECT_EQ(again.plan.layout_record, planned.plan.layout_record);
+  EXPECT_NE(plan_step(testing::synthetic_step(4, 8, 0), site).plan.layout_record, planned.plan.layout_record)
+      << "a fresh plan differs, so the test shows the record at work";
+}
+
+TEST(LayoutRecord, WrittenForTheUserAloneAndReadBack) {
+  const std::string path = temporary_path("write");
+  EXPECT_FALSE(read_layout_record(path).found);
+  EXPECT_EQ(read_layout_record(path).error, "");
+  ASSERT_EQ(write_layout_record(path, first_start), "");
+  struct stat status {};
+  ASSERT_EQ(stat(path.c_str(), &status), 0);
+  EXPECT_EQ(status.st_mode & 0777, 0600u);
+  const ReadLayout read = read_layout_record(path);
+  ASSERT_TRUE(read.found) << read.error;
+  EXPECT_EQ(read.layout.fix, first_start.fix);
+  RecordedLayout other = first_start;
+  other.plan_hash = "def";
+  ASSERT_EQ(write_layout_record(path, other), "");
+  EXPECT_EQ(read_layout_record(path).layout.plan_hash, "abc") << "the first record stays";
+  chmod(path.c_str(), 0666);
+  EXPECT_NE(read_layout_record(path).error.find("writable by others than its owner"), std::string::npos);
+  std::filesystem::remove(path);
+  std::ofstream(path) << "garbage\n";
+  EXPECT_NE(read_layout_record(path).error.find("is corrupt"), std::string::npos);
+  std::filesystem::remove(path);
+  std::filesystem::create_directory(path);
+  EXPECT_FALSE(read_layout_record(path).error.empty());
+  std::filesystem::remove(path);
+}
+
+TEST(VisibleLocalRank, PerTaskBindingGivesZeroAndAWholeNodeTheLocalId) {
+  EXPECT_EQ(visible_local_rank(3, "0,1,2,3,4,5,6,7", "3"), 0);   // --gpus-per-task=1, --gpu-bind=single:1
+  EXPECT_EQ(visible_local_rank(3, "0,1,2,3,4,5,6,7", "0,1,2,3,4,5,6,7"), 3);
+  EXPECT_EQ(visible_local_rank(1, "4,5,6,7", "6,7"), 1);          // two GPUs per task: the second
+  EXPECT_EQ(visible_local_rank(3, "", ""), 3);                    // nothing known: SLURM_LOCALID
+  EXPECT_EQ(visible_local_rank(5, "", "GPU-a"), 0);               // one device seen, whatever it is
+  EXPECT_EQ(visible_local_rank(2, "0,1,2,3", "0,1,2,3"), 2);
+}
+
+}  // namespace
+}  // namespace pipette::spank
