@@ -31,6 +31,10 @@ struct TrainingSpec {
   // Megatron-core's --tp-comm-overlap (Transformer Engine userbuffers, needs sequence parallelism):
   // the all-gathers and reduce-scatters run in chunks under the GEMMs they feed.
   bool overlap_tensor_parallel_communication = false;
+  // Megatron's --fp8-param-gather (Megatron-Bridge's fp8 recipes set it, training/mixed_precision.py
+  // @067f987d): the GEMM weights live as fp8 tensors (a byte and its transpose) instead of 16-bit
+  // weights beside Transformer Engine's cached fp8 casts.
+  bool fp8_parameters = false;
   FixedKnobs fixed;
 };
 
