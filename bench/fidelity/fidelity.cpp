@@ -469,7 +469,8 @@ Prediction predict(const Row& row, const ComputeEfficiency& efficiency) {
     case Metric::tokens_per_second_per_gpu: prediction.value = tokens / prediction.iteration_seconds / row.gpus; break;
     case Metric::model_tflops_per_gpu:
       prediction.value =
-          model_flops_per_iteration(row.model, row.training) / prediction.iteration_seconds / row.gpus / units::teraflop;
+          model_flops_per_iteration(row.model, row.training, AttentionFlops::full_square) / prediction.iteration_seconds /
+          row.gpus / units::teraflop;
       break;
   }
   prediction.error = prediction.value / row.published - 1;

@@ -280,13 +280,15 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
   return work;
 }
 
-double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& training) {
+double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& training, AttentionFlops attention) {
   // Narayanan et al. SC21's count, generalised to GQA and SwiGLU: forward + 2× backward of every
-  // matrix, the full s×s attention, and the LM head; no recompute.
+  // matrix, the s×s attention (QKᵀ and attention·V, 4·s·h per token; half of it when causal), and
+  // the LM head; no recompute.
   const double s = training.sequence_length;
   const double h = model.hidden_size;
+  const double attention_share = attention == AttentionFlops::causal ? 0.5 : 1.0;
   const double per_token_forward =
-      model.num_layers * (2 * weight_elements_per_layer(model) + 4 * s * h) + 2 * h * model.vocab_size;
+      model.num_layers * (2 * weight_elements_per_layer(model) + attention_share * 4 * s * h) + 2 * h * model.vocab_size;
   return 3 * per_token_forward * s * static_cast<double>(training.global_batch_sequences);
 }
 

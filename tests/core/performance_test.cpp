@@ -70,7 +70,18 @@ TEST(Flops, ModelFlopsMatchNarayananFormula) {
   const ModelSpec model = gpt(96, 12288, 96);
   const double B = 1536, s = 2048, L = 96, h = 12288, V = 51200;
   const double expected = 72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * h * L));
-  EXPECT_NEAR(model_flops_per_iteration(model, training_of(1536, 2048)), expected, 1e-9 * expected);
+  EXPECT_NEAR(model_flops_per_iteration(model, training_of(1536, 2048), AttentionFlops::full_square), expected,
+              1e-9 * expected);
+}
+
+TEST(Flops, CausalCountKeepsHalfTheAttentionCore) {
+  // Megatron-LM's count (training.py @d98e8a64 l.1163-1169): the causal mask leaves half of QKᵀ and
+  // attention·V; 3 passes × L layers × 2·s·h per token less than the full square.
+  const ModelSpec model = gpt(96, 12288, 96);
+  const double B = 1536, s = 2048, L = 96, h = 12288;
+  EXPECT_NEAR(model_flops_per_iteration(model, training_of(1536, 2048), AttentionFlops::full_square) -
+                  model_flops_per_iteration(model, training_of(1536, 2048)),
+              3 * B * s * L * 2 * s * h, 1e-6 * 3 * B * s * L * 2 * s * h);
 }
 
 const GpuSpec& h100() { return *find_gpu("H100-SXM"); }

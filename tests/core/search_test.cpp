@@ -217,6 +217,25 @@ TEST(Search, InputErrorsNameTheField) {
             "GPU A100-80GB has no fp8 tensor cores; choose another precision");
 }
 
+TEST(EvaluatePlan, MfuStaysUnderOneAtLongSequences) {
+  // Issue 14: at 128k tokens the full s² attention was counted in MFU but priced at half (causal
+  // flash attention), and MFU passed 100%. Count and price both the unmasked half.
+  ModelSpec llama3_8b = llama_like(32, 4096, 32, 8, 14336);
+  const Cluster cluster = uniform_cluster(4, 8);
+  TrainingSpec training = training_of(8, 131072);
+  ParallelConfig config;
+  config.tp = 8;
+  config.pp = 1;
+  config.dp = 4;
+  config.sequence_parallel = true;
+  config.recompute = RecomputeMode::full;
+  config.distributed_optimizer = true;
+  const Result<Plan> plan = evaluate_plan(llama3_8b, training, cluster, config, quick_options());
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_GT(plan->model_flops_utilization, 0.2);
+  EXPECT_LT(plan->model_flops_utilization, 0.75);  // flash attention's ceiling on H100
+}
+
 TEST(EvaluatePlan, RejectsImpossibleConfigurations) {
   const Cluster cluster = uniform_cluster(8, 8);
   const TrainingSpec training = training_of(256, 4096);

@@ -105,8 +105,16 @@ TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& wor
 double iteration_seconds(const ParallelConfig& config, const WorkProfile& work,
                          const CommunicationTimes& communication, const TrainingSpec& training);
 
+// How the s×s attention core is counted in model FLOPs. Causal: only the unmasked half, as
+// Megatron-LM counts it today (training.py num_floating_point_operations @d98e8a64 l.1163-1169,
+// "causal mask (only half of the mask is non-zero)") and as causal flash attention runs it, so MFU
+// stays under 100% at long sequences. Full square: Narayanan et al. SC21's count, which published
+// model-TFLOP/s figures of that era use.
+enum class AttentionFlops { causal, full_square };
+
 // Model FLOPs of one iteration (no recompute), for MFU and tokens/s.
-double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& training);
+double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& training,
+                                 AttentionFlops attention = AttentionFlops::causal);
 
 // Megatron-order placement in Slurm's node order: rank r on global GPU r.
 Placement default_placement(const ParallelConfig& config);
