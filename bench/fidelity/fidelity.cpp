@@ -190,6 +190,7 @@ std::vector<Row> sc21_rows() {
     row.training.precision = Precision::fp16;
     row.training.attention = AttentionKernel::unfused;
     row.training.overlap_gradient_reduce = f[12] == "torch";  // 2021's "local" DDP reduced after backward
+    row.training.overlap_tensor_parallel_backward = false;    // 2021: synchronous TP all-reduces
     const int pp = std::stoi(f[6]);
     const int layers_per_chunk = leading_int(f[11], 0);
     const int chunks = layers_per_chunk > 0 ? row.model.num_layers / pp / layers_per_chunk : 1;
@@ -352,6 +353,7 @@ std::vector<Row> megatron_2021_rows() {
     row.training.sequence_length = 1024;
     row.training.precision = Precision::fp16;
     row.training.attention = AttentionKernel::unfused;
+    row.training.overlap_tensor_parallel_backward = false;  // 2021: synchronous TP all-reduces
     const int tp = std::stoi(f[5]);
     const int dp = row.gpus / tp;
     row.config = config_of(row.model, tp, 1, row.gpus, static_cast<int>(row.training.global_batch_sequences / dp), 1);
