@@ -427,13 +427,13 @@ std::vector<MemoryRow> ultrascale_memory_rows() {
   table.erase(table.begin());  // the header
   for (const auto& f : table) {
     MemoryRow row;
-    row.source = "Ultra-Scale Playbook memory (nanotron)";
     row.training.sequence_length = 4096;
     row.training.precision = Precision::bf16;
     row.training.gradients_in_fp32 = true;
     const int degree = std::stoi(f[3]);
     row.published = std::stod(f[6]);
     if (f[0] == "dp_scaling") {
+      row.source = "Ultra-Scale Playbook DP memory (nanotron 1B)";
       row.model = nanotron_llama("1B", 24, 2048, 8192, 32);
       row.config = config_of(row.model, 1, 1, degree, 2, 1);
       row.config.distributed_optimizer = true;
@@ -441,6 +441,7 @@ std::vector<MemoryRow> ultrascale_memory_rows() {
       row.published *= units::gigabyte;
       row.label = "1B dp" + std::to_string(degree) + " mbs2: peak memory";
     } else {
+      row.source = "Ultra-Scale Playbook TP largest batch (nanotron 3B, shape assumed)";
       row.model = nanotron_llama("3B", 28, 3072, 8192, 32);
       row.config = config_of(row.model, degree, 1, degree, 1, 1);
       row.config.sequence_parallel = f[0] == "tp_sp_scaling";
