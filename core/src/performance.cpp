@@ -649,6 +649,7 @@ TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& wor
   time.pp_communication_seconds = pipeline - without_links.times.total_seconds;
   int busiest = 0;
   double busiest_seconds = -1;
+  double busiest_tp_seconds = 0;
   for (int stage = 0; stage < config.pp; ++stage) {
     const StageWork& stage_work = work.stages[static_cast<size_t>(stage)];
     const double tp = communication.tp_seconds.empty()
@@ -656,13 +657,14 @@ TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& wor
                           : communication.tp_seconds[static_cast<size_t>(stage)][static_cast<size_t>(slowest.replica)];
     const double seconds =
         stage_work.forward_compute_seconds + stage_work.backward_compute_seconds + exposed_tp_seconds(stage_work, tp).total();
-    if (seconds > busiest_seconds) busiest = stage, busiest_seconds = seconds;
+    if (seconds > busiest_seconds) busiest = stage, busiest_seconds = seconds, busiest_tp_seconds = tp;
   }
   const StageWork& busiest_work = work.stages[static_cast<size_t>(busiest)];
   time.compute_seconds = m * (busiest_work.forward_compute_seconds + busiest_work.backward_compute_seconds);
   time.recompute_seconds = m * busiest_work.recompute_seconds;
   time.tp_communication_seconds = m * (busiest_seconds - busiest_work.forward_compute_seconds -
                                        busiest_work.backward_compute_seconds);
+  time.tp_hidden_seconds = m * busiest_tp_seconds - time.tp_communication_seconds;
   time.pipeline_bubble_seconds =
       std::max(0.0, without_links.times.total_seconds - time.compute_seconds - time.tp_communication_seconds);
   time.embedding_imbalance_seconds =
