@@ -2,7 +2,10 @@
 # Rebuilds the model-fidelity report and writes it into bench/RESULTS.md between the
 # "<!-- BEGIN fidelity -->" and "<!-- END fidelity -->" markers (scripts/bench.sh's convention): predicted vs published iteration time / throughput for every row of
 # ../shared/ground_truth_data/{megatron_sc21_table1,korthikanti2022_tables,
-# nvidia_nemo_megatron_bridge_perf_summary}.csv and the plans the search picks for SC21 Table 1.
+# nvidia_nemo_megatron_bridge_perf_summary}.csv (and the extra, never-fitted tables), per source the
+# median and worst error of time split into rows used for fitting and rows held out, the memory
+# figures of ultrascale_dp_tp_scaling.csv (memory has no fitted constant: all held out), whether
+# every published run is predicted to fit, and the plans the search picks for SC21 Table 1.
 # Environment: BUILD_DIR (default build). `fidelity --fit` refits the efficiency constants.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -153,6 +153,7 @@ struct Row {
   std::string group;     // identical configurations share a group (and a fit/held-out side)
   bool fit = false;
   bool extra = false;    // a source beyond the three the report must cover: never fitted
+  RuntimeOverheads overheads;
 };
 
 ParallelConfig config_of(const ModelSpec& model, int tp, int pp, int gpus, int micro_batch, int chunks) {
@@ -189,6 +190,7 @@ std::vector<Row> sc21_rows() {
     row.training.precision = Precision::fp16;
     row.training.attention = AttentionKernel::unfused;
     row.training.overlap_gradient_reduce = f[12] == "torch";  // 2021's "local" DDP reduced after backward
+    row.training.overlap_tensor_parallel_backward = false;    // 2021: synchronous TP all-reduces
     const int pp = std::stoi(f[6]);
     const int layers_per_chunk = leading_int(f[11], 0);
     const int chunks = layers_per_chunk > 0 ? row.model.num_layers / pp / layers_per_chunk : 1;
@@ -290,6 +292,8 @@ std::vector<Row> nemo_rows() {
       row.config.distributed_optimizer = row.config.dp > 1;
       row.training.overlap_tensor_parallel_communication = tp > 1;  // NeMo's H100 recipes use userbuffers
       row.training.gradients_in_fp32 = false;  // Megatron-core's default: the grad buffer in the param dtype
+      row.overheads.expandable_segments = true;  // every Megatron-Bridge recipe sets it
+      row.training.fp8_parameters = row.training.precision == Precision::fp8;  // its fp8 recipes gather fp8 params
       row.label += " " + config_label(row.config) + " B" + f[7] + " s" + f[9];
     }
     row.group = row.model.name + "/" + std::to_string(row.gpus) + "/" + f[7] + "/" + f[8] + "/" + f[9] + "/" + f[10] +
@@ -349,6 +353,7 @@ std::vector<Row> megatron_2021_rows() {
     row.training.sequence_length = 1024;
     row.training.precision = Precision::fp16;
     row.training.attention = AttentionKernel::unfused;
+    row.training.overlap_tensor_parallel_backward = false;  // 2021: synchronous TP all-reduces
     const int tp = std::stoi(f[5]);
     const int dp = row.gpus / tp;
     row.config = config_of(row.model, tp, 1, row.gpus, static_cast<int>(row.training.global_batch_sequences / dp), 1);
@@ -356,6 +361,93 @@ std::vector<Row> megatron_2021_rows() {
     row.published = std::stod(f[9]) / 1000;
     row.label = f[0] + " " + f[6] + " " + config_label(row.config) + " B" + f[8];
     row.group = row.label;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// Published memory figures (../shared/ground_truth_data/ultrascale_dp_tp_scaling.csv, the Ultra-Scale
+// Playbook's nanotron runs on H100 80GB, sequence 4096): the 3B model's largest micro-batch per TP
+// degree without and with sequence parallelism, and the 1B model's memory under data parallelism.
+// The playbook does not print the models; the bench_cluster template its runs came from
+// (github.com/huggingface/bench_cluster bench_cluster/template/base_config.py @2e2b0263 and
+// create_configs.py @0144ad0b) gives the rest: Llama layers with multi-head attention (kv heads =
+// heads), tied embeddings, the GPT-2 tokenizer (50257), bf16 with fp32 gradient accumulation, ZeRO-1,
+// no recompute, flash attention, 1B = 24 layers of hidden 2048 / ffn 8192 / 32 heads, micro-batch 2.
+// The 3B is not in the template: assumed hidden 3072, ffn 8192, 32 heads (TP 32 needs 32), 28 layers.
+// None of this is fitted.
+enum class MemoryMetric { peak_bytes, max_micro_batch };
+
+struct MemoryRow {
+  std::string source;
+  std::string label;
+  ModelSpec model;
+  TrainingSpec training;
+  ParallelConfig config;
+  MemoryMetric metric = MemoryMetric::peak_bytes;
+  double published = 0;
+};
+
+ModelSpec nanotron_llama(const std::string& name, int layers, int hidden, int ffn, int heads) {
+  ModelSpec model = gpt(name, layers, hidden, heads, 50257);
+  model.ffn_hidden_size = ffn;
+  model.ffn_kind = FfnKind::swiglu;
+  model.norm_kind = NormKind::rmsnorm;
+  model.linear_bias = false;
+  model.dropout = false;
+  model.learned_position_embeddings = 0;
+  return model;
+}
+
+double peak_memory_bytes(const MemoryRow& row, const ParallelConfig& config) {
+  double peak = 0;
+  for (const StageMemory& stage : estimate_memory(row.model, row.training, config, RuntimeOverheads{})) {
+    peak = std::max(peak, stage.total_bytes());
+  }
+  return peak;
+}
+
+// The largest micro-batch whose peak fits the GPU (one micro-batch per step, as a max-batch sweep runs).
+int largest_fitting_micro_batch(const MemoryRow& row, double capacity_bytes) {
+  int best = 0;
+  for (int mbs = 1; mbs <= 512; ++mbs) {
+    ParallelConfig config = row.config;
+    config.micro_batch = mbs;
+    MemoryRow trial = row;
+    trial.training.global_batch_sequences = static_cast<std::int64_t>(mbs) * config.dp;
+    if (peak_memory_bytes(trial, config) > capacity_bytes) break;
+    best = mbs;
+  }
+  return best;
+}
+
+std::vector<MemoryRow> ultrascale_memory_rows() {
+  std::vector<MemoryRow> rows;
+  auto table = read_csv("ultrascale_dp_tp_scaling.csv");
+  table.erase(table.begin());  // the header
+  for (const auto& f : table) {
+    MemoryRow row;
+    row.training.sequence_length = 4096;
+    row.training.precision = Precision::bf16;
+    row.training.gradients_in_fp32 = true;
+    const int degree = std::stoi(f[3]);
+    row.published = std::stod(f[6]);
+    if (f[0] == "dp_scaling") {
+      row.source = "Ultra-Scale Playbook DP memory (nanotron 1B)";
+      row.model = nanotron_llama("1B", 24, 2048, 8192, 32);
+      row.config = config_of(row.model, 1, 1, degree, 2, 1);
+      row.config.distributed_optimizer = true;
+      row.training.global_batch_sequences = 2 * degree;
+      row.published *= units::gigabyte;
+      row.label = "1B dp" + std::to_string(degree) + " mbs2: peak memory";
+    } else {
+      row.source = "Ultra-Scale Playbook TP largest batch (nanotron 3B, shape assumed)";
+      row.model = nanotron_llama("3B", 28, 3072, 8192, 32);
+      row.config = config_of(row.model, degree, 1, degree, 1, 1);
+      row.config.sequence_parallel = f[0] == "tp_sp_scaling";
+      row.metric = MemoryMetric::max_micro_batch;
+      row.label = "3B tp" + std::to_string(degree) + (row.config.sequence_parallel ? " sp" : "") + ": largest micro-batch";
+    }
     rows.push_back(row);
   }
   return rows;
@@ -380,11 +472,12 @@ Prediction predict(const Row& row, const ComputeEfficiency& efficiency) {
     case Metric::tokens_per_second_per_gpu: prediction.value = tokens / prediction.iteration_seconds / row.gpus; break;
     case Metric::model_tflops_per_gpu:
       prediction.value =
-          model_flops_per_iteration(row.model, row.training) / prediction.iteration_seconds / row.gpus / units::teraflop;
+          model_flops_per_iteration(row.model, row.training, AttentionFlops::full_square) / prediction.iteration_seconds /
+          row.gpus / units::teraflop;
       break;
   }
   prediction.error = prediction.value / row.published - 1;
-  for (const StageMemory& stage : estimate_memory(row.model, row.training, row.config, RuntimeOverheads{})) {
+  for (const StageMemory& stage : estimate_memory(row.model, row.training, row.config, row.overheads)) {
     prediction.peak_memory_bytes = std::max(prediction.peak_memory_bytes, stage.total_bytes());
   }
   return prediction;
@@ -490,11 +583,54 @@ void report(const std::vector<Row>& rows, const ComputeEfficiency& efficiency) {
       errors[key].push_back(std::abs(prediction.error));
     }
   }
-  std::printf("\n| rows | count | median abs error | worst abs error |\n|---|---|---|---|\n");
+  std::printf("\nTime (iteration time or throughput), by source and by whether the row was used to fit the "
+              "efficiency constants:\n\n| rows | count | median abs error | worst abs error |\n|---|---|---|---|\n");
   for (const auto& [key, values] : errors) {
     std::printf("| %s | %zu | %.1f%% | %.1f%% |\n", key.c_str(), values.size(), 100 * median(values),
                 100 * *std::max_element(values.begin(), values.end()));
   }
+}
+
+// Memory. No memory constant is fitted: every row is held out. Two kinds of evidence: published
+// figures (ultrascale_dp_tp_scaling.csv's memory panels), and every published run above, which
+// ran, so its configuration must be predicted to fit its GPU.
+void memory_report(const std::vector<Row>& rows) {
+  std::printf("\n| memory source | row | published | predicted | error |\n|---|---|---|---|---|\n");
+  std::map<std::string, std::vector<double>> errors;
+  for (const MemoryRow& row : ultrascale_memory_rows()) {
+    const double capacity = find_gpu("H100-SXM")->memory_bytes;
+    double predicted = 0;
+    std::string published, shown;
+    if (row.metric == MemoryMetric::max_micro_batch) {
+      predicted = largest_fitting_micro_batch(row, capacity);
+      published = number(row.published, 0);
+      shown = number(predicted, 0);
+    } else {
+      predicted = peak_memory_bytes(row, row.config);
+      published = number(row.published / units::gigabyte, 2) + " GB";
+      shown = number(predicted / units::gigabyte, 2) + " GB";
+    }
+    const double error = predicted / row.published - 1;
+    errors[row.source].push_back(std::abs(error));
+    std::printf("| %s | %s | %s | %s | %s |\n", row.source.c_str(), row.label.c_str(), published.c_str(), shown.c_str(),
+                percent(error).c_str());
+  }
+  std::map<std::string, std::pair<int, int>> fits;  // source → (predicted to fit, rows)
+  for (const Row& row : rows) {
+    if (!row.excluded.empty()) continue;
+    const Prediction prediction = predict(row, fitted_compute_efficiency());
+    auto& [fit, count] = fits[row.source];
+    fit += prediction.peak_memory_bytes <= cluster_of(row.system, row.gpus).gpu.memory_bytes;
+    ++count;
+  }
+  std::printf("\nMemory, by source (never fitted: every row is held out):\n\n| source | rows | median abs error | worst abs "
+              "error |\n|---|---|---|---|\n");
+  for (const auto& [source, values] : errors) {
+    std::printf("| %s | %zu | %.1f%% | %.1f%% |\n", source.c_str(), values.size(), 100 * median(values),
+                100 * *std::max_element(values.begin(), values.end()));
+  }
+  std::printf("\nPublished runs (they ran, so they fit) predicted to fit their GPU:\n\n| source | predicted to fit |\n|---|---|\n");
+  for (const auto& [source, counts] : fits) std::printf("| %s | %d of %d |\n", source.c_str(), counts.first, counts.second);
 }
 
 std::string plan_label(const Plan& plan) {
@@ -563,6 +699,7 @@ int main(int argc, char** argv) {
                 fit_loss(rows, fitted_compute_efficiency()));
   }
   report(rows, efficiency);
+  memory_report(rows);
   plan_comparison(rows);
   return 0;
 }

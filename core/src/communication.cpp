@@ -14,6 +14,7 @@
 //    bandwidth with node count in ground_truth_data/ultrascale_collective_bandwidth_vs_nodes.csv;
 //    a model with one nominal inter-node bandwidth cannot reproduce it.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <utility>
@@ -173,8 +174,33 @@ CollectiveCost intra_node_cost(const Cluster& cluster, const NodeRing& ring) {
   return cost;
 }
 
+// Node pairs nobody measured are priors, all equal, and a ring over equal pairs keeps its
+// bandwidth however many nodes it crosses; real fabrics do not: the attained all-reduce bandwidth
+// falls with node count (ground_truth_data/ultrascale_collective_bandwidth_vs_nodes.csv: 436 →
+// 33 GB/s from 1 to 64 nodes) because a ring runs at its slowest pair and pairs spread. A prior is
+// the median pair; a ring over k assumed pairs is priced at the expected slowest of k log-normal
+// draws around it, median · exp(σ · E[min of k standard normals]) (Blom's approximation
+// Φ⁻¹((1 − 0.375)/(k + 0.25)); 1 for k = 1). σ = 0.8 is the spread that reproduces the
+// ultrascale all-reduce curve from measured pairs (tests/core/communication_test.cpp,
+// BusBandwidthFallsWithNodeCountLikeUltrascaleMeasurements, which also shows the held-out check).
+constexpr double kAssumedPairSpreadSigma = 0.8;
+
+double standard_normal_quantile(double probability) {
+  double low = -10, high = 10;  // bisection on Φ(x) = erfc(−x/√2)/2: deterministic, 1e-12 wide
+  for (int step = 0; step < 64; ++step) {
+    const double middle = 0.5 * (low + high);
+    (0.5 * std::erfc(-middle / std::sqrt(2.0)) < probability ? low : high) = middle;
+  }
+  return 0.5 * (low + high);
+}
+
+double expected_slowest_of_assumed_pairs(int pairs) {
+  if (pairs < 2) return 1.0;
+  return std::exp(kAssumedPairSpreadSigma * standard_normal_quantile(0.625 / (pairs + 0.25)));
+}
+
 // Inter-node all-reduce of each GPU's 1/subrings shard over the node ring, at its slowest node
-// pair. `flows_on_edge(from_node, to_node)`: how many flows share that node pair while this ring
+// pair (assumed pairs at their expected slowest). `flows_on_edge(from_node, to_node)`: how many flows share that node pair while this ring
 // runs (its own sub-rings plus those of concurrent collectives).
 template <typename FlowsOnEdge>
 CollectiveCost inter_node_cost(const Cluster& cluster, const NodeRing& ring, FlowsOnEdge flows_on_edge) {
@@ -182,13 +208,19 @@ CollectiveCost inter_node_cost(const Cluster& cluster, const NodeRing& ring, Flo
   const int nodes = ring.node_count();
   if (nodes < 2) return cost;
   double slowest_flow_bytes_per_second = std::numeric_limits<double>::infinity();
+  double slowest_assumed_flow_bytes_per_second = std::numeric_limits<double>::infinity();
   double slowest_latency_seconds = 0;
+  int assumed_pairs = 0;
   for (int i = 0; i < nodes; ++i) {
     const auto [from, to] = ring.edge(i);
-    slowest_flow_bytes_per_second =
-        std::min(slowest_flow_bytes_per_second, flow_bandwidth_bytes_per_second(cluster, from, to, flows_on_edge(from, to)));
+    const double flow = flow_bandwidth_bytes_per_second(cluster, from, to, flows_on_edge(from, to));
+    double& slowest = cluster.inter_node.at(from, to).measured ? slowest_flow_bytes_per_second : slowest_assumed_flow_bytes_per_second;
+    slowest = std::min(slowest, flow);
+    assumed_pairs += !cluster.inter_node.at(from, to).measured && (nodes > 2 || i == 0);  // 2 nodes: one pair
     slowest_latency_seconds = std::max(slowest_latency_seconds, cluster.inter_node.at(from, to).latency_seconds);
   }
+  slowest_flow_bytes_per_second = std::min(
+      slowest_flow_bytes_per_second, slowest_assumed_flow_bytes_per_second * expected_slowest_of_assumed_pairs(assumed_pairs));
   const double steps = 2.0 * (nodes - 1);
   cost.seconds_per_payload_byte = steps / nodes / ring.subrings() / slowest_flow_bytes_per_second;
   cost.latency_seconds = steps * slowest_latency_seconds;

@@ -73,7 +73,51 @@ bool equal_ignoring_case(std::string_view a, std::string_view b) {
          });
 }
 
+// Per GPU model: its aggregate NVLink rate (links × per-link rate, one direction: NVLink2/3/4 25 GB/s
+// per link, NVLink5 50), whether its 8-GPU board has NVSwitches, and its PCIe x16 rate. SXM modules
+// are always NVLink-connected. NVIDIA datasheets: DGX-1 (V100 SXM2: 6 links, hybrid cube-mesh), HGX
+// A100 (8-GPU: 6 NVSwitches; 4-GPU: direct, 4 links per pair), HGX H100/H200 (8-GPU: 4 NVSwitches,
+// 18 links), HGX B200 (8-GPU, NVLink5 through 2 NVSwitch chips, 1.8 TB/s bidirectional per GPU).
+struct IntraNodeHardware {
+  std::string_view model_prefix;
+  double nvlink_bytes_per_second;
+  bool nvswitch_on_8_gpu_board;
+  double pcie_bytes_per_second;
+};
+constexpr double kPcieGen3 = 16 * gb_per_second, kPcieGen4 = 32 * gb_per_second, kPcieGen5 = 64 * gb_per_second;
+constexpr IntraNodeHardware kIntraNodeHardware[] = {
+    {"P100-SXM2", 4 * 20 * gb_per_second, false, kPcieGen3}, {"V100-SXM2", 6 * 25 * gb_per_second, false, kPcieGen3},
+    {"A100-", 12 * 25 * gb_per_second, true, kPcieGen4},     {"H100-SXM", 18 * 25 * gb_per_second, true, kPcieGen5},
+    {"H200", 18 * 25 * gb_per_second, true, kPcieGen5},      {"B200", 18 * 50 * gb_per_second, true, kPcieGen5},
+    {"H100-PCIe", 0, false, kPcieGen5},                      {"L40S", 0, false, kPcieGen4},
+};
+constexpr IntraNodeHardware kUnknownHardware = {"", 0, false, kPcieGen4};
+
+bool starts_with_ignoring_case(std::string_view text, std::string_view prefix) {
+  return text.size() >= prefix.size() && equal_ignoring_case(text.substr(0, prefix.size()), prefix);
+}
+
 }  // namespace
+
+BoardFabric board_fabric(std::string_view gpu_name, int gpus_per_node) {
+  const IntraNodeHardware* hardware = &kUnknownHardware;
+  for (const auto& entry : kIntraNodeHardware)
+    if (starts_with_ignoring_case(gpu_name, entry.model_prefix)) hardware = &entry;
+  BoardFabric board;
+  board.pcie_bytes_per_second = hardware->pcie_bytes_per_second;
+  board.pair_bytes_per_second = hardware->pcie_bytes_per_second;
+  board.gpu_nvlink_bytes_per_second = hardware->nvlink_bytes_per_second;
+  if (!(hardware->nvlink_bytes_per_second > 0) || gpus_per_node < 2) return board;
+  // More GPUs than a 4-GPU board holds: the 8-GPU board, NVSwitched where the model's is.
+  if (hardware->nvswitch_on_8_gpu_board && gpus_per_node > 4) {
+    board.fabric = IntraNodeFabric::nvswitch;
+    board.pair_bytes_per_second = hardware->nvlink_bytes_per_second;
+  } else {
+    board.fabric = IntraNodeFabric::nvlink_direct;
+    board.pair_bytes_per_second = hardware->nvlink_bytes_per_second / (gpus_per_node - 1);
+  }
+  return board;
+}
 
 const std::vector<GpuSpec>& gpu_catalog() {
   static const std::vector<GpuSpec> catalog = build_catalog();

@@ -26,21 +26,34 @@ struct LayerActivationElements {
   // output and the MLP's ffn-wide product split): fp8 recipes keep these as fp8 casts.
   double replicated_gemm_inputs = 0;
   double split_gemm_inputs = 0;
+  // fp32 bytes (whatever the training precision), split across TP: flash attention's per-head
+  // log-sum-exp of every query, which its backward needs (TE's fused attention saves it as `aux`).
+  double split_fp32_bytes = 0;
 };
 
 struct LayerShape {
   double s = 0, b = 0, h = 0, kv = 0, f = 0, a = 0;
   FfnKind ffn = FfnKind::gelu;
   bool dropout = true;
+  bool rotary = false;
 };
 
-LayerActivationElements layer_activation_elements(const LayerShape& shape, bool keep_attention_scores) {
+LayerActivationElements layer_activation_elements(const LayerShape& shape, bool keep_attention_scores,
+                                                  bool flash_attention) {
   const double tokens = shape.s * shape.b;
   const double h = shape.h;
   LayerActivationElements e;
   e.replicated_values = tokens * h * 4;  // two norm inputs, QKV input, MLP input
   e.replicated_masks = shape.dropout ? tokens * h * 2 : 0;  // dropout after attention and after the MLP
   e.split_values = tokens * (2 * h + 2 * shape.kv) + tokens * shape.f * (shape.ffn == FfnKind::swiglu ? 3 : 2);
+  if (shape.rotary) {
+    // Megatron-core splits the fused QKV output into views (attention.py get_query_key_value_tensors,
+    // torch.split / TE SplitAlongDim, @d98e8a64 l.1898-1914) and applies RoPE out of place to Q and K
+    // (l.1508-1535, rope_utils.py apply_rotary_pos_emb): attention saves the rotated copies while V,
+    // a view, keeps the whole QKV buffer alive. Rotary models keep Q and K twice.
+    e.split_values += tokens * (h + shape.kv);
+  }
+  if (flash_attention) e.split_fp32_bytes = 4 * shape.a * tokens;
   if (keep_attention_scores) {
     const double scores = shape.a * shape.s * shape.s * shape.b;
     e.split_values += (shape.dropout ? 2 : 1) * scores;  // softmax output (and dropout output)
@@ -60,7 +73,8 @@ double activation_bytes(const LayerActivationElements& e, double value_bytes, do
   }
   const double saved_on_gemm_inputs = value_bytes - gemm_input_bytes;
   const double replicated = e.replicated_values * value_bytes + e.replicated_masks - e.replicated_gemm_inputs * saved_on_gemm_inputs;
-  const double split = e.split_values * value_bytes + e.split_masks - e.split_gemm_inputs * saved_on_gemm_inputs;
+  const double split =
+      e.split_values * value_bytes + e.split_masks + e.split_fp32_bytes - e.split_gemm_inputs * saved_on_gemm_inputs;
   return (sequence_parallel ? replicated / tp : replicated) + split / tp;
 }
 
@@ -83,6 +97,12 @@ double split_parameters_per_layer(const ModelSpec& model) {
   return qkv + h * h + mlp;
 }
 
+double layers_of_stage(const ModelSpec& model, const ParallelConfig& config, int stage) {
+  return config.layers_per_stage.empty()
+             ? static_cast<double>(balanced_layers_per_stage(model.num_layers, config.pp)[static_cast<size_t>(stage)])
+             : config.layers_per_stage[static_cast<size_t>(stage)];
+}
+
 int communicators_of_stage(const ParallelConfig& config, int stage) {
   const bool end_stage = stage == 0 || stage == config.pp - 1;
   return (config.tp > 1) + (config.dp > 1) + (config.pp > 1) + (config.pp > 1 && end_stage);
@@ -94,20 +114,64 @@ double korthikanti_layer_activation_bytes(int s, int b, int h, int a, int t, boo
                                           RecomputeMode recompute) {
   const LayerShape shape{static_cast<double>(s), static_cast<double>(b), static_cast<double>(h),
                          static_cast<double>(h), 4.0 * h, static_cast<double>(a), FfnKind::gelu, true};
-  return activation_bytes(layer_activation_elements(shape, recompute == RecomputeMode::none), 2.0, 2.0, t,
+  return activation_bytes(layer_activation_elements(shape, recompute == RecomputeMode::none, false), 2.0, 2.0, t,
                           sequence_parallel, recompute);
 }
 
-double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
-  const bool keep_scores = training.attention == AttentionKernel::unfused && config.recompute == RecomputeMode::none;
-  const LayerShape shape{static_cast<double>(training.sequence_length), static_cast<double>(config.micro_batch),
-                         static_cast<double>(model.hidden_size),        static_cast<double>(model.kv_hidden_size()),
-                         static_cast<double>(model.ffn_hidden_size),    static_cast<double>(model.num_attention_heads),
-                         model.ffn_kind,                                model.dropout};
+namespace {
+
+LayerShape layer_shape_of(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
+  return {static_cast<double>(training.sequence_length), static_cast<double>(config.micro_batch),
+          static_cast<double>(model.hidden_size),        static_cast<double>(model.kv_hidden_size()),
+          static_cast<double>(model.ffn_hidden_size),    static_cast<double>(model.num_attention_heads),
+          model.ffn_kind,                                model.dropout,
+          model.learned_position_embeddings == 0};
+}
+
+// What one layer keeps for its backward when nothing is recomputed (the recompute mode only picks
+// which of it survives until the backward).
+double saved_layer_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                         RecomputeMode recompute) {
+  const bool keep_scores = training.attention == AttentionKernel::unfused && recompute == RecomputeMode::none;
   const double value_bytes = activation_value_bytes(training.precision);
   const double gemm_input_bytes = training.precision == Precision::fp8 ? 1.0 : value_bytes;
-  return activation_bytes(layer_activation_elements(shape, keep_scores), value_bytes, gemm_input_bytes, config.tp,
-                          config.sequence_parallel, config.recompute);
+  return activation_bytes(
+      layer_activation_elements(layer_shape_of(model, training, config), keep_scores,
+                                training.attention == AttentionKernel::flash),
+      value_bytes, gemm_input_bytes, config.tp, config.sequence_parallel, recompute);
+}
+
+}  // namespace
+
+double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
+  return saved_layer_bytes(model, training, config, config.recompute);
+}
+
+double layer_working_set_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
+  const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
+  const double h = model.hidden_size;
+  const double f_shard = static_cast<double>(model.ffn_hidden_size) / config.tp;
+  const double ffn_wide = model.ffn_kind == FfnKind::swiglu ? 2 : 1;  // fc1 outputs per f
+  const double value_bytes = activation_value_bytes(training.precision);
+  // Gradients in flight while the MLP's backward runs (the attention half's are smaller). The
+  // incoming gradient of the layer output (h, all-gathered to the full sequence with SP) stays until
+  // the residual adds it; the activation's backward turns the fc2-input gradient (f/t) into the fc1
+  // output gradient (ffn_wide·f/t); fc1's dgrad then writes a full-sequence h-wide gradient (before
+  // its reduce-scatter) while, with sequence parallelism, Transformer Engine re-gathers the norm
+  // output it saved as a shard for the wgrad GEMM (layernorm_linear.py @d0067d0d l.760-800).
+  const double activation_backward = h + (1 + ffn_wide) * f_shard;
+  const double fc1_backward = (config.sequence_parallel ? 3 : 2) * h + ffn_wide * f_shard;
+  double working = tokens * std::max(activation_backward, fc1_backward) * value_bytes;
+  // Recomputation rebuilds, one layer at a time, what was dropped: under full recompute the layer
+  // being recomputed holds everything a layer without recompute keeps until its backward is done
+  // (Megatron's CheckpointFunction re-runs the layer's forward inside its backward, tensor_parallel/
+  // random.py @d98e8a64 l.591-635); selective recompute rebuilds the attention core (the score tensors of unfused
+  // attention).
+  if (config.recompute != RecomputeMode::none) {
+    working += saved_layer_bytes(model, training, config, RecomputeMode::none) -
+               saved_layer_bytes(model, training, config, config.recompute);
+  }
+  return working;
 }
 
 int in_flight_microbatch_chunks(int stage, int pp, int num_microbatches, int virtual_stages) {
@@ -135,10 +199,7 @@ double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config,
   const double h = model.hidden_size;
   const double split = split_parameters_per_layer(model);
   const double replicated = static_cast<double>(parameters_per_layer(model)) - split;
-  const double layers = config.layers_per_stage.empty()
-                            ? static_cast<double>(balanced_layers_per_stage(model.num_layers, config.pp)[static_cast<size_t>(stage)])
-                            : config.layers_per_stage[static_cast<size_t>(stage)];
-  double parameters = layers * (split / config.tp + replicated);
+  double parameters = layers_of_stage(model, config, stage) * (split / config.tp + replicated);
   const double word_embedding_shard = static_cast<double>(model.vocab_size) * h / config.tp;
   if (stage == 0) parameters += word_embedding_shard + static_cast<double>(model.learned_position_embeddings) * h;
   if (stage == config.pp - 1) {
@@ -158,34 +219,60 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
   const int microbatches = std::max(1, num_microbatches_of(training, config));
   const BytesPerParameter per_parameter = bytes_per_parameter(training, config.distributed_optimizer, config.dp);
   const double per_layer_activation = layer_activation_bytes(model, training, config);
+  const double working_set = layer_working_set_bytes(model, training, config);
   const double value_bytes = activation_value_bytes(training.precision);
   const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
+  // The largest single tensor a layer's backward allocates: a full-sequence h-wide gradient or the
+  // fc1 output gradient.
+  const double largest_layer_request =
+      tokens * value_bytes *
+      std::max(static_cast<double>(model.hidden_size),
+               (model.ffn_kind == FfnKind::swiglu ? 2.0 : 1.0) * model.ffn_hidden_size / config.tp);
 
   std::vector<StageMemory> stages(static_cast<size_t>(config.pp));
   for (int stage = 0; stage < config.pp; ++stage) {
     StageMemory& memory = stages[static_cast<size_t>(stage)];
     const double parameters = parameters_on_stage(model, config, stage);
     memory.weights_bytes = parameters * per_parameter.weights;
+    if (training.precision == Precision::fp8 && !training.fp8_parameters) {
+      // Transformer Engine casts each GEMM weight to fp8 once per iteration and caches the cast,
+      // row-wise and its transpose for the backward (module/linear.py @d0067d0d l.1958-2071,
+      // `_fp8_workspaces`; Megatron passes is_first_microbatch, extensions/transformer_engine.py
+      // @d98e8a64 l.1338): one byte each per weight element of the layers.
+      memory.weights_bytes += 2 * layers_of_stage(model, config, stage) * split_parameters_per_layer(model) / config.tp;
+    }
     memory.gradients_bytes = parameters * per_parameter.gradients;
     memory.optimizer_state_bytes = parameters * per_parameter.optimizer;
 
     const int chunks = in_flight_microbatch_chunks(stage, config.pp, microbatches, config.virtual_stages);
     const double layers_per_chunk = static_cast<double>(layers[static_cast<size_t>(stage)]) / config.virtual_stages;
-    memory.activations_bytes = chunks * layers_per_chunk * per_layer_activation;
+    memory.activations_bytes = chunks * layers_per_chunk * per_layer_activation + working_set;
 
     if (stage == config.pp - 1) {
       // One micro-batch at a time reaches the loss (its backward follows at once): the final norm's
-      // input, the fp32 logits that Megatron's vocab-parallel cross entropy turns into the softmax
-      // it keeps for backward (4 bytes), and the 16-bit logits out of the output GEMM (2 bytes).
+      // input and output (the output layer's saved input), the fp32 logits that Megatron's
+      // vocab-parallel cross entropy turns in place into the softmax it keeps for backward (4 bytes,
+      // tensor_parallel/cross_entropy.py @d98e8a64 l.25, 61-77, 181), and beside them the 16-bit
+      // logits out of the output GEMM in the forward, the 16-bit cast of the fp32 logit gradient in
+      // the backward (2 bytes).
       const double vocab_shard = static_cast<double>(model.vocab_size) / config.tp;
-      memory.logits_and_loss_bytes = tokens * model.hidden_size * value_bytes / (config.sequence_parallel ? config.tp : 1) +
-                                     tokens * vocab_shard * (4.0 + value_bytes);
+      memory.logits_and_loss_bytes =
+          2 * tokens * model.hidden_size * value_bytes / (config.sequence_parallel ? config.tp : 1) +
+          tokens * vocab_shard * (4.0 + value_bytes);
     }
     const double allocated = memory.weights_bytes + memory.gradients_bytes + memory.optimizer_state_bytes +
                              memory.activations_bytes + memory.logits_and_loss_bytes;
+    // PyTorch's caching allocator serves a request no cached free block can hold with a new
+    // segment of its own size (rounded to 2 MiB: c10/cuda/CUDACachingAllocator.cpp, kRoundLarge),
+    // however much free space lies in smaller fragments; at the peak up to one largest transient
+    // request of such space sits reserved beside what is allocated.
+    const double largest_request = overheads.expandable_segments ? 0.0
+                                   : stage == config.pp - 1
+                                       ? std::max(largest_layer_request, tokens * model.vocab_size / config.tp * 4.0)
+                                       : largest_layer_request;
     memory.runtime_overhead_bytes = overheads.cuda_context_bytes +
                                     overheads.nccl_buffer_bytes_per_communicator * communicators_of_stage(config, stage) +
-                                    overheads.allocator_fragmentation_fraction * allocated;
+                                    overheads.allocator_fragmentation_fraction * allocated + largest_request;
   }
   return stages;
 }

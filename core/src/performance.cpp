@@ -104,6 +104,9 @@ PassSeconds linear_seconds(double tokens, double out_features, double in_feature
 struct LayerCost {
   PassSeconds total;
   double recompute_seconds = 0;  // added to the backward pass
+  // Backward (dgrad + wgrad) of the column-parallel GEMMs, QKV and fc1: what their asynchronous
+  // TP collectives run beside.
+  double column_parallel_backward_seconds = 0;
 };
 
 LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
@@ -119,10 +122,10 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   const bool swiglu = model.ffn_kind == FfnKind::swiglu;
 
   PassSeconds gemms;
+  const PassSeconds qkv = linear_seconds(tokens, (h + 2 * kv) / t, h, roofs, value_bytes);
+  const PassSeconds fc1 = linear_seconds(tokens, (swiglu ? 2 : 1) * f / t, h, roofs, value_bytes);
   for (const PassSeconds& linear :
-       {linear_seconds(tokens, (h + 2 * kv) / t, h, roofs, value_bytes), linear_seconds(tokens, h, h / t, roofs, value_bytes),
-        linear_seconds(tokens, (swiglu ? 2 : 1) * f / t, h, roofs, value_bytes),
-        linear_seconds(tokens, h, f / t, roofs, value_bytes)}) {
+       {qkv, linear_seconds(tokens, h, h / t, roofs, value_bytes), fc1, linear_seconds(tokens, h, f / t, roofs, value_bytes)}) {
     gemms.forward += linear.forward;
     gemms.backward += linear.backward;
   }
@@ -156,6 +159,7 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   LayerCost cost;
   cost.total.forward = gemms.forward + attention.forward + elementwise + efficiency.layer_overhead_seconds;
   cost.total.backward = gemms.backward + attention.backward + 2 * elementwise + 2 * efficiency.layer_overhead_seconds;
+  cost.column_parallel_backward_seconds = qkv.backward + fc1.backward;
   if (config.recompute == RecomputeMode::full) cost.recompute_seconds = cost.total.forward;
   if (config.recompute == RecomputeMode::selective) cost.recompute_seconds = attention.forward;
   return cost;
@@ -225,7 +229,25 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
   const double value_bytes = activation_bytes_of(training.precision);
   const double activation_message = static_cast<double>(training.sequence_length) * config.micro_batch *
                                     model.hidden_size * value_bytes;
-  const int layer_all_reduces = config.recompute == RecomputeMode::full ? 6 : 4;
+  // TP collectives of one layer, in all-reduce equivalents of the b·s·h activation (an all-gather or
+  // a reduce-scatter alone is half of one), as Megatron-core with Transformer Engine issues them by
+  // default (no --tp-comm-overlap):
+  //  - forward: after the attention and the MLP (all-reduce, or with SP reduce-scatter), and with SP
+  //    an all-gather before QKV and fc1: 2, exposed; a recomputed forward repeats them;
+  //  - backward of the column-parallel QKV and fc1: their input-gradient all-reduce (SP:
+  //    reduce-scatter) starts asynchronously and runs beside the wgrad GEMM, and with SP the
+  //    re-gather of the norm output they saved as a shard runs beside the dgrad GEMM
+  //    (TE layernorm_linear.py @d0067d0d l.780-800 and 889-910, async_op=True): hideable, 2 without
+  //    SP, 1 + 1 with it;
+  //  - backward of the row-parallel projection and fc2 with SP: the all-gather of their output
+  //    gradient, synchronous before their dgrad (TE module/base.py grad_output_preprocess l.1702-1709):
+  //    1, exposed.
+  const bool sp = config.sequence_parallel;
+  const double forward_per_layer = config.recompute == RecomputeMode::full ? 4 : 2;  // recompute's in the backward
+  const double issued_forward_per_layer = 2;
+  const double hideable_per_layer = 2;
+  const double exposed_backward_per_layer = sp ? 1 : 0;
+  const int layer_all_reduces = static_cast<int>(forward_per_layer + hideable_per_layer + exposed_backward_per_layer);
   const double gradient_bytes = training.precision == Precision::fp32 || training.gradients_in_fp32 ? 4.0 : 2.0;
   const double optimizer_shard = config.distributed_optimizer ? 1.0 / config.dp : 1.0;
 
@@ -260,17 +282,21 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       all_reduces += 1;  // the LM head's input gradient
     }
     if (config.tp > 1) {
-      // Megatron all-reduces the b·s·h activation twice per layer forward and twice backward (and
-      // again in a recomputed forward), plus the embedding output on the first stage and the LM
-      // head's input gradient on the last; sequence parallelism turns each into a reduce-scatter +
-      // all-gather pair with the same ring traffic.
-      // With userbuffers overlap each collective is cut into tp chunks pipelined under the GEMM it
-      // feeds; only the first (or last) chunk stays exposed.
+      // Plus the embedding output on the first stage (forward) and the LM head's input gradient on
+      // the last (backward).
+      // With userbuffers overlap (--tp-comm-overlap) each collective is cut into tp chunks pipelined
+      // under the GEMM it feeds; only the first (or last) chunk stays exposed.
       const bool overlapped = training.overlap_tensor_parallel_communication && config.sequence_parallel;
       const double exposed_share = overlapped ? 1.0 / config.tp : 1.0;
       work_of_stage.tp_bytes_per_microbatch =
           exposed_share * all_reduces * activation_message * 2.0 * (config.tp - 1) / config.tp;
       work_of_stage.tp_collectives_per_microbatch = all_reduces;
+      const double forward = stage_layers * issued_forward_per_layer + (stage == 0 ? 1 : 0);
+      work_of_stage.tp_forward_share = forward / all_reduces;
+      if (!overlapped && training.overlap_tensor_parallel_backward) {
+        work_of_stage.tp_hideable_share = stage_layers * hideable_per_layer / all_reduces;
+        work_of_stage.tp_overlap_window_seconds = stage_layers * layer.column_parallel_backward_seconds;
+      }
     }
     const double parameters = parameters_on_stage(model, config, stage);
     work_of_stage.gradient_bytes_per_gpu = parameters * gradient_bytes;
@@ -280,13 +306,20 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
   return work;
 }
 
-double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& training) {
+TpPassSeconds exposed_tp_seconds(const StageWork& stage, double tp_seconds) {
+  const double hidden = std::min(stage.tp_hideable_share * tp_seconds, stage.tp_overlap_window_seconds);
+  return {stage.tp_forward_share * tp_seconds, (1 - stage.tp_forward_share) * tp_seconds - hidden};
+}
+
+double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& training, AttentionFlops attention) {
   // Narayanan et al. SC21's count, generalised to GQA and SwiGLU: forward + 2× backward of every
-  // matrix, the full s×s attention, and the LM head; no recompute.
+  // matrix, the s×s attention (QKᵀ and attention·V, 4·s·h per token; half of it when causal), and
+  // the LM head; no recompute.
   const double s = training.sequence_length;
   const double h = model.hidden_size;
+  const double attention_share = attention == AttentionFlops::causal ? 0.5 : 1.0;
   const double per_token_forward =
-      model.num_layers * (2 * weight_elements_per_layer(model) + 4 * s * h) + 2 * h * model.vocab_size;
+      model.num_layers * (2 * weight_elements_per_layer(model) + attention_share * 4 * s * h) + 2 * h * model.vocab_size;
   return 3 * per_token_forward * s * static_cast<double>(training.global_batch_sequences);
 }
 
@@ -394,7 +427,6 @@ PipelineTimes pipeline_times(const ReplicaPipeline& pipe, int microbatches, int 
 void fill_replica_pipeline(const ParallelConfig& config, const WorkProfile& work, const CommunicationTimes& communication,
                            int replica, bool with_links, bool with_embedding_and_head, ReplicaPipeline& pipe) {
   const int chunks = effective_virtual_stages(config);
-  const double forward_share = forward_share_of_tp(config.recompute);
   pipe.forward.clear();
   pipe.backward.clear();
   pipe.link.clear();
@@ -406,8 +438,9 @@ void fill_replica_pipeline(const ParallelConfig& config, const WorkProfile& work
     // Embedding and head time split as the forward/backward totals do.
     const double total = stage_work.forward_compute_seconds + stage_work.backward_compute_seconds;
     const double removed = with_embedding_and_head || total <= 0 ? 0.0 : stage_work.embedding_and_head_seconds / total;
-    pipe.forward.push_back((stage_work.forward_compute_seconds * (1 - removed) + forward_share * tp) / chunks);
-    pipe.backward.push_back((stage_work.backward_compute_seconds * (1 - removed) + (1 - forward_share) * tp) / chunks);
+    const TpPassSeconds exposed = exposed_tp_seconds(stage_work, tp);
+    pipe.forward.push_back((stage_work.forward_compute_seconds * (1 - removed) + exposed.forward) / chunks);
+    pipe.backward.push_back((stage_work.backward_compute_seconds * (1 - removed) + exposed.backward) / chunks);
     if (stage + 1 < config.pp) {
       pipe.link.push_back(with_links ? communication.p2p_seconds[static_cast<size_t>(stage)][static_cast<size_t>(replica)] : 0.0);
     }
@@ -616,19 +649,22 @@ TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& wor
   time.pp_communication_seconds = pipeline - without_links.times.total_seconds;
   int busiest = 0;
   double busiest_seconds = -1;
+  double busiest_tp_seconds = 0;
   for (int stage = 0; stage < config.pp; ++stage) {
     const StageWork& stage_work = work.stages[static_cast<size_t>(stage)];
     const double tp = communication.tp_seconds.empty()
                           ? 0.0
                           : communication.tp_seconds[static_cast<size_t>(stage)][static_cast<size_t>(slowest.replica)];
-    const double seconds = stage_work.forward_compute_seconds + stage_work.backward_compute_seconds + tp;
-    if (seconds > busiest_seconds) busiest = stage, busiest_seconds = seconds;
+    const double seconds =
+        stage_work.forward_compute_seconds + stage_work.backward_compute_seconds + exposed_tp_seconds(stage_work, tp).total();
+    if (seconds > busiest_seconds) busiest = stage, busiest_seconds = seconds, busiest_tp_seconds = tp;
   }
   const StageWork& busiest_work = work.stages[static_cast<size_t>(busiest)];
   time.compute_seconds = m * (busiest_work.forward_compute_seconds + busiest_work.backward_compute_seconds);
   time.recompute_seconds = m * busiest_work.recompute_seconds;
   time.tp_communication_seconds = m * (busiest_seconds - busiest_work.forward_compute_seconds -
                                        busiest_work.backward_compute_seconds);
+  time.tp_hidden_seconds = m * busiest_tp_seconds - time.tp_communication_seconds;
   time.pipeline_bubble_seconds =
       std::max(0.0, without_links.times.total_seconds - time.compute_seconds - time.tp_communication_seconds);
   time.embedding_imbalance_seconds =

@@ -182,13 +182,26 @@ std::vector<std::vector<int>> layer_splits(const SearchSpace& space, int pp) {
   return splits;
 }
 
+// TP sizes worth evaluating: the divisors of a node's GPUs, and whole nodes (2, 4 nodes' worth)
+// with TP priced over the network: for a model with many heads on many nodes, tp 16/32 can beat a
+// deeper pipeline (issue 14's measurements), and the cost model says when.
+std::vector<int> tensor_parallel_sizes(int gpus_per_node, int num_gpus) {
+  std::vector<int> sizes = divisors(gpus_per_node);
+  for (int nodes = 2; nodes <= 4 && gpus_per_node * nodes <= num_gpus; nodes *= 2) {
+    if (num_gpus % (gpus_per_node * nodes) == 0) sizes.push_back(gpus_per_node * nodes);
+  }
+  return sizes;
+}
+
 Enumeration enumerate(const SearchSpace& space) {
   Enumeration result;
   const ModelSpec& model = space.model;
   const std::int64_t batch = space.training.global_batch_sequences;
-  for (const int tp : divisors(space.gpus_per_node)) {
+  for (const int tp : tensor_parallel_sizes(space.gpus_per_node, space.num_gpus)) {
     if (!allowed(space.fixed.tp, tp)) continue;
-    if (model.num_attention_heads % tp != 0 || model.num_kv_heads % tp != 0) {
+    const bool heads_split = model.num_attention_heads % tp == 0 && model.num_kv_heads % tp == 0;
+    if (!heads_split && tp > space.gpus_per_node && !space.fixed.tp) continue;  // not a candidate, not a rejection
+    if (!heads_split) {
       result.rejections.push_back({"tp=" + std::to_string(tp), "does not divide " + std::to_string(model.num_attention_heads) +
                                                                    " attention heads and " +
                                                                    std::to_string(model.num_kv_heads) + " KV heads"});
@@ -567,8 +580,9 @@ Result<Plan> evaluate_plan(const ModelSpec& requested_model, const TrainingSpec&
     return Error{shape + ": uses " + std::to_string(config.world_size()) + " GPUs, the job has " +
                  std::to_string(cluster.num_gpus())};
   }
-  if (cluster.gpus_per_node % config.tp != 0) {
-    return Error{shape + ": tp must divide the " + std::to_string(cluster.gpus_per_node) + " GPUs of a node"};
+  if (cluster.gpus_per_node % config.tp != 0 && config.tp % cluster.gpus_per_node != 0) {
+    return Error{shape + ": tp must divide the " + std::to_string(cluster.gpus_per_node) +
+                 " GPUs of a node or span whole nodes (a multiple of them)"};
   }
   if (model.num_attention_heads % config.tp != 0 || model.num_kv_heads % config.tp != 0) {
     return Error{shape + ": tp must divide the attention heads and the KV heads"};

@@ -71,12 +71,11 @@ class ReplicaSimulation {
         gradient_arrival_(slots(), kUnknown),
         last_backward_start_(static_cast<size_t>(pp_) * chunks_, 0.0),
         last_backward_end_(static_cast<size_t>(pp_) * chunks_, 0.0) {
-    const double forward_share = forward_share_of_tp(config.recompute);
     for (int rank = 0; rank < pp_; ++rank) {
       const StageWork& stage = work.stages[rank];
-      const double tp = communication.tp_seconds[rank][replica];
-      forward_seconds_.push_back((stage.forward_compute_seconds + forward_share * tp) / chunks_);
-      backward_seconds_.push_back((stage.backward_compute_seconds + (1.0 - forward_share) * tp) / chunks_);
+      const TpPassSeconds tp = exposed_tp_seconds(stage, communication.tp_seconds[rank][replica]);
+      forward_seconds_.push_back((stage.forward_compute_seconds + tp.forward) / chunks_);
+      backward_seconds_.push_back((stage.backward_compute_seconds + tp.backward) / chunks_);
       programs_.push_back(pipeline_rank_program(pp_, rank, microbatches_, chunks_));
       parameter_gather_seconds_.push_back(parameter_gather_share(config, training) * communication.dp_seconds[rank]);
     }
@@ -205,8 +204,6 @@ double parameter_gather_share(const ParallelConfig& config, const TrainingSpec& 
 double gradient_reduction_share(const ParallelConfig& config, const TrainingSpec& training) {
   return parameter_gather_share(config, training) > 0 ? 0.5 : 1.0;
 }
-
-double forward_share_of_tp(RecomputeMode recompute) { return recompute == RecomputeMode::full ? 1.0 / 3.0 : 0.5; }
 
 int interleaved_group_size(int pp, int num_microbatches) {
   for (int group_size = pp; group_size <= num_microbatches; ++group_size) {

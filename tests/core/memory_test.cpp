@@ -92,10 +92,27 @@ TEST(LayerActivation, UnfusedGptMatchesKorthikanti) {
   }
 }
 
-TEST(LayerActivation, FlashAttentionDropsTheScoreTerm) {
+// Flash attention's log-sum-exp: one fp32 per head and query, kept for its backward (Transformer
+// Engine's fused attention saves it as `aux_ctx_tensors`).
+const double lse_bytes = 4.0 * a * s * b;
+
+TEST(LayerActivation, FlashAttentionDropsTheScoreTermAndKeepsTheSoftmaxStatistics) {
   const ModelSpec model = gpt3_175b();
   const ParallelConfig config = config_of(t, 8, 1, true, RecomputeMode::none);
-  EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training_of(64, AttentionKernel::flash), config), 34 * sbh / t);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training_of(64, AttentionKernel::flash), config),
+                   34 * sbh / t + lse_bytes / t);
+}
+
+TEST(LayerActivation, RotaryModelsKeepRotatedQueryAndKeyBesideTheQkvBuffer) {
+  // Megatron-core attention.py @d98e8a64 l.1898-1914 splits the QKV output into views and
+  // l.1508-1535 rotates Q and K out of place: V keeps the QKV buffer alive beside the copies.
+  ModelSpec learned = gpt3_175b();
+  ModelSpec rotary = learned;
+  rotary.learned_position_embeddings = 0;
+  const ParallelConfig config = config_of(t, 8, 1, true, RecomputeMode::none);
+  const TrainingSpec training = training_of(64, AttentionKernel::flash);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(rotary, training, config) - layer_activation_bytes(learned, training, config),
+                   2.0 * s * b * (h + h) / t);
 }
 
 TEST(LayerActivation, GroupedQueryAttentionShrinksKeyAndValue) {
@@ -116,7 +133,7 @@ TEST(LayerActivation, SwigluKeepsThreeFfnWideTensors) {
   const ParallelConfig config = config_of(1, 1, 1, false, RecomputeMode::selective);
   // 10 sbh replicated + Q, K, V, attention output (8 sbh) + gate, up, product (3 × 2 × s·b·f).
   EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training_of(64, AttentionKernel::flash), config),
-                   18 * sbh + 6.0 * s * b * 8192);
+                   18 * sbh + 6.0 * s * b * 8192 + lse_bytes);
 }
 
 TEST(LayerActivation, Fp32ActivationsDoubleTheValuesButNotTheMasks) {
@@ -124,7 +141,7 @@ TEST(LayerActivation, Fp32ActivationsDoubleTheValuesButNotTheMasks) {
   TrainingSpec training = training_of(64, AttentionKernel::flash);
   training.precision = Precision::fp32;
   const ParallelConfig config = config_of(1, 1, 1, false, RecomputeMode::none);
-  EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training, config), 2 * 32 * sbh + 2 * sbh);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training, config), 2 * 32 * sbh + 2 * sbh + lse_bytes);
 }
 
 TEST(LayerActivation, NoDropoutKeepsNoMasksAndNoDropoutOutput) {
@@ -261,9 +278,13 @@ TEST(EstimateMemory, OneFOneBActivationsFallFromFirstToLastStage) {
   const TrainingSpec training = training_of(64, AttentionKernel::flash);
   const ParallelConfig config = config_of(8, 8, 1, true, RecomputeMode::selective);
   const auto memory = estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0});
-  const double per_layer = 34 * sbh / t;
+  const double per_layer = 34 * sbh / t + lse_bytes / t;
+  // Plus the working set of the layer whose backward runs: with SP the layer-output gradient, fc1's
+  // full-sequence dgrad and the re-gathered norm output (3h) beside the fc1 output gradient (f/t).
+  const double working_set = 2 * sbh * (3 + 4.0 / t);
+  EXPECT_DOUBLE_EQ(layer_working_set_bytes(model, training, config), working_set);
   for (int stage = 0; stage < 8; ++stage) {
-    EXPECT_DOUBLE_EQ(memory[static_cast<size_t>(stage)].activations_bytes, (8 - stage) * 12 * per_layer);
+    EXPECT_DOUBLE_EQ(memory[static_cast<size_t>(stage)].activations_bytes, (8 - stage) * 12 * per_layer + working_set);
   }
   EXPECT_GT(memory[0].total_bytes(), memory[4].total_bytes());
 }
@@ -274,8 +295,8 @@ TEST(EstimateMemory, LogitsAndLossOnlyOnTheLastStage) {
   const ParallelConfig config = config_of(8, 4, 1, true, RecomputeMode::selective);
   const auto memory = estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0});
   for (int stage = 0; stage < 3; ++stage) EXPECT_EQ(memory[static_cast<size_t>(stage)].logits_and_loss_bytes, 0);
-  // Final-norm input (sequence parallel) + fp32 and 16-bit logits of the vocabulary shard.
-  EXPECT_DOUBLE_EQ(memory[3].logits_and_loss_bytes, 2 * sbh / t + s * b * (51200.0 / t) * 6);
+  // Final-norm input and output (sequence parallel) + fp32 and 16-bit logits of the vocabulary shard.
+  EXPECT_DOUBLE_EQ(memory[3].logits_and_loss_bytes, 4 * sbh / t + s * b * (51200.0 / t) * 6);
 }
 
 TEST(EstimateMemory, RuntimeOverheadsCountContextCommunicatorsAndFragmentation) {
@@ -285,9 +306,16 @@ TEST(EstimateMemory, RuntimeOverheadsCountContextCommunicatorsAndFragmentation) 
   const RuntimeOverheads overheads{1000, 10, 0.1};
   const auto with = estimate_memory(model, training, config, overheads);
   const auto without = estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0});
-  // Stage 0: TP, DP, PP and the embedding group; stage 1: TP, DP and PP.
-  EXPECT_DOUBLE_EQ(with[0].runtime_overhead_bytes, 1000 + 4 * 10 + 0.1 * without[0].total_bytes());
-  EXPECT_DOUBLE_EQ(with[1].runtime_overhead_bytes, 1000 + 3 * 10 + 0.1 * without[1].total_bytes());
+  // Stage 0: TP, DP, PP and the embedding group; stage 1: TP, DP and PP. Both reserve one largest
+  // transient request beside the fragmentation: a full-sequence h-wide gradient (fc1's output is
+  // 4h/t = h/2 wide); the last stage's is its fp32 logits.
+  const double largest_layer_request = 2 * sbh;
+  ASSERT_EQ(without[0].runtime_overhead_bytes, largest_layer_request);
+  EXPECT_DOUBLE_EQ(with[0].runtime_overhead_bytes,
+                   1000 + 4 * 10 + 0.1 * (without[0].total_bytes() - largest_layer_request) + largest_layer_request);
+  EXPECT_DOUBLE_EQ(with[1].runtime_overhead_bytes,
+                   1000 + 3 * 10 + 0.1 * (without[1].total_bytes() - largest_layer_request) + largest_layer_request);
+  EXPECT_DOUBLE_EQ(without[3].runtime_overhead_bytes, s * b * (51200.0 / t) * 4);
 }
 
 TEST(EstimateMemory, UnevenSplitUsesTheGivenLayers) {
@@ -296,7 +324,44 @@ TEST(EstimateMemory, UnevenSplitUsesTheGivenLayers) {
   ParallelConfig config = config_of(8, 4, 1, true, RecomputeMode::full);
   config.layers_per_stage = {22, 26, 26, 22};
   const auto memory = estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0});
-  EXPECT_DOUBLE_EQ(memory[1].activations_bytes, 3 * 26 * 2 * sbh / t);
+  EXPECT_DOUBLE_EQ(memory[1].activations_bytes, 3 * 26 * 2 * sbh / t + layer_working_set_bytes(model, training, config));
+}
+
+TEST(LayerWorkingSet, FullRecomputeHoldsTheRecomputedLayer) {
+  // Issue 14: llama3-8b at 128k tokens (tp 4, sequence parallel) misses 4.6 GB under full recompute,
+  // the activations of the one layer being recomputed: everything a layer without recompute keeps
+  // (Megatron's CheckpointFunction re-runs its forward inside the backward, tensor_parallel/random.py
+  // @d98e8a64 l.591-635) beyond the stored layer input.
+  ModelSpec llama;
+  llama.num_layers = 32;
+  llama.hidden_size = 4096;
+  llama.num_attention_heads = 32;
+  llama.num_kv_heads = 8;
+  llama.ffn_hidden_size = 14336;
+  llama.ffn_kind = FfnKind::swiglu;
+  llama.norm_kind = NormKind::rmsnorm;
+  llama.vocab_size = 128256;
+  llama.linear_bias = false;
+  llama.dropout = false;
+  TrainingSpec training = training_of(8, AttentionKernel::flash);
+  training.sequence_length = 131072;
+  const ParallelConfig full = config_of(4, 1, 2, true, RecomputeMode::full);
+  const ParallelConfig none = config_of(4, 1, 2, true, RecomputeMode::none);
+  const double recomputed = layer_working_set_bytes(llama, training, full) - layer_working_set_bytes(llama, training, none);
+  EXPECT_NEAR(recomputed / 1e9, 4.6, 0.05);
+  EXPECT_DOUBLE_EQ(recomputed, layer_activation_bytes(llama, training, none) - layer_activation_bytes(llama, training, full));
+}
+
+TEST(EstimateMemory, Fp8CachesEachGemmWeightAndItsTranspose) {
+  // Transformer Engine keeps the fp8 casts of every GEMM weight between micro-batches
+  // (module/linear.py @d0067d0d l.1958-2071): a row-wise and a column-wise byte per element.
+  const ModelSpec model = gpt3_175b();
+  TrainingSpec training = training_of(64, AttentionKernel::flash);
+  const ParallelConfig config = config_of(8, 96, 1, true, RecomputeMode::selective);
+  const double bf16 = estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0})[5].weights_bytes;
+  training.precision = Precision::fp8;
+  const double fp8 = estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0})[5].weights_bytes;
+  EXPECT_DOUBLE_EQ(fp8 - bf16, 2 * (12.0 * h * h + 7.0 * h) / 8);
 }
 
 TEST(BalancedLayers, EndsGetFewerLayers) {

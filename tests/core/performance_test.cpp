@@ -70,7 +70,18 @@ TEST(Flops, ModelFlopsMatchNarayananFormula) {
   const ModelSpec model = gpt(96, 12288, 96);
   const double B = 1536, s = 2048, L = 96, h = 12288, V = 51200;
   const double expected = 72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * h * L));
-  EXPECT_NEAR(model_flops_per_iteration(model, training_of(1536, 2048)), expected, 1e-9 * expected);
+  EXPECT_NEAR(model_flops_per_iteration(model, training_of(1536, 2048), AttentionFlops::full_square), expected,
+              1e-9 * expected);
+}
+
+TEST(Flops, CausalCountKeepsHalfTheAttentionCore) {
+  // Megatron-LM's count (training.py @d98e8a64 l.1163-1169): the causal mask leaves half of QKᵀ and
+  // attention·V; 3 passes × L layers × 2·s·h per token less than the full square.
+  const ModelSpec model = gpt(96, 12288, 96);
+  const double B = 1536, s = 2048, L = 96, h = 12288;
+  EXPECT_NEAR(model_flops_per_iteration(model, training_of(1536, 2048), AttentionFlops::full_square) -
+                  model_flops_per_iteration(model, training_of(1536, 2048)),
+              3 * B * s * L * 2 * s * h, 1e-6 * 3 * B * s * L * 2 * s * h);
 }
 
 const GpuSpec& h100() { return *find_gpu("H100-SXM"); }
@@ -90,15 +101,17 @@ TEST(ProfileWork, TpCollectivesPerMicrobatch) {
   EXPECT_EQ(work.stages[1].tp_collectives_per_microbatch, 49);
   EXPECT_DOUBLE_EQ(work.p2p_bytes_per_microbatch, message);
 
-  config.sequence_parallel = true;  // RS + AG pairs: same ring traffic and steps; p2p split over TP
+  // RS + AG pairs: the same ring traffic and steps, plus Transformer Engine's re-gather of the two
+  // norm outputs it saved as shards (an all-gather each, half an all-reduce); p2p split over TP.
+  config.sequence_parallel = true;
   const WorkProfile sp = profile_work(model, training_of(64, 2048), h100(), config);
-  EXPECT_DOUBLE_EQ(sp.stages[0].tp_bytes_per_microbatch, 49 * message * wire);
-  EXPECT_EQ(sp.stages[0].tp_collectives_per_microbatch, 49);
+  EXPECT_DOUBLE_EQ(sp.stages[0].tp_bytes_per_microbatch, 61 * message * wire);
+  EXPECT_EQ(sp.stages[0].tp_collectives_per_microbatch, 61);
   EXPECT_DOUBLE_EQ(sp.p2p_bytes_per_microbatch, message / 4);
 
   config.recompute = RecomputeMode::full;  // the recomputed forward all-reduces again
   EXPECT_EQ(profile_work(model, training_of(64, 2048), h100(), config).stages[1].tp_collectives_per_microbatch,
-            12 * 6 + 1);
+            12 * 7 + 1);
   EXPECT_EQ(profile_work(model, training_of(64, 2048), h100(), config_of(1, 2, 1)).stages[0].tp_bytes_per_microbatch, 0);
 
   // Userbuffers overlap hides all but one of the tp chunks of every collective.
@@ -106,7 +119,32 @@ TEST(ProfileWork, TpCollectivesPerMicrobatch) {
   overlapped.overlap_tensor_parallel_communication = true;
   config.recompute = RecomputeMode::none;
   EXPECT_DOUBLE_EQ(profile_work(model, overlapped, h100(), config).stages[0].tp_bytes_per_microbatch,
-                   49 * message * wire / 4);
+                   61 * message * wire / 4);
+}
+
+TEST(ProfileWork, BackwardTpCollectivesHideUnderTheGemmsTheyRunBeside) {
+  // Megatron-core with Transformer Engine, no --tp-comm-overlap: the input-gradient all-reduce of QKV
+  // and fc1 runs asynchronously beside their wgrad GEMM (TE layernorm_linear.py @d0067d0d
+  // l.889-910); only the forward all-reduces stay on the critical path.
+  const ModelSpec model = gpt(24, 4096, 32);
+  const WorkProfile work = profile_work(model, training_of(64, 2048), h100(), config_of(4, 2, 1, 2));
+  const StageWork& stage = work.stages[1];
+  EXPECT_DOUBLE_EQ(stage.tp_forward_share, 24.0 / 49);
+  EXPECT_DOUBLE_EQ(stage.tp_hideable_share, 24.0 / 49);
+  ASSERT_GT(stage.tp_overlap_window_seconds, 0);
+  // A fast link: all of the hideable share disappears behind the GEMMs.
+  const double fast = 0.5 * stage.tp_overlap_window_seconds;
+  EXPECT_DOUBLE_EQ(exposed_tp_seconds(stage, fast).forward, fast * 24 / 49);
+  EXPECT_NEAR(exposed_tp_seconds(stage, fast).backward, fast * 1 / 49, 1e-15);
+  // A slow link (TP across nodes): the GEMMs hide only their own duration.
+  const double slow = 100 * stage.tp_overlap_window_seconds;
+  EXPECT_NEAR(exposed_tp_seconds(stage, slow).total(), slow - stage.tp_overlap_window_seconds, 1e-12 * slow);
+  // Userbuffers overlap (SP): the chunks already hide, nothing more is taken off.
+  TrainingSpec overlapped = training_of(64, 2048);
+  overlapped.overlap_tensor_parallel_communication = true;
+  ParallelConfig sp = config_of(4, 2, 1, 2);
+  sp.sequence_parallel = true;
+  EXPECT_EQ(profile_work(model, overlapped, h100(), sp).stages[1].tp_hideable_share, 0);
 }
 
 TEST(ProfileWork, MicrobatchesGradientsAndOptimizer) {

@@ -113,6 +113,28 @@ TEST(GpuCatalog, DatasheetFigures) {
   EXPECT_GT(find_gpu("H200")->memory_bytes, find_gpu("H100-SXM")->memory_bytes);
 }
 
+TEST(GpuCatalog, BoardFabricIsWhatTheVendorBuilds) {
+  // 8-GPU SXM boards of A100/H100/H200/B200 are NVSwitch all-to-all at the GPU's full NVLink rate.
+  for (const auto& [name, nvlink] : {std::pair{"A100-80GB", 300e9}, {"A100-40GB", 300e9}, {"H100-SXM", 450e9},
+                                     {"H200", 450e9}, {"B200", 900e9}}) {
+    const BoardFabric board = board_fabric(name, 8);
+    EXPECT_EQ(board.fabric, IntraNodeFabric::nvswitch) << name;
+    EXPECT_DOUBLE_EQ(board.pair_bytes_per_second, nvlink) << name;
+  }
+  // HGX A100 4-GPU: each pair wired directly with 4 of the 12 links.
+  EXPECT_EQ(board_fabric("A100-40GB", 4).fabric, IntraNodeFabric::nvlink_direct);
+  EXPECT_DOUBLE_EQ(board_fabric("A100-40GB", 4).pair_bytes_per_second, 100e9);
+  // DGX-1 V100 SXM2 is a hybrid cube-mesh, not NVSwitched: its 6 links split over the peers.
+  EXPECT_EQ(board_fabric("V100-SXM2-32GB", 8).fabric, IntraNodeFabric::nvlink_direct);
+  EXPECT_DOUBLE_EQ(board_fabric("V100-SXM2-32GB", 8).pair_bytes_per_second, 150e9 / 7);
+  // PCIe cards and GPUs the catalog does not know: PCIe.
+  EXPECT_EQ(board_fabric("H100-PCIe", 8).fabric, IntraNodeFabric::pcie);
+  EXPECT_DOUBLE_EQ(board_fabric("H100-PCIe", 8).pair_bytes_per_second, 64e9);
+  EXPECT_EQ(board_fabric("L40S", 8).fabric, IntraNodeFabric::pcie);
+  EXPECT_EQ(board_fabric("some-site-gpu", 8).fabric, IntraNodeFabric::pcie);
+  EXPECT_EQ(board_fabric("h100-sxm", 8).fabric, IntraNodeFabric::nvswitch);
+}
+
 TEST(TrainingValidation, NamesTheField) {
   TrainingSpec training;
   training.global_batch_sequences = 0;

@@ -282,10 +282,19 @@ TEST(Simulator, TensorParallelTimeSplitsByForwardPasses) {
   auto result = pipeline.run();
   EXPECT_DOUBLE_EQ(result.iteration_seconds, 2 * 3.6);
   expect_timeline(timeline(result, 0, 0, kCompute), {{F, 0, 0, 0, 1.3}, {B, 0, 0, 1.3, 3.6}, {F, 1, 0, 3.6, 4.9}, {B, 1, 0, 4.9, 7.2}});
-  // Full recompute reruns the forward (and its collectives) inside the backward: 1 : 2.
-  pipeline.config.recompute = RecomputeMode::full;
+  // Full recompute reruns the forward (and its collectives) inside the backward: profile_work says
+  // 1 : 2 through the stage's forward share.
+  pipeline.work.stages[0].tp_forward_share = 1.0 / 3;
   result = pipeline.run();
   expect_timeline(timeline(result, 0, 0, kCompute), {{F, 0, 0, 0, 1.2}, {B, 0, 0, 1.2, 3.6}, {F, 1, 0, 3.6, 4.8}, {B, 1, 0, 4.8, 7.2}});
+  // Collectives the backward issues beside a GEMM leave its pass, up to the GEMMs' time.
+  pipeline.work.stages[0].tp_forward_share = 0.5;
+  pipeline.work.stages[0].tp_hideable_share = 0.5;
+  pipeline.work.stages[0].tp_overlap_window_seconds = 0.2;
+  result = pipeline.run();
+  expect_timeline(timeline(result, 0, 0, kCompute), {{F, 0, 0, 0, 1.3}, {B, 0, 0, 1.3, 3.4}, {F, 1, 0, 3.4, 4.7}, {B, 1, 0, 4.7, 6.8}});
+  EXPECT_DOUBLE_EQ(critical_path(pipeline.config, pipeline.work, pipeline.communication, pipeline.training).iteration_seconds,
+                   result.iteration_seconds);
 }
 
 // Two replicas of the p = 2, m = 3 pipeline: replica 0 on free links (ends 12), replica 1 on

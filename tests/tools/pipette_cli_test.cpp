@@ -137,6 +137,23 @@ YAML::Node parse_json(const std::string& text) {
   }
 }
 
+TEST_F(PipetteCli, LoginNodePricesNvswitchTensorParallelismByItsMessages) {
+  // Issue 14's example: it reported 1.29 s of TP communication (SXM links split over 7 peers). The
+  // message-size estimate: 32 micro-batches × 65 all-reduces (4 per layer of a 16-layer stage, plus
+  // the embedding's) of the 4096 × 4096 × 2 B activation, a 2-GPU ring putting 1× of it on the wire,
+  // at the NVSwitch pair's 360 GB/s: 32 × 65 × 33.6 MB / 360 GB/s = 0.194 s. What the plan prices is
+  // exposed + hidden (the backward all-reduces run beside the wgrad GEMMs).
+  const Outcome run = pipette("plan --model llama3-8b --nodes 'n[1-2]' --global-batch 128 --seq 4096 --json --fix "
+                              "tp=2,pp=2,dp=4,mbs=1,vpp=1,recompute=none,sp=off,distopt=on");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const YAML::Node time = parse_json(run.out)["plans"][0]["time"];
+  const double estimate = 32 * 65 * (4096.0 * 4096 * 2) / 360e9;
+  const double priced = time["tp_communication_seconds"].as<double>() + time["tp_hidden_seconds"].as<double>();
+  EXPECT_NEAR(priced, estimate, 0.2 * estimate);
+  EXPECT_GT(time["tp_hidden_seconds"].as<double>(), 0);
+  EXPECT_LT(time["tp_communication_seconds"].as<double>(), priced);
+}
+
 TEST_F(PipetteCli, PlanJsonFollowsSchemaVersionOne) {
   const Outcome run = pipette("plan --model llama3-70b --top 4 --json");
   ASSERT_EQ(run.status, 0) << run.err;
@@ -178,7 +195,7 @@ TEST_F(PipetteCli, PlanJsonFollowsSchemaVersionOne) {
     EXPECT_DOUBLE_EQ(plan["time"]["iteration_seconds"].as<double>(), iteration);
     for (const char* key : {"compute_seconds", "recompute_seconds", "pipeline_bubble_seconds", "tp_communication_seconds",
                             "pp_communication_seconds", "dp_communication_seconds", "optimizer_seconds",
-                            "embedding_imbalance_seconds"}) {
+                            "embedding_imbalance_seconds", "tp_hidden_seconds"}) {
       EXPECT_GE(plan["time"][key].as<double>(), 0) << key;
     }
     EXPECT_GT(plan["tokens_per_second"].as<double>(), 0);

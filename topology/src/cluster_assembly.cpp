@@ -6,6 +6,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/units.hpp"
 
 #include "guarded.hpp"
@@ -21,31 +22,6 @@ constexpr int kMaxNodes = 1 << 17;
 // 9000 nodes of 8 GPUs fit).
 constexpr double kMaxLinkMatrixBytes = 2.0 * (1 << 30);
 constexpr double kGBps = units::gigabyte;
-
-// Nominal GPU↔GPU rates per GPU model (one direction), for intra-node priors when nothing was
-// measured: the aggregate NVLink of one GPU (links × per-link rate: NVLink2 25 GB/s, NVLink3 25,
-// NVLink4 25, NVLink5 50), whether the part is an SXM module (SXM modules are always
-// NVLink-connected, even where Debian's hwloc cannot see NVLink), and its PCIe x16 rate.
-struct IntraNodeHardware {
-  std::string_view model_prefix;
-  double nvlink_bytes_per_second;
-  bool sxm;
-  double pcie_bytes_per_second;
-};
-constexpr double kPcieGen3 = 16 * kGBps, kPcieGen4 = 32 * kGBps, kPcieGen5 = 64 * kGBps;
-constexpr IntraNodeHardware kIntraNodeHardware[] = {
-    {"P100-SXM2", 4 * 20 * kGBps, true, kPcieGen3}, {"V100-SXM2", 6 * 25 * kGBps, true, kPcieGen3},
-    {"A100-", 12 * 25 * kGBps, true, kPcieGen4},     {"H100-SXM", 18 * 25 * kGBps, true, kPcieGen5},
-    {"H200", 18 * 25 * kGBps, true, kPcieGen5},      {"B200", 18 * 50 * kGBps, true, kPcieGen5},
-    {"H100-PCIe", 0, false, kPcieGen5},              {"L40S", 0, false, kPcieGen4},
-};
-constexpr IntraNodeHardware kUnknownHardware = {"", 0, false, kPcieGen4};
-
-const IntraNodeHardware& hardware_of(const std::string& model) {
-  for (const auto& entry : kIntraNodeHardware)
-    if (model.rfind(entry.model_prefix, 0) == 0) return entry;
-  return kUnknownHardware;
-}
 
 std::string gb_per_s(double bytes_per_second) {
   char text[32];
@@ -72,9 +48,12 @@ struct IntraNodePrior {
 IntraNodePrior intra_node_prior(const AssemblyInput& input, const SiteConfig& site, const std::string& gpu_model,
                                 int gpus) {
   const LinkPriors& priors = site.priors;
-  const Link pcie{hardware_of(gpu_model).pcie_bytes_per_second * priors.attained_fraction,
-                  priors.intra_node_latency_seconds, false};
+  const BoardFabric board = board_fabric(gpu_model, gpus);
+  const Link pcie{board.pcie_bytes_per_second * priors.attained_fraction, priors.intra_node_latency_seconds, false};
   IntraNodePrior prior{LinkMatrix(gpus, pcie), ""};
+  const auto all_pairs_at = [&](double nominal_bytes_per_second) {
+    prior.links = LinkMatrix(gpus, Link{nominal_bytes_per_second * priors.attained_fraction, priors.intra_node_latency_seconds, false});
+  };
   if (priors.intra_node_bandwidth_bytes_per_second > 0) {
     prior.links = LinkMatrix(gpus, Link{priors.intra_node_bandwidth_bytes_per_second, priors.intra_node_latency_seconds, false});
     prior.source = "the site's priors.intra_node_gb_per_s (" + gb_per_s(priors.intra_node_bandwidth_bytes_per_second) + ")";
@@ -82,7 +61,6 @@ IntraNodePrior intra_node_prior(const AssemblyInput& input, const SiteConfig& si
   }
   const NodeInspection* local = input.local;
   const int local_gpus = local ? static_cast<int>(local->gpus.size()) : 0;
-  const IntraNodeHardware& hardware = hardware_of(gpu_model);
   if (local && local_gpus == gpus && !local->nvlink_bandwidth_bytes_per_second.empty()) {
     for (int from = 0; from < gpus; ++from)
       for (int to = 0; to < gpus; ++to) {
@@ -91,17 +69,22 @@ IntraNodePrior intra_node_prior(const AssemblyInput& input, const SiteConfig& si
       }
     prior.source = "hwloc's NVLinkBandwidth matrix (PCIe " + gb_per_s(pcie.bandwidth_bytes_per_second) +
                    " where GPUs have no direct NVLink)";
-  } else if (local && local->interconnect == GpuInterconnect::nvswitch && hardware.nvlink_bytes_per_second > 0) {
-    prior.links = LinkMatrix(gpus, Link{hardware.nvlink_bytes_per_second * priors.attained_fraction,
-                                        priors.intra_node_latency_seconds, false});
+  } else if (local && local->interconnect == GpuInterconnect::nvswitch && board.gpu_nvlink_bytes_per_second > 0) {
+    all_pairs_at(board.gpu_nvlink_bytes_per_second);
     prior.source = "NVSwitch all-to-all at " + gpu_model + "'s NVLink rate (" +
-                   gb_per_s(hardware.nvlink_bytes_per_second * priors.attained_fraction) + ")";
-  } else if (hardware.sxm && gpus > 1) {
+                   gb_per_s(board.gpu_nvlink_bytes_per_second * priors.attained_fraction) + ")";
+  } else if (local_gpus == 0 && board.fabric == IntraNodeFabric::nvswitch) {
+    // Nothing inspected (a login node): the node is what the vendor builds for this GPU.
+    all_pairs_at(board.pair_bytes_per_second);
+    prior.source = gpu_model + " boards of " + std::to_string(gpus) + " GPUs are NVSwitch all-to-all (GPU catalog): " +
+                   gb_per_s(board.pair_bytes_per_second * priors.attained_fraction) + " between any two";
+  } else if (board.gpu_nvlink_bytes_per_second > 0 && gpus > 1) {
     // Without NVSwitch, an SXM module's links are split among its peers (4×A100: 4 links per pair).
-    const double per_pair = hardware.nvlink_bytes_per_second / (gpus - 1) * priors.attained_fraction;
-    prior.links = LinkMatrix(gpus, Link{per_pair, priors.intra_node_latency_seconds, false});
+    const double per_pair = board.gpu_nvlink_bytes_per_second / (gpus - 1);
+    all_pairs_at(per_pair);
     prior.source = gpu_model + " is an SXM module (always NVLink-connected; hwloc without NVML cannot show it): "
-                   "its NVLink split evenly over " + std::to_string(gpus - 1) + " peers (" + gb_per_s(per_pair) + ")";
+                   "its NVLink split evenly over " + std::to_string(gpus - 1) + " peers (" +
+                   gb_per_s(per_pair * priors.attained_fraction) + ")";
   } else {
     prior.source = "PCIe (" + gb_per_s(pcie.bandwidth_bytes_per_second) + ")";
   }

@@ -161,6 +161,7 @@ void write_time(JsonWriter& json, const TimeBreakdown& time) {
       .value("dp_communication_seconds", time.dp_communication_seconds)
       .value("optimizer_seconds", time.optimizer_seconds)
       .value("embedding_imbalance_seconds", time.embedding_imbalance_seconds)
+      .value("tp_hidden_seconds", time.tp_hidden_seconds)
       .end_object();
 }
 
@@ -276,6 +277,9 @@ std::string time_breakdown_report(const Plan& plan) {
                  share(plan.time.recompute_seconds)});
   table.add_row({"  of which embedding / LM-head imbalance", human_seconds(plan.time.embedding_imbalance_seconds),
                  share(plan.time.embedding_imbalance_seconds)});
+  // Beside the iteration, not in it: what Megatron's backward overlaps with its GEMMs.
+  table.add_row({"  TP hidden beside backward GEMMs (not added)",
+                 human_seconds(plan.time.tp_hidden_seconds), ""});
   return out + table.render("  ");
 }
 

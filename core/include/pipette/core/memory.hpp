@@ -12,11 +12,16 @@ namespace pipette {
 //  - NCCL: NCCL_BUFFSIZE (4 MiB) per channel and peer for the protocols in use, ~64 MiB to a few
 //    hundred MiB per communicator (NVLS takes more); we take 256 MiB;
 //  - the caching allocator reserves more than it hands out (segment rounding and fragmentation):
-//    "peak reserved", not "peak allocated", decides an OOM; ~10% on long runs.
+//    "peak reserved", not "peak allocated", decides an OOM; ~10% on long runs, plus (added by
+//    estimate_memory, not tunable) one largest transient request that no free fragment holds.
 struct RuntimeOverheads {
   double cuda_context_bytes = 0.5 * 1024 * 1024 * 1024;
   double nccl_buffer_bytes_per_communicator = 256.0 * 1024 * 1024;
   double allocator_fragmentation_fraction = 0.10;  // reserved/allocated − 1 at peak
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (NeMo / Megatron-Bridge recipes set it,
+  // src/megatron/bridge/recipes/utils/environment_utils.py @067f987d): a request that no free block
+  // holds grows a segment instead of reserving a new one, so no largest-request reserve.
+  bool expandable_segments = false;
 };
 
 // Korthikanti et al. 2022, activation bytes of one transformer layer for one micro-batch,
@@ -31,8 +36,16 @@ double korthikanti_layer_activation_bytes(int s, int b, int h, int a, int t, boo
 // tensors: the 5as/h term goes), models without dropout (no masks, no dropout output), the
 // training precision (fp32 activations take 4 bytes; fp8 recipes keep the four GEMM inputs as
 // 1-byte casts, as Transformer Engine does) and the recompute mode (full recompute keeps only the
-// layer input).
+// layer input). Beyond Korthikanti's count, what Megatron-core with Transformer Engine keeps: the
+// rotated copies of Q and K next to the fused QKV buffer (rotary models), and flash attention's
+// fp32 log-sum-exp per head and query.
 double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
+
+// Transient bytes of the one layer whose backward is running, on top of what the in-flight
+// micro-batches keep: the gradients in flight through its MLP (with sequence parallelism the
+// full-sequence gradient and the re-gathered norm output), and what recomputation rebuilds for that
+// layer (full: everything a layer without recompute keeps; selective: the attention core).
+double layer_working_set_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 
 // Micro-batch passes (of one model chunk) whose activations pipeline rank `stage` of `pp` holds at
 // its peak. 1F1B: min(pp − stage, m). Interleaved 1F1B with v chunks per rank (Megatron's schedule):

@@ -27,6 +27,13 @@ struct StageWork {
                                          // the share not hidden under GEMMs
   int tp_collectives_per_microbatch = 0; // all-reduce equivalents, for latency: each costs 2(t−1) ring
                                          // steps; a reduce-scatter + all-gather pair (SP) counts once
+  // How the stage's TP collective time falls on its passes (exposed_tp_seconds): the share issued in
+  // the forward pass, the share the backward issues asynchronously beside a GEMM (hidden up to
+  // tp_overlap_window_seconds, the backward GEMM time of one micro-batch they can run under), the
+  // rest exposed in the backward (with full recompute, the recomputed forward's too).
+  double tp_forward_share = 0.5;
+  double tp_hideable_share = 0;
+  double tp_overlap_window_seconds = 0;
   double gradient_bytes_per_gpu = 0;     // what this stage's DP reduction moves per GPU
   double optimizer_seconds = 0;
   // Part of forward + backward compute spent in the embedding (first stage) and the LM head with
@@ -71,6 +78,15 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
 // as the kernel runs it (causal flash attention skips the masked half of the s×s work).
 double layer_forward_flops(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 
+// A stage's TP collective time per micro-batch (CommunicationTimes::tp_seconds) as its forward and
+// backward passes see it: what runs hidden under the backward's GEMMs is not on them.
+struct TpPassSeconds {
+  double forward = 0;
+  double backward = 0;
+  double total() const { return forward + backward; }
+};
+TpPassSeconds exposed_tp_seconds(const StageWork& stage, double tp_seconds);
+
 // Seconds for one GPU to send `bytes` to another, with `concurrent_flows` GPUs of the same node
 // pair sending at once (they share the node pair's rails).
 double p2p_seconds(const Cluster& cluster, int from_gpu, int to_gpu, double bytes, int concurrent_flows);
@@ -105,8 +121,16 @@ TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& wor
 double iteration_seconds(const ParallelConfig& config, const WorkProfile& work,
                          const CommunicationTimes& communication, const TrainingSpec& training);
 
+// How the s×s attention core is counted in model FLOPs. Causal: only the unmasked half, as
+// Megatron-LM counts it today (training.py num_floating_point_operations @d98e8a64 l.1163-1169,
+// "causal mask (only half of the mask is non-zero)") and as causal flash attention runs it, so MFU
+// stays under 100% at long sequences. Full square: Narayanan et al. SC21's count, which published
+// model-TFLOP/s figures of that era use.
+enum class AttentionFlops { causal, full_square };
+
 // Model FLOPs of one iteration (no recompute), for MFU and tokens/s.
-double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& training);
+double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& training,
+                                 AttentionFlops attention = AttentionFlops::causal);
 
 // Megatron-order placement in Slurm's node order: rank r on global GPU r.
 Placement default_placement(const ParallelConfig& config);

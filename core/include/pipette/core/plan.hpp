@@ -56,6 +56,7 @@ struct TimeBreakdown {
   double dp_communication_seconds = 0;   // exposed (not overlapped) gradient reduction / param gather
   double optimizer_seconds = 0;
   double embedding_imbalance_seconds = 0;  // extra time of first/last stage for embedding and LM head
+  double tp_hidden_seconds = 0;  // TP collectives of the busiest stage run beside backward GEMMs: not in the iteration
 };
 
 struct StageMemory {

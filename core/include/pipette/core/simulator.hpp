@@ -84,10 +84,6 @@ int effective_virtual_stages(const ParallelConfig& config);
 double parameter_gather_share(const ParallelConfig& config, const TrainingSpec& training);
 double gradient_reduction_share(const ParallelConfig& config, const TrainingSpec& training);
 
-// Share of a micro-batch's TP collective time in its forward pass: forward passes run 1 : 1
-// between forward and backward, 1 : 2 with full recompute (the backward reruns the forward).
-double forward_share_of_tp(RecomputeMode recompute);
-
 // One pipeline rank's operations in execution order, as simulate_schedule runs them.
 struct ScheduledOp {
   bool backward = false;

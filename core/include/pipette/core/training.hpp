@@ -50,6 +50,15 @@ struct TrainingSpec {
   // Megatron-core's --tp-comm-overlap (Transformer Engine userbuffers, needs sequence parallelism):
   // the all-gathers and reduce-scatters run in chunks under the GEMMs they feed.
   bool overlap_tensor_parallel_communication = false;
+  // The backward's TP collectives that Megatron-core / Transformer Engine issue asynchronously beside
+  // a GEMM (the column-parallel input-gradient all-reduce or reduce-scatter under wgrad, SP's
+  // re-gather of the saved input under dgrad): on by default there; Megatron-LM of 2021 (before
+  // --async-tensor-model-parallel-allreduce) ran them synchronously.
+  bool overlap_tensor_parallel_backward = true;
+  // Megatron's --fp8-param-gather (Megatron-Bridge's fp8 recipes set it, training/mixed_precision.py
+  // @067f987d): the GEMM weights live as fp8 tensors (a byte and its transpose) instead of 16-bit
+  // weights beside Transformer Engine's cached fp8 casts.
+  bool fp8_parameters = false;
   FixedKnobs fixed;
   FrameworkTarget target;
 };
