@@ -7,6 +7,7 @@
 // inside one node) recomputes only the communication entries whose GPUs moved, then the objective.
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "communication_internal.hpp"
@@ -38,6 +39,13 @@ class PlacementEvaluator {
   // Each returns the objective after the move; undo() reverts the latest move exactly.
   double swap_slots(int slot_a, int slot_b);
   double swap_local_gpus(int node, int position_a, int position_b);
+  // The same exchange of two local positions on every node, so that nodes whose GPU orders agreed
+  // (and with them the rails their neighbours use) still agree.
+  double swap_local_gpus_everywhere(int position_a, int position_b);
+  // Exchanges positions first_a + k and first_b + k of one node for k < length: moves a whole
+  // stage's share of the node onto other GPUs, where single swaps would pass through states no
+  // better (a pipeline hop is as slow as its slowest flow).
+  double swap_local_blocks(int node, int first_a, int first_b, int length);
   void undo();
 
   // Moves to a whole state (used to restore the best state found).
@@ -58,12 +66,13 @@ class PlacementEvaluator {
     EntryRef entry;
     double seconds;
   };
-  enum class MoveKind { none, slots, local };
+  enum class MoveKind { none, slots, local_everywhere, local_blocks };
 
   void place_slot(int slot);
   void exchange_slot_nodes(int slot_a, int slot_b);
-  int exchange_local_gpus(int node, int position_a, int position_b);  // returns the node's slot
-  void recompute_after_move(int slot_a, int slot_b);
+  int exchange_local_blocks(int node, int first_a, int first_b, int length);  // returns the node's slot
+  void exchange_local_gpus_everywhere(int position_a, int position_b);
+  void recompute_after_move(std::span<const int> slots);
   double compute_entry(const EntryRef& entry);
 
   const Cluster& cluster_;
@@ -84,10 +93,11 @@ class PlacementEvaluator {
   std::vector<std::uint32_t> replica_stamp_;
   std::uint32_t stamp_ = 0;
   std::vector<int> changed_replicas_;
+  std::vector<int> active_slot_list_;  // 0 … active_slots_ − 1
   BoundaryPriceMemo boundary_prices_;  // of the current move's map
   // The latest move, for undo().
   MoveKind last_move_ = MoveKind::none;
-  int last_a_ = 0, last_b_ = 0, last_node_ = 0;
+  int last_a_ = 0, last_b_ = 0, last_node_ = 0, last_length_ = 0;
   double last_value_ = 0;
   std::vector<SavedEntry> saved_;
 };

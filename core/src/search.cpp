@@ -300,8 +300,11 @@ Plan finish_plan(const ModelSpec& model, const TrainingSpec& training, const Clu
   PlacementResult placed = optimize_placement(cluster, config, evaluated.work, training, options.placement);
   const CommunicationTimes communication = communication_times(cluster, config, evaluated.work, placed.placement);
   const TimeBreakdown time = critical_path(config, evaluated.work, communication, training);
-  return make_plan(model, training, cluster, config, evaluated.work, std::move(memory), time,
-                   std::move(placed.placement), evaluated.time.iteration_seconds);
+  Plan plan = make_plan(model, training, cluster, config, evaluated.work, std::move(memory), time,
+                        std::move(placed.placement), evaluated.time.iteration_seconds);
+  plan.placement_search = {placed.moves_evaluated, placed.move_budget, placed.moves_to_best, placed.exact,
+                           placed.local_moves, placed.identity_local_order_iteration_seconds};
+  return plan;
 }
 
 // The closed form (critical_path) follows the simulated schedule within a few percent, and not

@@ -196,6 +196,13 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
                         (site.priors.rails > 0 ? std::string("the site's priors.rails")
                                                : local_nics > 0 ? "the InfiniBand/RoCE NICs hwloc found"
                                                                 : "the default (no NIC found, priors.rails unset)"));
+    // Which NIC each GPU uses, where this node's GPUs and NICs are the job's (every node of a job
+    // is cabled alike; a rail-optimized fabric depends on it).
+    if (input.local != nullptr && static_cast<int>(input.local->gpus.size()) == cluster.gpus_per_node &&
+        static_cast<int>(input.local->nics.size()) == cluster.nics_per_node) {
+      cluster.rails.rail_of_local_gpu = nearest_nic_of_gpus(*input.local);
+      if (!cluster.rails.rail_of_local_gpu.empty()) out.notes.push_back("each GPU's rail: its nearest NIC (hwloc)");
+    }
     cluster.node_names = input.node_names;
 
     // Priors everywhere first; measurements then replace (or, when stale, blend into) them.
