@@ -135,11 +135,26 @@ class NodeRing {
   int gpus_on(int index) const { return group_begin_[static_cast<size_t>(index) + 1] - group_begin_[static_cast<size_t>(index)]; }
   int local_gpu(int index, int k) const { return local_gpus_[static_cast<size_t>(group_begin_[static_cast<size_t>(index)] + k)]; }
   std::pair<int, int> edge(int index) const { return {node(index), node((index + 1) % node_count())}; }
-  // The rails the group's GPUs on node `index` send on, as a bit set (rails beyond 63 fold over).
-  std::uint64_t rails_on(const Cluster& cluster, int index) const {
-    std::uint64_t rails = 0;
-    for (int k = 0; k < gpus_on(index); ++k) rails |= std::uint64_t{1} << (cluster.rail_of(local_gpu(index, k)) % 64);
-    return rails;
+  // Whether hop `index` (this node to the next) stays on one rail: NCCL pairs each sub-ring's GPU
+  // with one on the same rail of the next node where the two nodes' GPUs of the group share
+  // enough rails.
+  // `subrings`: subrings(), which the caller has at hand.
+  bool hop_on_one_rail(const Cluster& cluster, int index, int subrings) const {
+    const int next = (index + 1) % node_count();
+    const int count = gpus_on(index);
+    if (count == 1 && gpus_on(next) == 1) return cluster.rail_of(local_gpu(index, 0)) == cluster.rail_of(local_gpu(next, 0));
+    // The usual case: the same local GPUs on both nodes (every node's GPUs in one order).
+    const auto here = local_gpus_.begin() + group_begin_[static_cast<size_t>(index)];
+    const auto there = local_gpus_.begin() + group_begin_[static_cast<size_t>(next)];
+    if (count == gpus_on(next) && std::equal(here, here + count, there)) return true;
+    return std::popcount(rails_on(cluster, index) & rails_on(cluster, next)) >= subrings;
+  }
+  bool on_one_rail_throughout(const Cluster& cluster) const {
+    if (cluster.nics_per_node <= 1) return true;
+    const int rings = subrings();
+    for (int i = 0; i < node_count(); ++i)
+      if (!hop_on_one_rail(cluster, i, rings)) return false;
+    return true;
   }
 
   // Inter-node sub-rings (one per local GPU) run in parallel; the node with the fewest GPUs
@@ -192,6 +207,13 @@ class NodeRing {
     group_begin_.push_back(static_cast<int>(order.size()));
   }
 
+  // The rails the group's GPUs on node `index` send on, as a bit set (rails beyond 63 fold over).
+  std::uint64_t rails_on(const Cluster& cluster, int index) const {
+    std::uint64_t rails = 0;
+    for (int k = 0; k < gpus_on(index); ++k) rails |= std::uint64_t{1} << (cluster.rail_of(local_gpu(index, k)) % 64);
+    return rails;
+  }
+
   int size_ = 0;
   std::vector<int> nodes_;
   std::vector<int> group_begin_;  // node_count() + 1 offsets into local_gpus_
@@ -238,20 +260,19 @@ CollectiveCost inter_node_cost(const Cluster& cluster, const NodeRing& ring, Flo
   if (nodes < 2) return cost;
   double slowest_flow_bytes_per_second = std::numeric_limits<double>::infinity();
   double slowest_latency_seconds = 0;
-  // NCCL pairs each sub-ring's GPU with one on the same rail of the next node where the two
-  // nodes' GPUs of the group share enough rails; otherwise the hop crosses rails.
   const int subrings = ring.subrings();
   const bool rails_matter = cluster.nics_per_node > 1;
-  std::uint64_t next_rails = rails_matter ? ring.rails_on(cluster, 0) : 0;
-  const std::uint64_t first_rails = next_rails;
   for (int i = 0; i < nodes; ++i) {
     const auto [from, to] = ring.edge(i);
-    const std::uint64_t from_rails = next_rails;
-    next_rails = !rails_matter ? 0 : i + 1 < nodes ? ring.rails_on(cluster, i + 1) : first_rails;
-    const bool aligned = !rails_matter || std::popcount(from_rails & next_rails) >= subrings;
-    const int from_local = ring.local_gpu(i, 0);
-    const int to_rail = aligned ? cluster.rail_of(from_local) : cluster.rail_of(ring.local_gpu((i + 1) % nodes, 0));
-    const FlowPrice flow = inter_node_flow(cluster, from, from_local, to, to_rail, flows_on_edge(from, to), false);
+    const int flows = flows_on_edge(from, to);
+    if (!rails_matter || ring.hop_on_one_rail(cluster, i, subrings)) {
+      slowest_flow_bytes_per_second =
+          std::min(slowest_flow_bytes_per_second, flow_bandwidth_bytes_per_second(cluster, from, to, flows));
+      slowest_latency_seconds = std::max(slowest_latency_seconds, cluster.inter_node.at(from, to).latency_seconds);
+      continue;
+    }
+    const FlowPrice flow = inter_node_flow(cluster, from, ring.local_gpu(i, 0), to,
+                                           cluster.rail_of(ring.local_gpu((i + 1) % nodes, 0)), flows, false);
     slowest_flow_bytes_per_second = std::min(slowest_flow_bytes_per_second, flow.bandwidth_bytes_per_second);
     slowest_latency_seconds = std::max(slowest_latency_seconds, flow.latency_seconds);
   }
@@ -421,6 +442,7 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
     const CollectiveCost inter = inter_node_cost(cluster, first, [flows](int, int) { return flows; });
     const bool intra_phase = first.size() > first.node_count();  // some node holds two GPUs of a group
     const bool rails_matter = cluster.nics_per_node > 1 && first.node_count() > 1;
+    const bool first_on_one_rail = !rails_matter || !intra_phase || first.on_one_rail_throughout(cluster);
     const auto flows_on_edge = [flows](int, int) { return flows; };
     // With one GPU per node, a tp index's ring crosses rails where its neighbours' rails differ;
     // where that happens hop for hop as in tp index 0's ring, its inter-node phase costs the same.
@@ -445,7 +467,8 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
         continue;
       }
       const NodeRing ring(cluster, gpus_of_dp_group(config, map, stage, t));
-      const CollectiveCost own_inter = rails_matter ? inter_node_cost(cluster, ring, flows_on_edge) : inter;
+      const bool same_inter = !rails_matter || (first_on_one_rail && ring.on_one_rail_throughout(cluster));
+      const CollectiveCost own_inter = same_inter ? inter : inter_node_cost(cluster, ring, flows_on_edge);
       const CollectiveCost intra = intra_phase ? intra_node_cost(cluster, ring) : CollectiveCost{};
       slowest = std::max(slowest, (intra + own_inter).seconds(work.gradient_bytes_per_gpu));
     }

@@ -237,12 +237,23 @@ void anneal(PlacementEvaluator& evaluator, const AnnealSettings& settings, Searc
   constexpr double frozen_uphill_acceptance = 0.01;
   constexpr int patience_cycles = 1;
   constexpr double restart_temperature_fraction = 0.03;
+  // A full cycle cools from half to 1% uphill acceptance (about 18 levels) and then waits
+  // patience_levels. Where the budget cannot pay for that (1024 nodes: about 6 levels), the first
+  // cycle starts as much cooler as the levels it cannot afford: a scrambled layout that never
+  // cools back is worse than the block layout it started from.
+  const double levels_to_freeze =
+      std::log(std::log(1 / frozen_uphill_acceptance) / std::log(1 / typical_uphill_acceptance)) / -std::log(cooling) +
+      patience_levels;
+  const double affordable_levels = static_cast<double>(budget_end - moves) / static_cast<double>(moves_per_level);
+  const double first_cycle_temperature =
+      start_temperature * std::pow(cooling, std::max(0.0, levels_to_freeze - affordable_levels));
   int cycles_without_improvement = 0;
   int cycle = 0;
   while (moves < budget_end && cycles_without_improvement < patience_cycles) {
     const double best_before_cycle = best.value;
     double temperature =
-        cycle == 0 || moves_per_level <= 64 ? start_temperature : restart_temperature_fraction * start_temperature;
+        cycle == 0 ? first_cycle_temperature
+                   : moves_per_level <= 64 ? start_temperature : restart_temperature_fraction * start_temperature;
     ++cycle;
     int levels_without_improvement = 0;
     bool frozen = false;
@@ -414,6 +425,10 @@ PlacementResult search_placement(const Cluster& cluster, const ParallelConfig& c
   result.default_iteration_seconds = model_seconds(evaluator.communication());
 
   const LocalMoveScope local_moves = node_moves_only ? LocalMoveScope{} : local_move_scope(cluster, config);
+  // The job's move budget (PlacementEffort::max_move_work): a count of moves, fixed by the inputs.
+  const double work_per_move = std::max(1.0, evaluator.work_per_slot_swap());
+  const std::int64_t move_budget =
+      std::min(effort.max_moves, static_cast<std::int64_t>(static_cast<double>(effort.max_move_work) / work_per_move));
   std::int64_t moves = 0;
   start_from_best_block_layout(evaluator, config, moves);
   SearchState best = SearchState::of(evaluator, moves);
@@ -422,15 +437,16 @@ PlacementResult search_placement(const Cluster& cluster, const ParallelConfig& c
     // Half the budget for the proof; what it does not use, and all of it when it fails, is left
     // for annealing (which also explores the GPU orders inside nodes the proof keeps fixed).
     const CommunicationTimes optimistic = communication_times(with_best_links(cluster), config, work, default_placement(config));
-    ExactSearch exact(evaluator, optimistic, objective, effort.max_moves / 2);
+    ExactSearch exact(evaluator, optimistic, objective, move_budget / 2);
     proven = exact.run(best, moves);
     evaluator.assign(best.node_of_slot, best.local_gpus);
   }
-  if (!proven || local_moves.any()) anneal(evaluator, {effort.max_moves - moves, effort.seed, local_moves}, best, moves);
+  if (!proven || local_moves.any()) anneal(evaluator, {move_budget - moves, effort.seed, local_moves}, best, moves);
   result.exact = proven && !local_moves.any();
   result.placement = evaluator.placement();
   result.iteration_seconds = model_seconds(evaluator.communication());
-  result.move_budget = effort.max_moves;
+  result.move_budget = move_budget;
+  result.move_work = static_cast<double>(moves) * work_per_move;
   result.local_moves = local_moves.any();
   result.identity_local_order_iteration_seconds = result.iteration_seconds;
   if (local_moves.any()) {

@@ -90,6 +90,23 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
                list.end());
   }
 
+  const auto entry_gpus = [&](const EntryRef& entry) {
+    switch (entry.kind) {
+      case EntryRef::p2p:
+      case EntryRef::wraparound:
+        return 2.0 * config.tp;
+      case EntryRef::tp:
+        return static_cast<double>(config.tp);
+      case EntryRef::dp:
+        break;
+    }
+    return static_cast<double>(config.tp) * config.dp;
+  };
+  double slot_work = 0;
+  for (const auto& list : entries_of_slot_)
+    for (const EntryRef& entry : list) slot_work += entry_gpus(entry);
+  work_per_slot_swap_ = active_slots_ > 0 ? 2 * slot_work / active_slots_ : 0;
+
   active_slot_list_.resize(static_cast<size_t>(active_slots_));
   for (int slot = 0; slot < active_slots_; ++slot) active_slot_list_[static_cast<size_t>(slot)] = slot;
 

@@ -34,6 +34,8 @@ class PlacementEvaluator {
   const std::vector<int>& node_of_slot() const { return node_of_slot_; }
   const std::vector<int>& local_gpus() const { return local_gpu_; }
   const CommunicationTimes& communication() const { return communication_; }
+  // GPUs of the communication entries a swap of two active slots recomputes, on average.
+  double work_per_slot_swap() const { return work_per_slot_swap_; }
   Placement placement() const { return Placement{map_.gpu_of_rank}; }
 
   // Each returns the objective after the move; undo() reverts the latest move exactly.
@@ -85,6 +87,7 @@ class PlacementEvaluator {
   RankMap map_;
   CommunicationTimes communication_;
   double value_ = 0;
+  double work_per_slot_swap_ = 0;
   // Per slot, the entries touching any of its GPUs (placement-independent: fixed by Megatron order).
   std::vector<std::vector<EntryRef>> entries_of_slot_;
   std::vector<std::vector<EntryRef>> decided_by_slot_;

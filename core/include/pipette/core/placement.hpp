@@ -14,6 +14,7 @@ struct PlacementResult {
   std::int64_t moves_to_best = 0;        // moves evaluated when the returned placement was first found
   bool exact = false;                    // true when proven optimal by the exact solver
   std::int64_t move_budget = 0;          // the moves it was allowed (PlacementEffort, scaled to the job)
+  double move_work = 0;                  // moves_evaluated × the job's work per move (max_move_work's unit)
   bool local_moves = false;              // it permuted GPUs inside nodes (see core/src/placement.cpp)
   // The returned node order with every node's GPUs in CUDA order: what the GPU orders inside nodes
   // gained (iteration_seconds is at most this).
