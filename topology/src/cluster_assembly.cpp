@@ -203,6 +203,11 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
       cluster.rails.rail_of_local_gpu = nearest_nic_of_gpus(*input.local);
       if (!cluster.rails.rail_of_local_gpu.empty()) out.notes.push_back("each GPU's rail: its nearest NIC (hwloc)");
     }
+    cluster.rails.pxn = site.priors.nccl_pxn;
+    cluster.rails.spine_extra_latency_seconds = site.priors.cross_rail_extra_latency_seconds;
+    const std::vector<double>& levels = site.priors.switch_level_factors;
+    cluster.rails.spine_bandwidth_fraction =
+        site.priors.rail_only ? 0.0 : levels.size() > 1 ? std::min(1.0, levels[1] / levels[0]) : 1.0;
     cluster.node_names = input.node_names;
 
     // Priors everywhere first; measurements then replace (or, when stale, blend into) them.
