@@ -181,7 +181,7 @@ TEST(LinkCacheFormat, BadValuesAreErrorsNamingFileLineAndEntry) {
       {"pipette_link_cache: 1\nnodes:\n  n: {measured_at: 2026-01-01T00:00:00Z, gpus: 2, bandwidth_gb_per_s: [[0, 0], "
        "[1, 0]], latency_us: [[0, 1], [1, 0]]}\n",
        "node n: bandwidth_gb_per_s[0][1] is 0"},
-      {"pipette_link_cache: 2\n", "format version 2 is not supported"},
+      {"pipette_link_cache: 3\n", "format version 3 is not supported"},
       {"nodes:\n", "the first key must be `pipette_link_cache: 1`"},
       {"hello: world\n", "unknown top-level key \"hello\""},
       {"", "not a Pipette link cache"},
