@@ -45,6 +45,21 @@ std::string validate(const Cluster& cluster) {
                     "intra-node matrix of " + cluster.node_names[static_cast<size_t>(node)]);
     if (!message.empty()) return message;
   }
+  const RailFabric& rails = cluster.rails;
+  if (!rails.rail_of_local_gpu.empty()) {
+    if (static_cast<int>(rails.rail_of_local_gpu.size()) != cluster.gpus_per_node)
+      return "rail_of_local_gpu names " + std::to_string(rails.rail_of_local_gpu.size()) + " GPUs for " +
+             std::to_string(cluster.gpus_per_node) + " GPUs per node";
+    for (const int rail : rails.rail_of_local_gpu)
+      if (rail < 0 || rail >= cluster.nics_per_node)
+        return "rail_of_local_gpu names rail " + std::to_string(rail) + " of " + std::to_string(cluster.nics_per_node) +
+               " rails (0-based)";
+  }
+  if (!(rails.spine_bandwidth_fraction >= 0 && rails.spine_bandwidth_fraction <= 1))
+    return "the spine's cross-rail bandwidth fraction must be in [0, 1]";
+  if (!(rails.spine_extra_latency_seconds >= 0)) return "the spine's extra latency must be >= 0";
+  if (rails.spine_bandwidth_fraction == 0 && !rails.pxn)
+    return "a fabric without a spine path between rails needs PXN (NCCL_PXN_DISABLE=0) for cross-rail flows";
   return check_links(cluster.inter_node, cluster.num_nodes(), "inter-node matrix");
 }
 

@@ -13,7 +13,16 @@
 //    a worse bottleneck and more latency steps. That is the mechanism behind the fall of bus
 //    bandwidth with node count in ground_truth_data/ultrascale_collective_bandwidth_vs_nodes.csv;
 //    a model with one nominal inter-node bandwidth cannot reproduce it.
+//  - Node-pair links are rail-aligned figures (GPU i ↔ GPU i). A flow between GPUs on different
+//    rails (Cluster::rail_of) takes one of two paths (RailFabric in cluster.hpp says why):
+//    through the spine, at the spine's share of the aligned bandwidth plus its extra latency; or
+//    PXN, rail-aligned after an NVLink hop to the sender's GPU on the receiver's rail. PXN is
+//    NCCL's default for send/recv (the pipeline's messages); rings keep their GPUs' own NICs and
+//    cross the spine, except on a rail-only fabric, which has no spine and forwards over NVLink.
+//    The NVLink hop's time is added, not overlapped: in the 1F1B steady state it is taken from
+//    the TP collectives that share the same NVLink ports.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -36,6 +45,46 @@ double flow_bandwidth_bytes_per_second(const Cluster& cluster, int from_node, in
   const int sharing = std::max(1, flows);
   return cluster.inter_node.at(from_node, to_node).bandwidth_bytes_per_second * std::min(sharing, rails) /
          (static_cast<double>(rails) * sharing);
+}
+
+// Whether two local GPUs (of different nodes) send on different rails.
+bool on_different_rails(const Cluster& cluster, int local_a, int local_b) {
+  return cluster.nics_per_node > 1 && cluster.rail_of(local_a) != cluster.rail_of(local_b);
+}
+
+// PXN's forwarding GPU: the first local GPU on `rail`; -1 when none is (then the sender's own NIC).
+int local_gpu_on_rail(const Cluster& cluster, int rail) {
+  for (int local = 0; local < cluster.gpus_per_node; ++local)
+    if (cluster.rail_of(local) == rail) return local;
+  return -1;
+}
+
+// One flow between two nodes as the fabric carries it: its bandwidth and the latency it pays.
+struct FlowPrice {
+  double bandwidth_bytes_per_second = 0;
+  double latency_seconds = 0;
+};
+
+// A flow from `from_local` on `from_node` towards a GPU on rail `to_rail` of `to_node`, one of
+// `flows` sharing the node pair. `forward_over_nvlink`: take PXN rather than the spine when the
+// rails differ (the spine is no choice on a rail-only fabric).
+FlowPrice inter_node_flow(const Cluster& cluster, int from_node, int from_local, int to_node, int to_rail, int flows,
+                          bool forward_over_nvlink) {
+  const Link& aligned = cluster.inter_node.at(from_node, to_node);
+  FlowPrice price{flow_bandwidth_bytes_per_second(cluster, from_node, to_node, flows), aligned.latency_seconds};
+  if (cluster.nics_per_node <= 1 || cluster.rail_of(from_local) == to_rail) return price;
+  const RailFabric& rails = cluster.rails;
+  const int proxy = local_gpu_on_rail(cluster, to_rail);
+  if ((forward_over_nvlink || rails.spine_bandwidth_fraction == 0) && proxy >= 0 && proxy != from_local) {
+    const Link& hop = cluster.intra_node[static_cast<size_t>(from_node)].at(from_local, proxy);
+    price.bandwidth_bytes_per_second =
+        1 / (1 / price.bandwidth_bytes_per_second + 1 / hop.bandwidth_bytes_per_second);
+    price.latency_seconds += hop.latency_seconds;
+    return price;
+  }
+  price.bandwidth_bytes_per_second *= rails.spine_bandwidth_fraction;
+  price.latency_seconds += rails.spine_extra_latency_seconds;
+  return price;
 }
 
 // Cost of an all-reduce over a fixed group as a function of the payload: payload · per_byte + latency.
@@ -87,6 +136,27 @@ class NodeRing {
   int gpus_on(int index) const { return group_begin_[static_cast<size_t>(index) + 1] - group_begin_[static_cast<size_t>(index)]; }
   int local_gpu(int index, int k) const { return local_gpus_[static_cast<size_t>(group_begin_[static_cast<size_t>(index)] + k)]; }
   std::pair<int, int> edge(int index) const { return {node(index), node((index + 1) % node_count())}; }
+  // Whether hop `index` (this node to the next) stays on one rail: NCCL pairs each sub-ring's GPU
+  // with one on the same rail of the next node where the two nodes' GPUs of the group share
+  // enough rails.
+  // `subrings`: subrings(), which the caller has at hand.
+  bool hop_on_one_rail(const Cluster& cluster, int index, int subrings) const {
+    const int next = (index + 1) % node_count();
+    const int count = gpus_on(index);
+    if (count == 1 && gpus_on(next) == 1) return cluster.rail_of(local_gpu(index, 0)) == cluster.rail_of(local_gpu(next, 0));
+    // The usual case: the same local GPUs on both nodes (every node's GPUs in one order).
+    const auto here = local_gpus_.begin() + group_begin_[static_cast<size_t>(index)];
+    const auto there = local_gpus_.begin() + group_begin_[static_cast<size_t>(next)];
+    if (count == gpus_on(next) && std::equal(here, here + count, there)) return true;
+    return std::popcount(rails_on(cluster, index) & rails_on(cluster, next)) >= subrings;
+  }
+  bool on_one_rail_throughout(const Cluster& cluster) const {
+    if (cluster.nics_per_node <= 1) return true;
+    const int rings = subrings();
+    for (int i = 0; i < node_count(); ++i)
+      if (!hop_on_one_rail(cluster, i, rings)) return false;
+    return true;
+  }
 
   // Inter-node sub-rings (one per local GPU) run in parallel; the node with the fewest GPUs
   // pushes its whole share through that many of them.
@@ -136,6 +206,13 @@ class NodeRing {
       local_gpus_.push_back(local_of(cluster, gpus[static_cast<size_t>(order[i].second)]));
     }
     group_begin_.push_back(static_cast<int>(order.size()));
+  }
+
+  // The rails the group's GPUs on node `index` send on, as a bit set (rails beyond 63 fold over).
+  std::uint64_t rails_on(const Cluster& cluster, int index) const {
+    std::uint64_t rails = 0;
+    for (int k = 0; k < gpus_on(index); ++k) rails |= std::uint64_t{1} << (cluster.rail_of(local_gpu(index, k)) % 64);
+    return rails;
   }
 
   int size_ = 0;
@@ -211,18 +288,32 @@ CollectiveCost inter_node_cost(const Cluster& cluster, const NodeRing& ring, Flo
   double slowest_assumed_flow_bytes_per_second = std::numeric_limits<double>::infinity();
   double slowest_latency_seconds = 0;
   int assumed_pairs = 0;
+  const int subrings = ring.subrings();
+  const bool rails_matter = cluster.nics_per_node > 1;
   for (int i = 0; i < nodes; ++i) {
     const auto [from, to] = ring.edge(i);
-    const double flow = flow_bandwidth_bytes_per_second(cluster, from, to, flows_on_edge(from, to));
-    double& slowest = cluster.inter_node.at(from, to).measured ? slowest_flow_bytes_per_second : slowest_assumed_flow_bytes_per_second;
-    slowest = std::min(slowest, flow);
-    assumed_pairs += !cluster.inter_node.at(from, to).measured && (nodes > 2 || i == 0);  // 2 nodes: one pair
-    slowest_latency_seconds = std::max(slowest_latency_seconds, cluster.inter_node.at(from, to).latency_seconds);
+    const int flows = flows_on_edge(from, to);
+    const Link& link = cluster.inter_node.at(from, to);
+    double flow_bytes_per_second = 0;
+    double flow_latency_seconds = 0;
+    if (!rails_matter || ring.hop_on_one_rail(cluster, i, subrings)) {
+      flow_bytes_per_second = flow_bandwidth_bytes_per_second(cluster, from, to, flows);
+      flow_latency_seconds = link.latency_seconds;
+    } else {
+      const FlowPrice flow = inter_node_flow(cluster, from, ring.local_gpu(i, 0), to,
+                                             cluster.rail_of(ring.local_gpu((i + 1) % nodes, 0)), flows, false);
+      flow_bytes_per_second = flow.bandwidth_bytes_per_second;
+      flow_latency_seconds = flow.latency_seconds;
+    }
+    double& slowest = link.measured ? slowest_flow_bytes_per_second : slowest_assumed_flow_bytes_per_second;
+    slowest = std::min(slowest, flow_bytes_per_second);
+    assumed_pairs += !link.measured && (nodes > 2 || i == 0);  // 2 nodes: one pair
+    slowest_latency_seconds = std::max(slowest_latency_seconds, flow_latency_seconds);
   }
   slowest_flow_bytes_per_second = std::min(
       slowest_flow_bytes_per_second, slowest_assumed_flow_bytes_per_second * expected_slowest_of_assumed_pairs(assumed_pairs));
   const double steps = 2.0 * (nodes - 1);
-  cost.seconds_per_payload_byte = steps / nodes / ring.subrings() / slowest_flow_bytes_per_second;
+  cost.seconds_per_payload_byte = steps / nodes / subrings / slowest_flow_bytes_per_second;
   cost.latency_seconds = steps * slowest_latency_seconds;
   return cost;
 }
@@ -277,8 +368,10 @@ double p2p_seconds(const Cluster& cluster, int from_gpu, int to_gpu, double byte
                                                                               local_of(cluster, to_gpu));
     return link.latency_seconds + bytes / link.bandwidth_bytes_per_second;
   }
-  return cluster.inter_node.at(from_node, to_node).latency_seconds +
-         bytes / flow_bandwidth_bytes_per_second(cluster, from_node, to_node, concurrent_flows);
+  const int from_local = local_of(cluster, from_gpu);
+  const FlowPrice flow = inter_node_flow(cluster, from_node, from_local, to_node,
+                                         cluster.rail_of(local_of(cluster, to_gpu)), concurrent_flows, cluster.rails.pxn);
+  return flow.latency_seconds + bytes / flow.bandwidth_bytes_per_second;
 }
 
 double ring_allreduce_seconds(const Cluster& cluster, const std::vector<int>& gpus, double bytes) {
@@ -311,8 +404,8 @@ double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& conf
                   p2p_seconds(cluster, receiver, sender, message_bytes, backward_flows));
   };
   double slowest = 0;
-  // The tp flows of a replica usually cross one node pair, where every flow costs the same: price
-  // a flow once.
+  // The tp flows of a replica usually cross one node pair, where every rail-aligned flow costs the
+  // same: price one of them once.
   int priced_sender_node = -1;
   int priced_receiver_node = -1;
   double priced_seconds = 0;
@@ -324,6 +417,10 @@ double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& conf
     if (sender_node == receiver_node) {
       slowest = std::max(slowest, 0.5 * (p2p_seconds(cluster, sender, receiver, message_bytes, 1) +
                                          p2p_seconds(cluster, receiver, sender, message_bytes, 1)));
+      continue;
+    }
+    if (on_different_rails(cluster, local_of(cluster, sender), local_of(cluster, receiver))) {
+      slowest = std::max(slowest, price(sender, receiver, sender_node, receiver_node));  // priced per flow
       continue;
     }
     if (sender_node != priced_sender_node || receiver_node != priced_receiver_node) {
@@ -380,11 +477,36 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
     const int flows = config.tp * first.subrings();
     const CollectiveCost inter = inter_node_cost(cluster, first, [flows](int, int) { return flows; });
     const bool intra_phase = first.size() > first.node_count();  // some node holds two GPUs of a group
+    const bool rails_matter = cluster.nics_per_node > 1 && first.node_count() > 1;
+    const bool first_on_one_rail = !rails_matter || !intra_phase || first.on_one_rail_throughout(cluster);
+    const auto flows_on_edge = [flows](int, int) { return flows; };
+    // With one GPU per node, a tp index's ring crosses rails where its neighbours' rails differ;
+    // where that happens hop for hop as in tp index 0's ring, its inter-node phase costs the same.
+    const auto rail_at = [&](int t, int d) {
+      return cluster.rail_of(local_of(cluster, map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, d, stage}))]));
+    };
+    const auto crosses_rails_as_first = [&](int t) {
+      for (int d = 0; d < config.dp; ++d) {
+        const int next = (d + 1) % config.dp;
+        if ((rail_at(t, d) == rail_at(t, next)) != (rail_at(0, d) == rail_at(0, next))) return false;
+      }
+      return true;
+    };
     for (int t = 0; t < config.tp; ++t) {
-      const CollectiveCost intra =
-          !intra_phase ? CollectiveCost{}
-                       : intra_node_cost(cluster, t == 0 ? first : NodeRing(cluster, gpus_of_dp_group(config, map, stage, t)));
-      slowest = std::max(slowest, (intra + inter).seconds(work.gradient_bytes_per_gpu));
+      if (t == 0 || !(intra_phase || rails_matter)) {
+        const CollectiveCost intra = intra_phase ? intra_node_cost(cluster, first) : CollectiveCost{};
+        slowest = std::max(slowest, (intra + inter).seconds(work.gradient_bytes_per_gpu));
+        continue;
+      }
+      if (!intra_phase && crosses_rails_as_first(t)) {
+        slowest = std::max(slowest, inter.seconds(work.gradient_bytes_per_gpu));
+        continue;
+      }
+      const NodeRing ring(cluster, gpus_of_dp_group(config, map, stage, t));
+      const bool same_inter = !rails_matter || (first_on_one_rail && ring.on_one_rail_throughout(cluster));
+      const CollectiveCost own_inter = same_inter ? inter : inter_node_cost(cluster, ring, flows_on_edge);
+      const CollectiveCost intra = intra_phase ? intra_node_cost(cluster, ring) : CollectiveCost{};
+      slowest = std::max(slowest, (intra + own_inter).seconds(work.gradient_bytes_per_gpu));
     }
     return slowest;
   }

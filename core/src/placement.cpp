@@ -8,9 +8,11 @@
 #include "pipette/core/placement.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -24,17 +26,55 @@ namespace {
 using detail::PlacementEvaluator;
 using detail::Random;
 
-// Local GPU swaps can change the objective only where a node's GPU pairs differ.
-bool intra_node_links_differ(const Cluster& cluster) {
-  for (const LinkMatrix& links : cluster.intra_node) {
-    const Link& reference = links.at(0, links.size() > 1 ? 1 : 0);
-    for (int a = 0; a < links.size(); ++a)
-      for (int b = 0; b < links.size(); ++b)
-        if (a != b && (links.at(a, b).bandwidth_bytes_per_second != reference.bandwidth_bytes_per_second ||
-                       links.at(a, b).latency_seconds != reference.latency_seconds))
-          return true;
+// Which permutations of GPUs inside nodes the search tries. On NVSwitch nodes every GPU pair is
+// the same link, and measured matrices differ only by noise: repeated figures of one node's 56
+// pairs spread by ±5% around their median (etc/example-cluster's H100 matrices, 345–380 GB/s), while
+// GPU pairs that really differ do so by 2× or more (ground_truth_data/dgx1_p100_p2p_bandwidth_matrix.csv:
+// 18.41 GB/s over NVLink, 9.19 GB/s over PCIe/QPI). Shuffling GPUs on such a node can only win
+// noise, and it puts the node's inter-node neighbours on other rails (issue 18: 81% of them, for
+// 0.14%). So a node's GPUs are permuted on their own only where its fastest pair beats its slowest
+// by more than kLinkNoiseRatio (bandwidth) or kLatencyNoiseRatio (latency; ±15% of noise there), or
+// where the layout itself puts inter-node neighbours on different local positions (a stage boundary
+// inside a node), which only per-node orders can put back on one rail. Where any node's links
+// differ, one permutation applied to every node at once keeps the rails aligned.
+constexpr double kLinkNoiseRatio = 1.25;
+constexpr double kLatencyNoiseRatio = 2.0;
+
+bool links_differ_beyond_noise(const LinkMatrix& links) {
+  double slowest = std::numeric_limits<double>::infinity(), fastest = 0;
+  double lowest_latency = std::numeric_limits<double>::infinity(), highest_latency = 0;
+  for (int a = 0; a < links.size(); ++a)
+    for (int b = 0; b < links.size(); ++b) {
+      if (a == b) continue;
+      const Link& link = links.at(a, b);
+      slowest = std::min(slowest, link.bandwidth_bytes_per_second);
+      fastest = std::max(fastest, link.bandwidth_bytes_per_second);
+      lowest_latency = std::min(lowest_latency, link.latency_seconds);
+      highest_latency = std::max(highest_latency, link.latency_seconds);
+    }
+  if (links.size() < 2) return false;
+  return fastest > kLinkNoiseRatio * slowest || highest_latency > kLatencyNoiseRatio * lowest_latency;
+}
+
+struct LocalMoveScope {
+  std::vector<int> nodes;   // nodes whose GPUs may be permuted on their own (links differ), sorted
+  bool everywhere = false;  // the same permutation on every node
+  int block = 0;            // > 0: every node may exchange blocks of this many positions (a stage's share)
+  bool any() const { return !nodes.empty() || everywhere || block > 0; }
+};
+
+LocalMoveScope local_move_scope(const Cluster& cluster, const ParallelConfig& config) {
+  LocalMoveScope scope;
+  if (cluster.gpus_per_node < 2) return scope;
+  const int stage_share = std::gcd(config.tp * config.dp, cluster.gpus_per_node);
+  if (stage_share < cluster.gpus_per_node && cluster.num_nodes() > 1 && cluster.nics_per_node > 1)
+    scope.block = stage_share;
+  for (int node = 0; node < cluster.num_nodes(); ++node) {
+    const bool distinct = links_differ_beyond_noise(cluster.intra_node[static_cast<size_t>(node)]);
+    scope.everywhere |= distinct;
+    if (distinct) scope.nodes.push_back(node);
   }
-  return false;
+  return scope;
 }
 
 struct SearchState {
@@ -58,7 +98,7 @@ bool improved_on(double value, double reference) { return value < reference * (1
 // Takes every improving swap (slots, then GPUs inside nodes) in a fixed order until a sweep improves
 // by no more than a negligible step: annealing ends near a local optimum, this makes sure it ends
 // on or next to one.
-void descend(PlacementEvaluator& evaluator, bool local_moves, SearchState& best, std::int64_t& moves,
+void descend(PlacementEvaluator& evaluator, const LocalMoveScope& local_moves, SearchState& best, std::int64_t& moves,
              std::int64_t budget_end) {
   const auto keep_if_better = [&](double before, double after) {
     ++moves;
@@ -79,14 +119,29 @@ void descend(PlacementEvaluator& evaluator, bool local_moves, SearchState& best,
         const double before = evaluator.value();
         improved |= keep_if_better(before, evaluator.swap_slots(a, b));
       }
-      if (!local_moves) continue;
       const int node = evaluator.node_of_slot()[static_cast<size_t>(a)];
+      const int block = local_moves.block;
+      for (int i = 0; block > 0 && i < evaluator.gpus_per_node(); i += block) {
+        for (int j = i + block; j < evaluator.gpus_per_node(); j += block) {
+          if (moves >= budget_end) return;
+          const double before = evaluator.value();
+          improved |= keep_if_better(before, evaluator.swap_local_blocks(node, i, j, block));
+        }
+      }
+      if (!std::binary_search(local_moves.nodes.begin(), local_moves.nodes.end(), node)) continue;
       for (int i = 0; i < evaluator.gpus_per_node(); ++i) {
         for (int j = i + 1; j < evaluator.gpus_per_node(); ++j) {
           if (moves >= budget_end) return;
           const double before = evaluator.value();
           improved |= keep_if_better(before, evaluator.swap_local_gpus(node, i, j));
         }
+      }
+    }
+    for (int i = 0; i < evaluator.gpus_per_node() && local_moves.everywhere; ++i) {
+      for (int j = i + 1; j < evaluator.gpus_per_node(); ++j) {
+        if (moves >= budget_end) return;
+        const double before = evaluator.value();
+        improved |= keep_if_better(before, evaluator.swap_local_gpus_everywhere(i, j));
       }
     }
     improved = improved && improved_on(evaluator.value(), sweep_start);
@@ -96,7 +151,7 @@ void descend(PlacementEvaluator& evaluator, bool local_moves, SearchState& best,
 struct AnnealSettings {
   std::int64_t max_moves = 0;
   std::uint64_t seed = 0;
-  bool local_moves = false;
+  const LocalMoveScope& local_moves;
 };
 
 // Simulated annealing from the evaluator's current state, in cycles of geometric cooling (see
@@ -108,13 +163,24 @@ void anneal(PlacementEvaluator& evaluator, const AnnealSettings& settings, Searc
   const int slots = evaluator.active_slots();
   const int gpus_per_node = evaluator.gpus_per_node();
   const bool node_moves = nodes >= 2;
-  const bool local_moves = settings.local_moves && gpus_per_node >= 2;
+  const LocalMoveScope& scope = settings.local_moves;
+  const bool local_moves = (!scope.nodes.empty() || scope.block > 0) && gpus_per_node >= 2;
   if ((!node_moves && !local_moves) || settings.max_moves <= 0) return;
   Random random(settings.seed);
 
   const auto propose = [&]() {
     if (local_moves && (!node_moves || random.unit() < 0.25)) {
-      const int node = evaluator.node_of_slot()[static_cast<size_t>(random.below(slots))];
+      // Per node only: uphill shared permutations that annealing accepts scramble every node at
+      // once (a 2-node test lost its regrouping with them); descend() tries the shared ones.
+      if (scope.block > 0 && (scope.nodes.empty() || random.unit() < 0.5)) {
+        const int node = evaluator.node_of_slot()[static_cast<size_t>(random.below(slots))];
+        const int blocks = gpus_per_node / scope.block;
+        const int a = random.below(blocks);
+        int b = random.below(blocks - 1);
+        if (b >= a) ++b;
+        return evaluator.swap_local_blocks(node, a * scope.block, b * scope.block, scope.block);
+      }
+      const int node = scope.nodes[static_cast<size_t>(random.below(static_cast<int>(scope.nodes.size())))];
       const int a = random.below(gpus_per_node);
       int b = random.below(gpus_per_node - 1);
       if (b >= a) ++b;
@@ -171,12 +237,23 @@ void anneal(PlacementEvaluator& evaluator, const AnnealSettings& settings, Searc
   constexpr double frozen_uphill_acceptance = 0.01;
   constexpr int patience_cycles = 1;
   constexpr double restart_temperature_fraction = 0.03;
+  // A full cycle cools from half to 1% uphill acceptance (about 18 levels) and then waits
+  // patience_levels. Where the budget cannot pay for that (1024 nodes: about 6 levels), the first
+  // cycle starts as much cooler as the levels it cannot afford: a scrambled layout that never
+  // cools back is worse than the block layout it started from.
+  const double levels_to_freeze =
+      std::log(std::log(1 / frozen_uphill_acceptance) / std::log(1 / typical_uphill_acceptance)) / -std::log(cooling) +
+      patience_levels;
+  const double affordable_levels = static_cast<double>(budget_end - moves) / static_cast<double>(moves_per_level);
+  const double first_cycle_temperature =
+      start_temperature * std::pow(cooling, std::max(0.0, levels_to_freeze - affordable_levels));
   int cycles_without_improvement = 0;
   int cycle = 0;
   while (moves < budget_end && cycles_without_improvement < patience_cycles) {
     const double best_before_cycle = best.value;
     double temperature =
-        cycle == 0 || moves_per_level <= 64 ? start_temperature : restart_temperature_fraction * start_temperature;
+        cycle == 0 ? first_cycle_temperature
+                   : moves_per_level <= 64 ? start_temperature : restart_temperature_fraction * start_temperature;
     ++cycle;
     int levels_without_improvement = 0;
     bool frozen = false;
@@ -202,7 +279,7 @@ void anneal(PlacementEvaluator& evaluator, const AnnealSettings& settings, Searc
       temperature *= cooling;
     }
     evaluator.assign(best.node_of_slot, best.local_gpus);
-    if (slots * nodes <= max_descent_sweep) descend(evaluator, local_moves, best, moves, budget_end);
+    if (slots * nodes <= max_descent_sweep) descend(evaluator, scope, best, moves, budget_end);
     cycles_without_improvement = improved_on(best.value, best_before_cycle) ? 0 : cycles_without_improvement + 1;
   }
 }
@@ -347,7 +424,11 @@ PlacementResult search_placement(const Cluster& cluster, const ParallelConfig& c
   PlacementEvaluator evaluator(cluster, config, work, incremental);
   result.default_iteration_seconds = model_seconds(evaluator.communication());
 
-  const bool local_moves = !node_moves_only && intra_node_links_differ(cluster);
+  const LocalMoveScope local_moves = node_moves_only ? LocalMoveScope{} : local_move_scope(cluster, config);
+  // The job's move budget (PlacementEffort::max_move_work): a count of moves, fixed by the inputs.
+  const double work_per_move = std::max(1.0, evaluator.work_per_slot_swap());
+  const std::int64_t move_budget =
+      std::min(effort.max_moves, static_cast<std::int64_t>(static_cast<double>(effort.max_move_work) / work_per_move));
   std::int64_t moves = 0;
   start_from_best_block_layout(evaluator, config, moves);
   SearchState best = SearchState::of(evaluator, moves);
@@ -356,14 +437,26 @@ PlacementResult search_placement(const Cluster& cluster, const ParallelConfig& c
     // Half the budget for the proof; what it does not use, and all of it when it fails, is left
     // for annealing (which also explores the GPU orders inside nodes the proof keeps fixed).
     const CommunicationTimes optimistic = communication_times(with_best_links(cluster), config, work, default_placement(config));
-    ExactSearch exact(evaluator, optimistic, objective, effort.max_moves / 2);
+    ExactSearch exact(evaluator, optimistic, objective, move_budget / 2);
     proven = exact.run(best, moves);
     evaluator.assign(best.node_of_slot, best.local_gpus);
   }
-  if (!proven || local_moves) anneal(evaluator, {effort.max_moves - moves, effort.seed, local_moves}, best, moves);
-  result.exact = proven && !local_moves;
+  if (!proven || local_moves.any()) anneal(evaluator, {move_budget - moves, effort.seed, local_moves}, best, moves);
+  result.exact = proven && !local_moves.any();
   result.placement = evaluator.placement();
   result.iteration_seconds = model_seconds(evaluator.communication());
+  result.move_budget = move_budget;
+  result.move_work = static_cast<double>(moves) * work_per_move;
+  result.local_moves = local_moves.any();
+  result.identity_local_order_iteration_seconds = result.iteration_seconds;
+  if (local_moves.any()) {
+    std::vector<int> identity(evaluator.local_gpus().size());
+    for (size_t gpu = 0; gpu < identity.size(); ++gpu) identity[gpu] = static_cast<int>(gpu) % cluster.gpus_per_node;
+    if (identity != evaluator.local_gpus()) {
+      evaluator.assign(evaluator.node_of_slot(), identity);
+      result.identity_local_order_iteration_seconds = model_seconds(evaluator.communication());
+    }
+  }
   result.moves_evaluated = moves;
   result.moves_to_best = best.found_at_move;
   return result;
@@ -388,6 +481,7 @@ Cluster with_best_links(const Cluster& cluster) {
   Cluster best = cluster;
   for (LinkMatrix& links : best.intra_node) links = LinkMatrix(links.size(), best_intra);
   best.inter_node = LinkMatrix(cluster.num_nodes(), best_inter);
+  best.rails.rail_of_local_gpu.assign(static_cast<size_t>(std::max(0, cluster.gpus_per_node)), 0);  // no flow crosses rails
   return best;
 }
 
@@ -400,6 +494,64 @@ double pipette_paper_objective(const CommunicationTimes& communication) {
     slowest_pipeline_seconds = std::max(slowest_pipeline_seconds, transfer_seconds);
   }
   return slowest_pipeline_seconds + (communication.dp_seconds.empty() ? 0 : communication.dp_seconds[0]);
+}
+
+RailAlignment rail_alignment(const Cluster& cluster, const ParallelConfig& config, const Placement& placement) {
+  RailAlignment alignment;
+  const int gpus_per_node = std::max(1, cluster.gpus_per_node);
+  const auto gpu_at = [&](int t, int d, int s) {
+    return placement.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, d, s}))];
+  };
+  const auto count = [&](RailAlignment::Kind kind, int stage, int a, int b) {
+    if (a / gpus_per_node == b / gpus_per_node) return;
+    ++alignment.inter_node_neighbours;
+    if (a % gpus_per_node == b % gpus_per_node) return;
+    ++alignment.on_different_local_gpus;
+    alignment.misaligned.push_back({kind, stage, a, b, cluster.rail_of(a % gpus_per_node) != cluster.rail_of(b % gpus_per_node)});
+  };
+  for (int s = 0; s + 1 < config.pp; ++s)
+    for (int d = 0; d < config.dp; ++d)
+      for (int t = 0; t < config.tp; ++t) count(RailAlignment::Kind::pipeline, s, gpu_at(t, d, s), gpu_at(t, d, s + 1));
+  // A DP group's ring as NCCL runs it (core/src/communication.cpp): its nodes in order of first
+  // appearance, and between two consecutive nodes one hop per sub-ring (the fewest GPUs the group
+  // has on a node), each pairing a GPU with one of the same local index on the next node where
+  // both nodes have one.
+  struct NodeMembers {
+    int node;
+    std::uint64_t locals;  // bit set of local GPU indices (indices beyond 63 fold over)
+    int count;
+  };
+  std::vector<NodeMembers> members;
+  const auto first_local = [](std::uint64_t set) { return std::countr_zero(set); };
+  for (int s = 0; s < config.pp && config.dp > 1; ++s)
+    for (int t = 0; t < config.tp; ++t) {
+      members.clear();
+      for (int d = 0; d < config.dp; ++d) {
+        const int gpu = gpu_at(t, d, s);
+        const int node = gpu / gpus_per_node;
+        auto it = std::find_if(members.begin(), members.end(), [node](const NodeMembers& m) { return m.node == node; });
+        if (it == members.end()) it = members.insert(members.end(), {node, 0, 0});
+        it->locals |= std::uint64_t{1} << (gpu % gpus_per_node % 64);
+        ++it->count;
+      }
+      if (members.size() < 2) continue;
+      int subrings = config.dp;
+      for (const NodeMembers& m : members) subrings = std::min(subrings, m.count);
+      const size_t hops = members.size() == 2 ? 1 : members.size();
+      for (size_t i = 0; i < hops; ++i) {
+        const NodeMembers& a = members[i];
+        const NodeMembers& b = members[(i + 1) % members.size()];
+        const int unmatched = std::max(0, subrings - std::popcount(a.locals & b.locals));
+        alignment.inter_node_neighbours += subrings;
+        alignment.on_different_local_gpus += unmatched;
+        if (unmatched == 0) continue;
+        const int local_a = first_local(a.locals & ~b.locals), local_b = first_local(b.locals & ~a.locals);
+        alignment.misaligned.push_back({RailAlignment::Kind::data_parallel, s, a.node * gpus_per_node + local_a,
+                                        b.node * gpus_per_node + local_b,
+                                        cluster.rail_of(local_a) != cluster.rail_of(local_b)});
+      }
+    }
+  return alignment;
 }
 
 std::vector<int> node_order_of(const Cluster& cluster, const Placement& placement) {

@@ -90,6 +90,26 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
                list.end());
   }
 
+  const auto entry_gpus = [&](const EntryRef& entry) {
+    switch (entry.kind) {
+      case EntryRef::p2p:
+      case EntryRef::wraparound:
+        return 2.0 * config.tp;
+      case EntryRef::tp:
+        return static_cast<double>(config.tp);
+      case EntryRef::dp:
+        break;
+    }
+    return static_cast<double>(config.tp) * config.dp;
+  };
+  double slot_work = 0;
+  for (const auto& list : entries_of_slot_)
+    for (const EntryRef& entry : list) slot_work += entry_gpus(entry);
+  work_per_slot_swap_ = active_slots_ > 0 ? 2 * slot_work / active_slots_ : 0;
+
+  active_slot_list_.resize(static_cast<size_t>(active_slots_));
+  for (int slot = 0; slot < active_slots_; ++slot) active_slot_list_[static_cast<size_t>(slot)] = slot;
+
   communication_ = communication_times(cluster, config, work, placement());
   value_ = objective_.of(communication_);
 }
@@ -123,12 +143,12 @@ double PlacementEvaluator::compute_entry(const EntryRef& entry) {
   return dp_reduction_seconds(cluster_, config_, map_, stage, entry.stage);
 }
 
-void PlacementEvaluator::recompute_after_move(int slot_a, int slot_b) {
+void PlacementEvaluator::recompute_after_move(std::span<const int> slots) {
   saved_.clear();
   changed_replicas_.clear();
   boundary_prices_.clear();
   ++stamp_;
-  for (const int slot : {slot_a, slot_b}) {
+  for (const int slot : slots) {
     if (slot >= active_slots_) continue;
     for (const EntryRef& entry : entries_of_slot_[static_cast<size_t>(slot)]) {
       auto& stamp = entry_stamp_[static_cast<size_t>(entry_index(config_, entry))];
@@ -161,12 +181,26 @@ void PlacementEvaluator::exchange_slot_nodes(int slot_a, int slot_b) {
     if (slot < active_slots_) place_slot(slot);
 }
 
-int PlacementEvaluator::exchange_local_gpus(int node, int position_a, int position_b) {
+
+int PlacementEvaluator::exchange_local_blocks(int node, int first_a, int first_b, int length) {
   const auto first = static_cast<size_t>(node * cluster_.gpus_per_node);
-  std::swap(local_gpu_[first + static_cast<size_t>(position_a)], local_gpu_[first + static_cast<size_t>(position_b)]);
+  for (int k = 0; k < length; ++k)
+    std::swap(local_gpu_[first + static_cast<size_t>(first_a + k)], local_gpu_[first + static_cast<size_t>(first_b + k)]);
   const int slot = static_cast<int>(std::find(node_of_slot_.begin(), node_of_slot_.end(), node) - node_of_slot_.begin());
   if (slot < active_slots_) place_slot(slot);
   return slot;
+}
+
+double PlacementEvaluator::swap_local_blocks(int node, int first_a, int first_b, int length) {
+  const int slot = exchange_local_blocks(node, first_a, first_b, length);
+  last_move_ = MoveKind::local_blocks;
+  last_node_ = node;
+  last_a_ = first_a;
+  last_b_ = first_b;
+  last_length_ = length;
+  const int slots[] = {slot};
+  recompute_after_move(slots);
+  return value_;
 }
 
 double PlacementEvaluator::swap_slots(int slot_a, int slot_b) {
@@ -174,18 +208,30 @@ double PlacementEvaluator::swap_slots(int slot_a, int slot_b) {
   last_move_ = MoveKind::slots;
   last_a_ = slot_a;
   last_b_ = slot_b;
-  recompute_after_move(slot_a, slot_b);
+  const int slots[] = {slot_a, slot_b};
+  recompute_after_move(slots);
+  return value_;
+}
+
+void PlacementEvaluator::exchange_local_gpus_everywhere(int position_a, int position_b) {
+  // Idle nodes too: a node swapped in later must carry the same order.
+  const auto gpus_per_node = static_cast<size_t>(cluster_.gpus_per_node);
+  for (size_t first = 0; first < local_gpu_.size(); first += gpus_per_node)
+    std::swap(local_gpu_[first + static_cast<size_t>(position_a)], local_gpu_[first + static_cast<size_t>(position_b)]);
+  for (int slot = 0; slot < active_slots_; ++slot) place_slot(slot);
+}
+
+double PlacementEvaluator::swap_local_gpus_everywhere(int position_a, int position_b) {
+  exchange_local_gpus_everywhere(position_a, position_b);
+  last_move_ = MoveKind::local_everywhere;
+  last_a_ = position_a;
+  last_b_ = position_b;
+  recompute_after_move(active_slot_list_);
   return value_;
 }
 
 double PlacementEvaluator::swap_local_gpus(int node, int position_a, int position_b) {
-  const int slot = exchange_local_gpus(node, position_a, position_b);
-  last_move_ = MoveKind::local;
-  last_node_ = node;
-  last_a_ = position_a;
-  last_b_ = position_b;
-  recompute_after_move(slot, slot);
-  return value_;
+  return swap_local_blocks(node, position_a, position_b, 1);
 }
 
 void PlacementEvaluator::undo() {
@@ -195,8 +241,11 @@ void PlacementEvaluator::undo() {
     case MoveKind::slots:
       exchange_slot_nodes(last_a_, last_b_);
       break;
-    case MoveKind::local:
-      exchange_local_gpus(last_node_, last_a_, last_b_);
+    case MoveKind::local_everywhere:
+      exchange_local_gpus_everywhere(last_a_, last_b_);
+      break;
+    case MoveKind::local_blocks:
+      exchange_local_blocks(last_node_, last_a_, last_b_, last_length_);
       break;
   }
   for (const SavedEntry& saved : saved_) entry_seconds(communication_, saved.entry) = saved.seconds;

@@ -7,6 +7,7 @@
 // inside one node) recomputes only the communication entries whose GPUs moved, then the objective.
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "communication_internal.hpp"
@@ -33,11 +34,20 @@ class PlacementEvaluator {
   const std::vector<int>& node_of_slot() const { return node_of_slot_; }
   const std::vector<int>& local_gpus() const { return local_gpu_; }
   const CommunicationTimes& communication() const { return communication_; }
+  // GPUs of the communication entries a swap of two active slots recomputes, on average.
+  double work_per_slot_swap() const { return work_per_slot_swap_; }
   Placement placement() const { return Placement{map_.gpu_of_rank}; }
 
   // Each returns the objective after the move; undo() reverts the latest move exactly.
   double swap_slots(int slot_a, int slot_b);
   double swap_local_gpus(int node, int position_a, int position_b);
+  // The same exchange of two local positions on every node, so that nodes whose GPU orders agreed
+  // (and with them the rails their neighbours use) still agree.
+  double swap_local_gpus_everywhere(int position_a, int position_b);
+  // Exchanges positions first_a + k and first_b + k of one node for k < length: moves a whole
+  // stage's share of the node onto other GPUs, where single swaps would pass through states no
+  // better (a pipeline hop is as slow as its slowest flow).
+  double swap_local_blocks(int node, int first_a, int first_b, int length);
   void undo();
 
   // Moves to a whole state (used to restore the best state found).
@@ -58,12 +68,13 @@ class PlacementEvaluator {
     EntryRef entry;
     double seconds;
   };
-  enum class MoveKind { none, slots, local };
+  enum class MoveKind { none, slots, local_everywhere, local_blocks };
 
   void place_slot(int slot);
   void exchange_slot_nodes(int slot_a, int slot_b);
-  int exchange_local_gpus(int node, int position_a, int position_b);  // returns the node's slot
-  void recompute_after_move(int slot_a, int slot_b);
+  int exchange_local_blocks(int node, int first_a, int first_b, int length);  // returns the node's slot
+  void exchange_local_gpus_everywhere(int position_a, int position_b);
+  void recompute_after_move(std::span<const int> slots);
   double compute_entry(const EntryRef& entry);
 
   const Cluster& cluster_;
@@ -76,6 +87,7 @@ class PlacementEvaluator {
   RankMap map_;
   CommunicationTimes communication_;
   double value_ = 0;
+  double work_per_slot_swap_ = 0;
   // Per slot, the entries touching any of its GPUs (placement-independent: fixed by Megatron order).
   std::vector<std::vector<EntryRef>> entries_of_slot_;
   std::vector<std::vector<EntryRef>> decided_by_slot_;
@@ -84,10 +96,11 @@ class PlacementEvaluator {
   std::vector<std::uint32_t> replica_stamp_;
   std::uint32_t stamp_ = 0;
   std::vector<int> changed_replicas_;
+  std::vector<int> active_slot_list_;  // 0 … active_slots_ − 1
   BoundaryPriceMemo boundary_prices_;  // of the current move's map
   // The latest move, for undo().
   MoveKind last_move_ = MoveKind::none;
-  int last_a_ = 0, last_b_ = 0, last_node_ = 0;
+  int last_a_ = 0, last_b_ = 0, last_node_ = 0, last_length_ = 0;
   double last_value_ = 0;
   std::vector<SavedEntry> saved_;
 };

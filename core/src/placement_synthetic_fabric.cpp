@@ -36,6 +36,8 @@ Cluster synthetic_cluster(const SyntheticFabric& fabric, std::uint64_t seed) {
   cluster.gpus_per_node = fabric.gpus_per_node;
   cluster.nics_per_node = fabric.nics_per_node;
   cluster.intra_node.assign(static_cast<size_t>(fabric.nodes), LinkMatrix(fabric.gpus_per_node, fabric.intra_node));
+  // Rail-optimized racks: a flow between rails crosses the spine, as cross-rack pairs do.
+  if (fabric.rack_size > 0) cluster.rails.spine_bandwidth_fraction = fabric.cross_rack_factor;
 
   std::vector<int> rack_of_node(static_cast<size_t>(fabric.nodes));
   for (int n = 0; n < fabric.nodes; ++n) rack_of_node[static_cast<size_t>(n)] = fabric.rack_size > 0 ? n / fabric.rack_size : 0;

@@ -337,18 +337,24 @@ Evaluated evaluate_in_default_order(const ModelSpec& model, const TrainingSpec& 
   return evaluated;
 }
 
+// `move_work_spent`, when given, grows by what the placement search spent (PlacementEffort's unit).
 Plan finish_plan(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
-                 const ParallelConfig& config, const SearchOptions& options, const Evaluated& evaluated) {
+                 const ParallelConfig& config, const SearchOptions& options, const Evaluated& evaluated,
+                 double* move_work_spent = nullptr) {
   std::vector<StageMemory> memory = estimate_memory(model, training, config, options.overheads);
   if (!options.optimize_placement) {
     return make_plan(model, training, cluster, config, evaluated.work, std::move(memory), evaluated.time,
                      default_placement(config), evaluated.time.iteration_seconds);
   }
   PlacementResult placed = optimize_placement(cluster, config, evaluated.work, training, options.placement);
+  if (move_work_spent != nullptr) *move_work_spent += placed.move_work;
   const CommunicationTimes communication = communication_times(cluster, config, evaluated.work, placed.placement);
   const TimeBreakdown time = critical_path(config, evaluated.work, communication, training);
-  return make_plan(model, training, cluster, config, evaluated.work, std::move(memory), time,
-                   std::move(placed.placement), evaluated.time.iteration_seconds);
+  Plan plan = make_plan(model, training, cluster, config, evaluated.work, std::move(memory), time,
+                        std::move(placed.placement), evaluated.time.iteration_seconds);
+  plan.placement_search = {placed.moves_evaluated, placed.move_budget, placed.moves_to_best, placed.exact,
+                           placed.local_moves, placed.identity_local_order_iteration_seconds};
+  return plan;
 }
 
 // The closed form (critical_path) follows the simulated schedule within a few percent, and not
@@ -533,6 +539,7 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
   const Cluster optimistic = options.optimize_placement && best.size() > 1 ? with_best_links(cluster) : Cluster{};
   double best_placed_seconds = std::numeric_limits<double>::infinity();
   double best_recovered_fraction = 1;  // of the best placed plan's default-to-bound gap
+  double job_move_work = 0;            // spent by the placement searches so far (PlacementEffort)
   const double close_call = best.front().first * (1 + kCloseCallFraction);
   for (size_t rank = 0; rank < best.size(); ++rank) {
     const auto& [seconds, index] = best[rank];
@@ -553,7 +560,11 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
       candidate_options.optimize_placement =
           default_seconds - expected_reach * (default_seconds - bound_seconds) < best_placed_seconds;
     }
-    result.plans.push_back(finish_plan(model, training, cluster, config, candidate_options, evaluated));
+    const double job_work_left = static_cast<double>(options.placement.max_job_move_work) - job_move_work;
+    if (candidate_options.optimize_placement && rank > 0 && job_work_left < 1) candidate_options.optimize_placement = false;
+    candidate_options.placement.max_move_work = static_cast<std::int64_t>(
+        std::min(static_cast<double>(options.placement.max_move_work), std::max(0.0, job_work_left)));
+    result.plans.push_back(finish_plan(model, training, cluster, config, candidate_options, evaluated, &job_move_work));
     const double placed_seconds = result.plans.back().time.iteration_seconds;
     if (candidate_options.optimize_placement && placed_seconds < best_placed_seconds) {
       best_placed_seconds = placed_seconds;

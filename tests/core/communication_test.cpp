@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/performance.hpp"
 #include "pipette/core/units.hpp"
 
@@ -46,7 +47,51 @@ TEST(P2p, ConcurrentFlowsOfANodePairShareMinOfFlowsAndRails) {
   // Four flows use all four rails, still 25 GB/s each.
   EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 0, 8, 1e9, 4), 5e-6 + 1e9 / 25e9);
   // Eight flows share the four rails: 12.5 GB/s each.
-  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 3, 12, 1e9, 8), 5e-6 + 1e9 / 12.5e9);
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 3, 11, 1e9, 8), 5e-6 + 1e9 / 12.5e9);
+}
+
+// Issue 18: node-pair links are rail-aligned figures; GPU 0 of one node and GPU 1 of the other
+// sit on different rails of a rail-optimized fabric (8 GPUs, 8 NICs: GPU i on rail i).
+TEST(P2p, CrossRailFlowTakesPxnOverNvlinkThenTheAlignedRail) {
+  const Cluster cluster = uniform_cluster(2, 8, 8, nvlink, fabric);
+  // Aligned: one of eight rails of the pair's 100 GB/s.
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 0, 8, 1e9, 1), 5e-6 + 1e9 / 12.5e9);
+  // Cross-rail: NVLink to the sender's GPU 1 (rail 1), then rail 1; the NVLink time is added.
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 0, 9, 1e9, 1), 5e-6 + 2e-6 + 1e9 * (1 / 12.5e9 + 1 / 200e9));
+}
+
+TEST(P2p, CrossRailFlowWithoutPxnCrossesTheSpineAtItsShare) {
+  Cluster cluster = uniform_cluster(2, 8, 8, nvlink, fabric);
+  cluster.rails.pxn = false;
+  cluster.rails.spine_bandwidth_fraction = 0.5;  // a 2:1 oversubscribed spine
+  cluster.rails.spine_extra_latency_seconds = 1 * microsecond;
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 0, 9, 1e9, 1), 6e-6 + 1e9 / 6.25e9);
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 0, 8, 1e9, 1), 5e-6 + 1e9 / 12.5e9);  // aligned: unchanged
+  // GPUs that share a NIC (8 GPUs, 4 NICs: GPUs 0 and 1 on rail 0) are on one rail.
+  cluster.nics_per_node = 4;
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 0, 9, 1e9, 1), 5e-6 + 1e9 / 25e9);
+  // The rails hwloc found win over the cabling default.
+  cluster.rails.rail_of_local_gpu = {3, 2, 1, 0, 3, 2, 1, 0};
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 0, 12, 1e9, 1), 5e-6 + 1e9 / 25e9);
+  EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 0, 9, 1e9, 1), 5e-6 + 1e-6 + 1e9 / 12.5e9);
+  cluster.gpu = *find_gpu("H100-SXM");
+  EXPECT_EQ(validate(cluster), "");
+  cluster.rails.rail_of_local_gpu[0] = 4;
+  EXPECT_NE(validate(cluster).find("rail 4 of 4"), std::string::npos);
+}
+
+TEST(RingAllreduce, HopsBetweenDifferentRailsCrossTheSpine) {
+  Cluster cluster = uniform_cluster(2, 8, 8, nvlink, fabric);
+  cluster.rails.spine_bandwidth_fraction = 0.5;
+  const double aligned = ring_allreduce_seconds(cluster, {0, 8}, 1e9);
+  const double crossed = ring_allreduce_seconds(cluster, {0, 9}, 1e9);
+  // Two GPUs, one node each: 2·(2−1)/2 = 1 payload over one flow, 2 latency steps.
+  EXPECT_DOUBLE_EQ(aligned, 1e9 / 12.5e9 + 2 * 5e-6);
+  EXPECT_DOUBLE_EQ(crossed, 1e9 / 6.25e9 + 2 * 5e-6);
+  // Rings of several GPUs per node pair GPUs of equal rails: {0,1} with {8,9} stays aligned even in
+  // another order.
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, {0, 1, 9, 8}, 1e9), ring_allreduce_seconds(cluster, {0, 1, 8, 9}, 1e9));
+  EXPECT_GT(ring_allreduce_seconds(cluster, {0, 1, 10, 11}, 1e9), ring_allreduce_seconds(cluster, {0, 1, 8, 9}, 1e9));
 }
 
 TEST(P2p, UsesTheDirectedLinkOfTheNodePair) {

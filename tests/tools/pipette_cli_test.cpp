@@ -220,6 +220,32 @@ TEST_F(PipetteCli, PlanJsonFollowsSchemaVersionOne) {
   }
 }
 
+// Issue 18 on the bundled example (NVSwitch nodes, 8 rails): every plan keeps at least 95% of
+// its inter-node DP and pipeline neighbours on the same local GPU index, unless permuting GPUs
+// inside nodes predicted a gain (what explain then shows); the JSON carries the search's effort.
+TEST_F(PipetteCli, PlansOnTheExampleKeepNeighboursOnOneRailAndReportTheSearchEffort) {
+  for (const char* shape : {"--model llama3-70b --num-nodes 16 --global-batch 1024 --seq 8192",
+                            "--model llama2-7b --num-nodes 4 --global-batch 256 --seq 4096",
+                            "--model llama2-13b --num-nodes 8 --global-batch 512 --seq 4096"}) {
+    const Outcome run = pipette(std::string("plan --top 5 --json ") + shape);
+    ASSERT_EQ(run.status, 0) << run.err;
+    const YAML::Node json = parse_json(run.out);
+    for (const YAML::Node& plan : json["plans"]) {
+      const YAML::Node placement = plan["placement"];
+      const double neighbours = placement["inter_node_neighbours"].as<double>();
+      const double misaligned = placement["neighbours_on_different_local_gpus"].as<double>();
+      const YAML::Node search = placement["search"];
+      const bool gain_shown = search["local_gpu_moves"].as<bool>() &&
+                              search["identity_local_order_iteration_seconds"].as<double>() > plan["iteration_seconds"].as<double>();
+      EXPECT_TRUE(misaligned <= 0.05 * neighbours || gain_shown) << shape << ": " << misaligned << " of " << neighbours;
+      EXPECT_LE(search["moves_evaluated"].as<long long>(), search["move_budget"].as<long long>() + 64) << shape;
+    }
+  }
+  const Outcome explain = pipette("explain --model llama3-70b --num-nodes 16 --global-batch 1024 --seq 8192");
+  ASSERT_EQ(explain.status, 0) << explain.err;
+  EXPECT_NE(explain.out.find("rails: 0 of "), std::string::npos) << explain.out;
+}
+
 TEST_F(PipetteCli, EveryKnobFixedEvaluatesExactlyThatConfiguration) {
   const Outcome run = pipette(planning("plan") + " --json --fix tp=8,pp=4,dp=4,mbs=1,vpp=1,recompute=selective,sp=on,distopt=on");
   ASSERT_EQ(run.status, 0) << run.err;

@@ -63,6 +63,43 @@ TEST(ProbeLayout, RejectsStepsThatAreNotOneTaskPerGpuOnEqualNodes) {
   EXPECT_FALSE(make_layout(missing_node));
 }
 
+// Issue 18: --cross-rail N samples the node pairs of the first N rounds with one flow each, on
+// one rail (GPU 0 ↔ GPU 0) and across rails (GPU 0 ↔ GPU g/2); every other rank sits it out.
+TEST(MeasurementPlan, CrossRailRoundsSampleOneFlowPerNodePairOnOneRailThenAcross) {
+  Result<ProbeLayout> layout = make_layout(tasks_for(4, 8, true));
+  ASSERT_TRUE(layout) << layout.error().message;
+  const MeasurementPlan none = make_measurement_plan(*layout, {1 << 20}, true);
+  EXPECT_TRUE(none.cross_rail_rounds.empty());
+  const MeasurementPlan plan = make_measurement_plan(*layout, {1 << 20, 1 << 24}, true, 2);
+  ASSERT_EQ(plan.cross_rail_rounds.size(), 2u);
+  EXPECT_EQ(plan.num_slots(), (3 + 7 + 2 * 2) * 2);  // 3 inter rounds, 7 intra rounds, 2 × 2 sampled
+  EXPECT_EQ(plan.cross_rail_slot(1, true, 1), plan.num_slots() - 1);
+  EXPECT_EQ(plan.cross_rail_slot(0, false, 0), plan.intra_slot(6, 1) + 1);
+  EXPECT_EQ(make_measurement_plan(*layout, {1 << 20}, true, 99).cross_rail_rounds.size(), 3u);  // at most every round
+  for (int round = 0; round < 2; ++round) {
+    for (const bool crossed : {false, true}) {
+      int flows = 0;
+      for (int rank = 0; rank < 32; ++rank) {
+        const int peer = cross_rail_peer(*layout, plan, round, crossed, rank);
+        if (peer < 0) continue;
+        ++flows;
+        EXPECT_EQ(cross_rail_peer(*layout, plan, round, crossed, peer), rank);
+        const int node = layout->node_of_rank[static_cast<size_t>(rank)];
+        const int peer_node = layout->node_of_rank[static_cast<size_t>(peer)];
+        EXPECT_NE(node, peer_node);
+        const int low_local = layout->local_of_rank[static_cast<size_t>(node < peer_node ? rank : peer)];
+        const int high_local = layout->local_of_rank[static_cast<size_t>(node < peer_node ? peer : rank)];
+        EXPECT_EQ(low_local, 0);
+        EXPECT_EQ(high_local, crossed ? 4 : 0);
+      }
+      EXPECT_EQ(flows, 4) << "2 node pairs, both ends";
+    }
+  }
+  Result<ProbeLayout> single = make_layout(tasks_for(4, 1, true));
+  ASSERT_TRUE(single);
+  EXPECT_TRUE(make_measurement_plan(*single, {1 << 20}, false, 2).cross_rail_rounds.empty());  // one GPU: one rail
+}
+
 TEST(MeasurementPlan, PeersPairGpuIOfOneNodeWithGpuIOfTheOther) {
   Result<ProbeLayout> layout = make_layout(tasks_for(5, 3, true));
   ASSERT_TRUE(layout) << layout.error().message;

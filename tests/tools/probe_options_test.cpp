@@ -24,7 +24,7 @@ TEST(ProbeOptions, DefaultsNeedOnlyOutAndARendezvous) {
 TEST(ProbeOptions, ParsesEveryOption) {
   Result<ProbeOptions> options = parse_probe_options(
       {"--out", "c.yaml", "--rendezvous=/r", "--sizes", "128M,4K,1MiB,4K", "--warmup", "2", "--iters=7",
-       "--no-intra", "--timeout", "60"},
+       "--no-intra", "--timeout", "60", "--cross-rail", "3"},
       "");
   ASSERT_TRUE(options) << options.error().message;
   EXPECT_EQ(options->message_bytes, (std::vector<double>{4096.0, 1048576.0, 134217728.0}));  // sorted, unique
@@ -32,6 +32,7 @@ TEST(ProbeOptions, ParsesEveryOption) {
   EXPECT_EQ(options->timed_iterations, 7);
   EXPECT_FALSE(options->measure_intra_node);
   EXPECT_EQ(options->timeout_seconds, 60.0);
+  EXPECT_EQ(options->cross_rail_rounds, 3);
 }
 
 TEST(ProbeOptions, ErrorsNameTheOption) {
@@ -40,6 +41,7 @@ TEST(ProbeOptions, ErrorsNameTheOption) {
     return options ? std::string("accepted") : options.error().message;
   };
   EXPECT_NE(message({"--rendezvous", "/r"}).find("--out"), std::string::npos);
+  EXPECT_NE(message({"--out", "c", "--rendezvous", "/r", "--cross-rail", "-1"}).find("--cross-rail"), std::string::npos);
   EXPECT_NE(message({"--out", "c"}).find("--rendezvous"), std::string::npos);
   EXPECT_NE(message({"--out", "c", "--rendezvous", "/r", "--sizes", "1M"}).find("two distinct"), std::string::npos);
   EXPECT_NE(message({"--out", "c", "--rendezvous", "/r", "--sizes", "1M,1M"}).find("two distinct"), std::string::npos);

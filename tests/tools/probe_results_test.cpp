@@ -33,13 +33,14 @@ struct SyntheticRun {
 };
 
 SyntheticRun synthetic_run(int nodes, int gpus, const std::map<std::pair<int, int>, TrueLink>& inter,
-                           const TrueLink& intra, bool measure_intra) {
+                           const TrueLink& intra, bool measure_intra, int cross_rail_rounds = 0,
+                           const TrueLink& one_rail = {}, const TrueLink& across_rails = {}) {
   std::vector<TaskIdentity> tasks;
   for (int rank = 0; rank < nodes * gpus; ++rank) {
     tasks.push_back({rank, rank / gpus, rank % gpus, "gpu" + std::to_string(101 + rank / gpus), "8xH100"});
   }
   SyntheticRun run{*make_layout(tasks), {}, {}};
-  run.plan = make_measurement_plan(run.layout, {1 * kMiB, 16 * kMiB, 256 * kMiB}, measure_intra);
+  run.plan = make_measurement_plan(run.layout, {1 * kMiB, 16 * kMiB, 256 * kMiB}, measure_intra, cross_rail_rounds);
   const int slots = run.plan.num_slots();
   run.slot_seconds.assign(static_cast<size_t>(nodes * gpus * slots), std::nan(""));
   auto record = [&](int rank, int slot, double seconds) {
@@ -66,6 +67,19 @@ SyntheticRun synthetic_run(int nodes, int gpus, const std::map<std::pair<int, in
           const int slot = run.plan.intra_slot(round, size);
           run.slot_seconds[static_cast<size_t>(run.layout.rank_at(node, pair.first) * slots + slot)] = seconds;
           run.slot_seconds[static_cast<size_t>(run.layout.rank_at(node, pair.second) * slots + slot)] = seconds * 0.95;
+        }
+      }
+    }
+  }
+  for (int round = 0; round < static_cast<int>(run.plan.cross_rail_rounds.size()); ++round) {
+    for (const Pairing& pair : run.plan.cross_rail_rounds[static_cast<size_t>(round)]) {
+      for (const bool crossed : {false, true}) {
+        for (int size = 0; size < run.plan.num_sizes(); ++size) {
+          const double seconds = (crossed ? across_rails : one_rail).seconds(run.plan.message_bytes[static_cast<size_t>(size)]);
+          const int slot = run.plan.cross_rail_slot(round, crossed, size);
+          for (const auto& [node, partner] : {std::pair{pair.first, pair.second}, std::pair{pair.second, pair.first}})
+            run.slot_seconds[static_cast<size_t>(run.layout.rank_at(node, cross_rail_local(run.layout, node, partner, crossed)) * slots +
+                                                 slot)] = seconds;
         }
       }
     }
@@ -117,6 +131,26 @@ TEST(AssembleLinkCache, RecoversEveryNodePairsAggregateLink) {
       }
     }
   }
+}
+
+TEST(AssembleLinkCache, CrossRailSampleLandsOnItsNodePairsEntries) {
+  const TrueLink one_rail{8e-6, 46e9}, across{9e-6, 23e9};
+  const SyntheticRun run = synthetic_run(4, 8, uneven_fabric(4), {3e-6, 360e9}, false, 1, one_rail, across);
+  const ProbeOutcome outcome = assemble_link_cache(run.layout, run.plan, run.slot_seconds, 100, "2.21.5");
+  EXPECT_TRUE(outcome.warnings.empty());
+  ASSERT_EQ(outcome.cache.pairs.size(), 6u);
+  int sampled = 0;
+  for (const PairMeasurement& pair : outcome.cache.pairs) {
+    if (!pair.has_cross_rail()) continue;
+    ++sampled;
+    EXPECT_NEAR(pair.rail_bandwidth_bytes_per_second / 46e9, 1.0, 1e-9);
+    EXPECT_NEAR(pair.rail_latency_seconds, 8e-6, 1e-12);
+    EXPECT_NEAR(pair.cross_rail_bandwidth_bytes_per_second / 23e9, 1.0, 1e-9);
+    EXPECT_NEAR(pair.cross_rail_latency_seconds, 9e-6, 1e-12);
+  }
+  EXPECT_EQ(sampled, 2);  // one round of 4 nodes: 2 node pairs
+  // The written cache keeps them (format version 2).
+  EXPECT_NE(format_link_cache(outcome.cache).find("pipette_link_cache: 2"), std::string::npos);
 }
 
 TEST(AssembleLinkCache, WithoutIntraRoundsNoNodeEntryCanHideAMeasuredMatrix) {

@@ -108,6 +108,42 @@ TEST(ClusterAssembly, MeasuredPairsReplacePriorsAndTheRestAreListed) {
   EXPECT_NE(all.find("3 of 4 nodes: GPU-to-GPU links inside the node assumed"), std::string::npos) << all;
 }
 
+// Issue 18: which rail each GPU uses comes from hwloc; what a flow between rails costs from the
+// site's fabric prior until the probe's cross-rail sample of the job's pairs replaces it.
+TEST(ClusterAssembly, RailsComeFromHwlocAndTheCrossRailSampleReplacesTheFabricPrior) {
+  Fixture f;
+  auto prior = assemble_cluster(f.input, f.site);
+  ASSERT_TRUE(prior.ok()) << prior.error().message;
+  EXPECT_EQ(prior->cluster.rails.rail_of_local_gpu, nearest_nic_of_gpus(f.juwels));
+  EXPECT_DOUBLE_EQ(prior->cluster.rails.spine_bandwidth_fraction, 0.75);  // switch_level_factors[1] by default
+  EXPECT_FALSE(prior->cluster.rails.measured);
+
+  LinkCache cache;
+  cache.pairs = {pair("jwb01", "jwb02", 90, 5, kNow), pair("jwb02", "jwb03", 90, 5, kNow), pair("jwb03", "jwb04", 90, 5, kNow)};
+  const double crossed[] = {20, 22, 30};  // GB/s against 24 GB/s on one rail
+  for (size_t i = 0; i < 3; ++i) {
+    cache.pairs[i].rail_bandwidth_bytes_per_second = 24e9;
+    cache.pairs[i].rail_latency_seconds = 5e-6;
+    cache.pairs[i].cross_rail_bandwidth_bytes_per_second = crossed[i] * 1e9;
+    cache.pairs[i].cross_rail_latency_seconds = 6e-6;
+  }
+  const LinkTable table = link_table_of(cache);
+  f.input.cache = &table;
+  auto measured = assemble_cluster(f.input, f.site);
+  ASSERT_TRUE(measured.ok()) << measured.error().message;
+  const RailFabric& rails = measured->cluster.rails;
+  EXPECT_DOUBLE_EQ(rails.spine_bandwidth_fraction, 22.0 / 24.0);  // the median; 30/24 would exceed aligned
+  EXPECT_NEAR(rails.spine_extra_latency_seconds, 1e-6, 1e-15);
+  EXPECT_TRUE(rails.measured);
+
+  SiteConfig rail_only = site_with("priors:\n  fabric: rail-only\n");
+  f.input.cache = nullptr;
+  auto assembled = assemble_cluster(f.input, rail_only);
+  ASSERT_TRUE(assembled.ok()) << assembled.error().message;
+  EXPECT_EQ(assembled->cluster.rails.spine_bandwidth_fraction, 0.0);
+  EXPECT_TRUE(assembled->cluster.rails.pxn);
+}
+
 TEST(ClusterAssembly, StaleMeasurementsBlendTowardThePrior) {
   Fixture f;
   f.site.staleness = {1 * kDay, 2 * kDay, 30 * kDay};

@@ -118,6 +118,30 @@ TEST(HwlocInspect, WithoutNvmlThereIsNoMatrix) {
   EXPECT_EQ(node->gpus[0].model, "A100-40GB");
 }
 
+// Issue 18: each GPU's rail is its nearest NIC. JUWELS Booster and JURECA-DC pair every A100
+// with one HDR NIC under its PCIe switch and see the others across the SMP interconnect; Lassen's
+// V100s see both NICs of their socket at one distance, two GPUs per socket, and share them out.
+TEST(HwlocInspect, EachGpuUsesItsNearestNic) {
+  for (const char* file : {"psmgmt-juwels-booster-4xA100-4xHDR-hwloc22.xml", "psmgmt-jureca-dc-gpu-4xA100-4xHDR-hwloc22.xml",
+                           "mpibind-lassen-power9-4xV100-nvml-4xEDR.xml"}) {
+    auto node = inspect_topology_xml(data_file(file));
+    ASSERT_TRUE(node.ok()) << node.error().message;
+    const std::vector<int> rails = nearest_nic_of_gpus(*node);
+    ASSERT_EQ(rails.size(), 4u) << file;
+    for (size_t gpu = 0; gpu < rails.size(); ++gpu) {
+      const auto& row = node->gpu_nic_distance[gpu];
+      EXPECT_EQ(row[static_cast<size_t>(rails[gpu])], *std::min_element(row.begin(), row.end())) << file << " GPU " << gpu;
+    }
+    EXPECT_EQ(std::set<int>(rails.begin(), rails.end()).size(), 4u) << file << ": one NIC per GPU";
+  }
+  auto juwels = inspect_topology_xml(data_file("psmgmt-juwels-booster-4xA100-4xHDR-hwloc22.xml"));
+  ASSERT_TRUE(juwels.ok());
+  EXPECT_EQ(juwels->gpu_nic_distance[0][static_cast<size_t>(nearest_nic_of_gpus(*juwels)[0])], PcieDistance::pix);
+  auto dgx2 = inspect_topology_xml(data_file("hwloc-nvidia-dgx2-v100-nvswitch.xml"));
+  ASSERT_TRUE(dgx2.ok());
+  EXPECT_TRUE(nearest_nic_of_gpus(*dgx2).empty());  // no NIC in the file
+}
+
 TEST(HwlocInspect, ThisMachineInspectsWithoutError) {
   // The build machine has no GPU: zero GPUs is an answer, not an error.
   auto node = inspect_local_node();

@@ -97,6 +97,42 @@ TEST(LinkCacheFormat, RoundTripsExactlyAndIsValidYaml) {
   EXPECT_EQ(yaml["nodes"]["gpu001"]["measured_at"].as<std::string>(), "2026-12-01T17:00:00Z");
 }
 
+// Issue 18: version 2 adds a pair's cross-rail sample; files without one stay version 1, so
+// older readers keep reading them, and readers stay strict about both versions.
+TEST(LinkCacheFormat, CrossRailSampleNeedsVersionTwoAndAllFourFields) {
+  LinkCache cache;
+  cache.pairs = {pair("gpu001", "gpu002", 360, 8, kDecember1), pair("gpu001", "gpu003", 350, 8, kDecember1)};
+  EXPECT_NE(format_link_cache(cache).find("pipette_link_cache: 1\n"), std::string::npos);
+  cache.pairs[0].rail_bandwidth_bytes_per_second = 46 * units::gigabyte;
+  cache.pairs[0].rail_latency_seconds = 8 * units::microsecond;
+  cache.pairs[0].cross_rail_bandwidth_bytes_per_second = 41.5 * units::gigabyte;
+  cache.pairs[0].cross_rail_latency_seconds = 9.25 * units::microsecond;
+  const std::string text = format_link_cache(cache);
+  EXPECT_NE(text.find("pipette_link_cache: 2\n"), std::string::npos);
+  auto parsed = parse_link_cache(text, "cache.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(format_link_cache(*parsed), text);
+  EXPECT_NEAR(parsed->pairs[0].cross_rail_bandwidth_bytes_per_second, 41.5e9, 1);
+  EXPECT_NEAR(parsed->pairs[0].rail_latency_seconds, 8e-6, 1e-15);
+  EXPECT_FALSE(parsed->pairs[1].has_cross_rail());
+  EXPECT_DOUBLE_EQ(YAML::Load(text)["pairs"]["gpu001 gpu002"]["cross_rail_gb_per_s"].as<double>(), 41.5);
+
+  const std::string entry =
+      "  a b: {measured_at: 2026-12-01T17:00:00Z, bandwidth_gb_per_s: 360, latency_us: 8, rail_gb_per_s: 46, "
+      "rail_latency_us: 8, cross_rail_gb_per_s: 41, cross_rail_latency_us: 9}\n";
+  auto old_version = parse_link_cache("pipette_link_cache: 1\npairs:\n" + entry, "v1.yaml");
+  ASSERT_FALSE(old_version.ok());
+  EXPECT_NE(old_version.error().message.find("needs `pipette_link_cache: 2`"), std::string::npos) << old_version.error().message;
+  EXPECT_TRUE(parse_link_cache("pipette_link_cache: 2\npairs:\n" + entry, "v2.yaml").ok());
+  auto partial = parse_link_cache(
+      "pipette_link_cache: 2\npairs:\n  a b: {measured_at: 2026-12-01T17:00:00Z, bandwidth_gb_per_s: 360, latency_us: 8, "
+      "cross_rail_gb_per_s: 41}\n",
+      "partial.yaml");
+  ASSERT_FALSE(partial.ok());
+  EXPECT_NE(partial.error().message.find("go together"), std::string::npos);
+  EXPECT_FALSE(parse_link_cache("pipette_link_cache: 3\npairs: {}\n", "v3.yaml").ok());
+}
+
 TEST(LinkCacheFormat, AcceptsPartialAndHandWrittenCaches) {
   auto only_version = parse_link_cache("pipette_link_cache: 1\n", "c.yaml");
   ASSERT_TRUE(only_version.ok());
@@ -145,7 +181,7 @@ TEST(LinkCacheFormat, BadValuesAreErrorsNamingFileLineAndEntry) {
       {"pipette_link_cache: 1\nnodes:\n  n: {measured_at: 2026-01-01T00:00:00Z, gpus: 2, bandwidth_gb_per_s: [[0, 0], "
        "[1, 0]], latency_us: [[0, 1], [1, 0]]}\n",
        "node n: bandwidth_gb_per_s[0][1] is 0"},
-      {"pipette_link_cache: 2\n", "format version 2 is not supported"},
+      {"pipette_link_cache: 3\n", "format version 3 is not supported"},
       {"nodes:\n", "the first key must be `pipette_link_cache: 1`"},
       {"hello: world\n", "unknown top-level key \"hello\""},
       {"", "not a Pipette link cache"},
@@ -253,6 +289,10 @@ void expect_same_table(const LinkTable& a, const LinkTable& b) {
     EXPECT_EQ(a.pairs[i].measured_at_unix_seconds, b.pairs[i].measured_at_unix_seconds);
     EXPECT_EQ(std::memcmp(&a.pairs[i].bandwidth_bytes_per_second, &b.pairs[i].bandwidth_bytes_per_second, 8), 0);
     EXPECT_EQ(std::memcmp(&a.pairs[i].latency_seconds, &b.pairs[i].latency_seconds, 8), 0);
+    EXPECT_EQ(a.pairs[i].rail_bandwidth_bytes_per_second, b.pairs[i].rail_bandwidth_bytes_per_second);
+    EXPECT_EQ(a.pairs[i].rail_latency_seconds, b.pairs[i].rail_latency_seconds);
+    EXPECT_EQ(a.pairs[i].cross_rail_bandwidth_bytes_per_second, b.pairs[i].cross_rail_bandwidth_bytes_per_second);
+    EXPECT_EQ(a.pairs[i].cross_rail_latency_seconds, b.pairs[i].cross_rail_latency_seconds);
   }
   ASSERT_EQ(a.nodes.size(), b.nodes.size());
   for (std::size_t i = 0; i < a.nodes.size(); ++i) {
@@ -269,6 +309,10 @@ TEST_F(TempDir, IndexGivesExactlyWhatParsingGives) {
   LinkCache cache;
   cache.nodes = {node("n1", kDecember1, 4), node("n2", kDecember1, 0)};
   cache.pairs = {pair("n1", "n2", 45.123456789, 10.987654321, kDecember1), pair("n2", "n3", 1.0 / 3, 1.0 / 7, kDecember1)};
+  cache.pairs[1].rail_bandwidth_bytes_per_second = 46.5e9;  // the cross-rail sample travels in the index too
+  cache.pairs[1].rail_latency_seconds = 8e-6;
+  cache.pairs[1].cross_rail_bandwidth_bytes_per_second = 41.25e9;
+  cache.pairs[1].cross_rail_latency_seconds = 9.5e-6;
   ASSERT_TRUE(update_link_cache(file, cache).ok());
   auto indexed = read_link_table(file);
   ASSERT_TRUE(indexed.ok()) << indexed.error().message;

@@ -179,6 +179,18 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
                         (site.priors.rails > 0 ? std::string("the site's priors.rails")
                                                : local_nics > 0 ? "the InfiniBand/RoCE NICs hwloc found"
                                                                 : "the default (no NIC found, priors.rails unset)"));
+    // Which NIC each GPU uses, where this node's GPUs and NICs are the job's (every node of a job
+    // is cabled alike; a rail-optimized fabric depends on it).
+    if (input.local != nullptr && static_cast<int>(input.local->gpus.size()) == cluster.gpus_per_node &&
+        static_cast<int>(input.local->nics.size()) == cluster.nics_per_node) {
+      cluster.rails.rail_of_local_gpu = nearest_nic_of_gpus(*input.local);
+      if (!cluster.rails.rail_of_local_gpu.empty()) out.notes.push_back("each GPU's rail: its nearest NIC (hwloc)");
+    }
+    cluster.rails.pxn = site.priors.nccl_pxn;
+    cluster.rails.spine_extra_latency_seconds = site.priors.cross_rail_extra_latency_seconds;
+    const std::vector<double>& levels = site.priors.switch_level_factors;
+    cluster.rails.spine_bandwidth_fraction =
+        site.priors.rail_only ? 0.0 : levels.size() > 1 ? std::min(1.0, levels[1] / levels[0]) : 1.0;
     cluster.node_names = input.node_names;
 
     // Priors everywhere first; measurements then replace (or, when stale, blend into) them.
@@ -201,6 +213,8 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
     std::vector<std::string> stale_lines;
     int stale_pairs = 0;
     std::vector<char> pair_measured(static_cast<std::size_t>(nodes) * nodes, 0);
+    std::vector<double> cross_rail_bandwidth_ratios;  // cross-rail / rail-aligned flow, per sampled pair
+    std::vector<double> cross_rail_extra_latencies;
     if (input.cache) {
       const LinkTable& table = *input.cache;
       // Each cached name is looked up once; pairs are then matched by index.
@@ -228,6 +242,26 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
                                 " ago, weight " + std::to_string(weight).substr(0, 5) +
                                 (weight > 0 ? ", blended toward the prior" : ", ignored"));
         stale_pairs += weight < 1.0;
+        if (pair.cross_rail_bandwidth_bytes_per_second > 0 && weight > 0) {
+          cross_rail_bandwidth_ratios.push_back(pair.cross_rail_bandwidth_bytes_per_second / pair.rail_bandwidth_bytes_per_second);
+          cross_rail_extra_latencies.push_back(pair.cross_rail_latency_seconds - pair.rail_latency_seconds);
+        }
+      }
+      // The probe's cross-rail sample of this job's pairs replaces the fabric prior: the median
+      // share a flow between rails gets of a rail-aligned one, and the median latency it adds.
+      if (!cross_rail_bandwidth_ratios.empty()) {
+        const auto median = [](std::vector<double> values) {
+          std::sort(values.begin(), values.end());
+          const std::size_t middle = values.size() / 2;
+          return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+        };
+        RailFabric& rails = cluster.rails;
+        if (!site.priors.rail_only) rails.spine_bandwidth_fraction = std::min(1.0, median(cross_rail_bandwidth_ratios));
+        rails.spine_extra_latency_seconds = std::max(0.0, median(cross_rail_extra_latencies));
+        rails.measured = true;
+        out.notes.push_back("cross-rail flows: " + std::to_string(cross_rail_bandwidth_ratios.size()) +
+                            " measured pair(s), median " + std::to_string(rails.spine_bandwidth_fraction).substr(0, 4) +
+                            " of a rail-aligned flow");
       }
       const std::string local_fingerprint = input.local && local_gpus > 0 ? hardware_fingerprint(*input.local) : "";
       for (const LinkTable::Node& measurement : table.nodes) {

@@ -264,6 +264,22 @@ Result<NodeInspection> inspect_topology_xml(const std::string& path) {
   return load_and_inspect(path);
 }
 
+std::vector<int> nearest_nic_of_gpus(const NodeInspection& node) {
+  std::vector<int> rails;
+  if (node.nics.empty() || node.gpu_nic_distance.size() != node.gpus.size()) return rails;
+  std::vector<int> served(node.nics.size(), 0);
+  for (const std::vector<PcieDistance>& row : node.gpu_nic_distance) {
+    int best = 0;
+    for (int nic = 1; nic < static_cast<int>(row.size()); ++nic) {
+      const auto n = static_cast<size_t>(nic), b = static_cast<size_t>(best);
+      if (row[n] < row[b] || (row[n] == row[b] && served[n] < served[b])) best = nic;
+    }
+    ++served[static_cast<size_t>(best)];
+    rails.push_back(best);
+  }
+  return rails;
+}
+
 std::string hardware_fingerprint(const NodeInspection& node) {
   std::string models;
   for (const auto& gpu : node.gpus) {

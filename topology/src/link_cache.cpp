@@ -298,8 +298,22 @@ std::optional<Error> parse_node(std::string_view name, FlowCursor& cursor, const
   return std::nullopt;
 }
 
-std::optional<Error> parse_pair(std::string_view names, FlowCursor& cursor, const ParseContext& context,
+// The version-2 cross-rail fields of a pair entry: where each goes and whether it is a latency.
+struct CrossRailField {
+  double* target = nullptr;
+  bool latency = false;
+};
+CrossRailField cross_rail_field(std::string_view key, PairMeasurement& pair) {
+  if (key == "rail_gb_per_s") return {&pair.rail_bandwidth_bytes_per_second, false};
+  if (key == "rail_latency_us") return {&pair.rail_latency_seconds, true};
+  if (key == "cross_rail_gb_per_s") return {&pair.cross_rail_bandwidth_bytes_per_second, false};
+  if (key == "cross_rail_latency_us") return {&pair.cross_rail_latency_seconds, true};
+  return {};
+}
+
+std::optional<Error> parse_pair(std::string_view names, FlowCursor& cursor, const ParseContext& context, int version,
                                 PairMeasurement& pair) {
+  int cross_rail_fields = 0;
   const auto space = names.find_first_of(" \t");
   const auto second = space == std::string_view::npos ? space : names.find_first_not_of(" \t", space);
   if (second == std::string_view::npos || names.substr(second).find_first_of(" \t") != std::string_view::npos)
@@ -328,6 +342,14 @@ std::optional<Error> parse_pair(std::string_view names, FlowCursor& cursor, cons
       if (auto bad = check_non_negative(context, "latency_us", *value)) return bad;
       pair.latency_seconds = *value * units::microsecond;
       has_latency = true;
+    } else if (const auto cross = cross_rail_field(key, pair); cross.target != nullptr) {
+      if (version < 2) return context.error(std::string(key) + " needs `pipette_link_cache: 2` at the top of the file");
+      const auto value = c.number();
+      if (!value) return context.error(std::string(key) + " must be a number");
+      if (auto bad = cross.latency ? check_non_negative(context, std::string(key), *value) : check_positive(context, std::string(key), *value))
+        return bad;
+      *cross.target = *value * (cross.latency ? units::microsecond : units::gigabyte);
+      ++cross_rail_fields;
     } else if (key == "message_bytes") {
       if (!c.number_list(message_bytes)) return context.error("message_bytes must be a list of numbers [1048576, ...]");
     } else if (key == "time_us") {
@@ -335,13 +357,15 @@ std::optional<Error> parse_pair(std::string_view names, FlowCursor& cursor, cons
     } else {
       return context.error("unknown field \"" + std::string(key) +
                            "\"; pair fields are measured_at, nccl_version, bandwidth_gb_per_s, latency_us, "
-                           "message_bytes, time_us");
+                           "message_bytes, time_us, rail_gb_per_s, rail_latency_us, cross_rail_gb_per_s, cross_rail_latency_us");
     }
     return std::nullopt;
   });
   if (problem) return problem;
   if (!has_time || !has_bandwidth || !has_latency)
     return context.error("measured_at, bandwidth_gb_per_s and latency_us are required in every pair entry");
+  if (cross_rail_fields != 0 && cross_rail_fields != 4)
+    return context.error("rail_gb_per_s, rail_latency_us, cross_rail_gb_per_s and cross_rail_latency_us go together");
   if (message_bytes.size() != time_us.size())
     return context.error("message_bytes and time_us must have the same length (one time per message size)");
   for (std::size_t i = 0; i < message_bytes.size(); ++i) {
@@ -550,6 +574,7 @@ Result<LinkCache> parse_link_cache(std::string_view text, const std::string& sou
     std::vector<int> node_lines, pair_lines;
     enum class Section { none, nodes, pairs } section = Section::none;
     bool has_version = false;
+    int format_version = 1;
     ParseContext context{source_name, 0, {}};
     std::size_t pos = 0;
     while (pos < text.size()) {
@@ -571,9 +596,10 @@ Result<LinkCache> parse_link_cache(std::string_view text, const std::string& sou
         if (*key == kVersionKey) {
           const auto version = cursor.number();
           if (!version || !cursor.at_end()) return context.error("pipette_link_cache must be a format version number");
-          if (*version != kLinkCacheFormatVersion)
-            return context.error("format version " + shortest(*version) + " is not supported (this Pipette reads version " +
+          if (*version != 1 && *version != kLinkCacheFormatVersion)
+            return context.error("format version " + shortest(*version) + " is not supported (this Pipette reads versions 1 to " +
                                  std::to_string(kLinkCacheFormatVersion) + "); upgrade Pipette or re-run pipette-probe");
+          format_version = static_cast<int>(*version);
           has_version = true;
           section = Section::none;
         } else if (*key == "nodes" || *key == "pairs") {
@@ -595,7 +621,7 @@ Result<LinkCache> parse_link_cache(std::string_view text, const std::string& sou
       } else if (section == Section::pairs) {
         context.entry = "pair " + std::string(*key);
         PairMeasurement pair;
-        if (auto problem = parse_pair(*key, cursor, context, pair)) return *problem;
+        if (auto problem = parse_pair(*key, cursor, context, format_version, pair)) return *problem;
         cache.pairs.push_back(std::move(pair));
         pair_lines.push_back(context.line);
       } else {
@@ -630,7 +656,8 @@ std::string format_link_cache(const LinkCache& cache) {
   out += "# Pipette link cache: measured links between and inside nodes. Format: README.md \"Link cache\".\n";
   out += "# GB/s = 1e9 bytes/s. Written by pipette-probe / `pipette links import`; one entry per line.\n";
   out += "pipette_link_cache: ";
-  out += std::to_string(kLinkCacheFormatVersion);
+  const bool cross_rail = std::any_of(cache.pairs.begin(), cache.pairs.end(), [](const PairMeasurement& pair) { return pair.has_cross_rail(); });
+  out += cross_rail ? std::to_string(kLinkCacheFormatVersion) : "1";
   out += "\nnodes:";
   if (cache.nodes.empty()) out += " {}";
   out += '\n';
@@ -668,6 +695,16 @@ std::string format_link_cache(const LinkCache& cache) {
         append_number(out, pair.points[i].time_seconds / units::microsecond);
       }
       out += ']';
+    }
+    if (pair.has_cross_rail()) {
+      out += ", rail_gb_per_s: ";
+      append_number(out, pair.rail_bandwidth_bytes_per_second / units::gigabyte);
+      out += ", rail_latency_us: ";
+      append_number(out, pair.rail_latency_seconds / units::microsecond);
+      out += ", cross_rail_gb_per_s: ";
+      append_number(out, pair.cross_rail_bandwidth_bytes_per_second / units::gigabyte);
+      out += ", cross_rail_latency_us: ";
+      append_number(out, pair.cross_rail_latency_seconds / units::microsecond);
     }
     out += "}\n";
   }

@@ -19,10 +19,11 @@ namespace {
 //   names: NUL-terminated, padded to 8 bytes
 //   fingerprints: NUL-terminated per node, padded to 8 bytes
 //   nodes: {u32 name, i32 gpus, i64 measured_at}
-//   pairs: {u32 a, u32 b, i64 measured_at, f64 bandwidth, f64 latency}
+//   pairs: {u32 a, u32 b, i64 measured_at, f64 bandwidth, f64 latency, f64 rail bandwidth,
+//           f64 rail latency, f64 cross-rail bandwidth, f64 cross-rail latency} (0: not measured)
 //   matrices: per node with gpus > 0, gpus² bandwidths then gpus² latencies (f64)
 constexpr char kMagic[8] = {'P', 'I', 'P', 'L', 'I', 'N', 'K', 'X'};
-constexpr std::uint32_t kIndexVersion = 2;
+constexpr std::uint32_t kIndexVersion = 3;  // 3: the cross-rail sample of a pair
 
 struct Header {
   char magic[8];
@@ -53,8 +54,12 @@ struct PairRecord {
   std::int64_t measured_at;
   double bandwidth_bytes_per_second;
   double latency_seconds;
+  double rail_bandwidth_bytes_per_second;
+  double rail_latency_seconds;
+  double cross_rail_bandwidth_bytes_per_second;
+  double cross_rail_latency_seconds;
 };
-static_assert(sizeof(PairRecord) == 32 && sizeof(NodeRecord) == 16 && sizeof(Header) == 104);
+static_assert(sizeof(PairRecord) == 64 && sizeof(NodeRecord) == 16 && sizeof(Header) == 104);
 
 // 64-bit words folded with a multiply-xor: ~2 ms for a 1024-node index, enough to catch damage.
 std::uint64_t checksum_of(std::string_view payload) {
@@ -140,7 +145,9 @@ LinkTable link_table_of(const LinkCache& cache) {
   table.pairs.reserve(cache.pairs.size());
   for (const PairMeasurement& pair : cache.pairs)
     table.pairs.push_back({intern(pair.node_a), intern(pair.node_b), pair.measured_at_unix_seconds,
-                           pair.bandwidth_bytes_per_second, pair.latency_seconds});
+                           pair.bandwidth_bytes_per_second, pair.latency_seconds, pair.rail_bandwidth_bytes_per_second,
+                           pair.rail_latency_seconds, pair.cross_rail_bandwidth_bytes_per_second,
+                           pair.cross_rail_latency_seconds});
   return table;
 }
 
@@ -177,7 +184,8 @@ std::string encode_link_index(const LinkTable& table, const struct stat& yaml_st
   for (const auto& node : table.nodes) append(out, NodeRecord{node.name, node.gpus, node.measured_at_unix_seconds});
   for (const auto& pair : table.pairs)
     append(out, PairRecord{pair.node_a, pair.node_b, pair.measured_at_unix_seconds, pair.bandwidth_bytes_per_second,
-                           pair.latency_seconds});
+                           pair.latency_seconds, pair.rail_bandwidth_bytes_per_second, pair.rail_latency_seconds,
+                           pair.cross_rail_bandwidth_bytes_per_second, pair.cross_rail_latency_seconds});
   for (const auto& node : table.nodes) {
     out.append(reinterpret_cast<const char*>(node.bandwidth_bytes_per_second.data()),
                node.bandwidth_bytes_per_second.size() * sizeof(double));
@@ -216,7 +224,19 @@ std::optional<LinkTable> decode_link_index(std::string_view bytes, const struct 
     const PairRecord& r = records[i];
     if (r.node_a >= table.names.size() || r.node_b >= table.names.size() || !sane_link(r.bandwidth_bytes_per_second, r.latency_seconds))
       return std::nullopt;
-    table.pairs[i] = {r.node_a, r.node_b, r.measured_at, r.bandwidth_bytes_per_second, r.latency_seconds};
+    const bool sampled = r.cross_rail_bandwidth_bytes_per_second != 0;
+    if (sampled && (!sane_link(r.rail_bandwidth_bytes_per_second, r.rail_latency_seconds) ||
+                    !sane_link(r.cross_rail_bandwidth_bytes_per_second, r.cross_rail_latency_seconds)))
+      return std::nullopt;
+    table.pairs[i] = {r.node_a,
+                      r.node_b,
+                      r.measured_at,
+                      r.bandwidth_bytes_per_second,
+                      r.latency_seconds,
+                      r.rail_bandwidth_bytes_per_second,
+                      r.rail_latency_seconds,
+                      r.cross_rail_bandwidth_bytes_per_second,
+                      r.cross_rail_latency_seconds};
   }
   table.nodes.reserve(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) {

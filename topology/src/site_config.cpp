@@ -209,6 +209,7 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
   double inter_latency_us = priors.inter_node_latency_seconds / units::microsecond;
   double intra_gb = priors.intra_node_bandwidth_bytes_per_second / units::gigabyte;
   double intra_latency_us = priors.intra_node_latency_seconds / units::microsecond;
+  double cross_rail_latency_us = priors.cross_rail_extra_latency_seconds / units::microsecond;
   SearchOptions& search = site.search;
   double margin_gib = search.memory_safety_margin_bytes / units::gibibyte;
   double context_gib = search.overheads.cuda_context_bytes / units::gibibyte;
@@ -285,7 +286,10 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
                            {"intra_node_gb_per_s", reader.number(intra_gb, 0, 1e6)},
                            {"intra_node_latency_us", reader.number(intra_latency_us, 0, 1e6)},
                            {"topology_conf", reader.string(priors.topology_conf)},
-                           {"switch_level_factors", factors_reader}})},
+                           {"switch_level_factors", factors_reader},
+                           {"fabric", reader.choice(priors.rail_only, {{"rail-optimized", false}, {"rail-only", true}})},
+                           {"cross_rail_extra_latency_us", reader.number(cross_rail_latency_us, 0, 1e3)},
+                           {"nccl_pxn", reader.boolean(priors.nccl_pxn)}})},
        {"memory", section({{"safety_margin_gib", reader.number(margin_gib, 0, 1e4)},
                            {"cuda_context_gib", reader.number(context_gib, 0, 1e3)},
                            {"nccl_buffer_mib_per_communicator", reader.number(nccl_mib, 0, 1e6)},
@@ -306,6 +310,7 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
   priors.inter_node_latency_seconds = inter_latency_us * units::microsecond;
   priors.intra_node_bandwidth_bytes_per_second = intra_gb * units::gigabyte;
   priors.intra_node_latency_seconds = intra_latency_us * units::microsecond;
+  priors.cross_rail_extra_latency_seconds = cross_rail_latency_us * units::microsecond;
   search.memory_safety_margin_bytes = margin_gib * units::gibibyte;
   search.overheads.cuda_context_bytes = context_gib * units::gibibyte;
   search.overheads.nccl_buffer_bytes_per_communicator = nccl_mib * units::mebibyte;

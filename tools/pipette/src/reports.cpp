@@ -7,6 +7,7 @@
 
 #include "json_writer.hpp"
 #include "pipette/core/launch.hpp"
+#include "pipette/core/placement.hpp"
 #include "pipette/core/units.hpp"
 #include "pipette/topology/version.hpp"
 #include "text_table.hpp"
@@ -219,6 +220,18 @@ void write_plan(JsonWriter& json, const Plan& plan, const PlanningOutcome& outco
   for (const int node : plan.node_order) json.element(cluster.node_names[static_cast<size_t>(node)]);
   json.end_array();
   json.value("default_order_iteration_seconds", plan.default_placement_iteration_seconds);
+  const PlacementSearchSummary& search = plan.placement_search;
+  json.begin_object("search")
+      .value("moves_evaluated", static_cast<long long>(search.moves_evaluated))
+      .value("move_budget", static_cast<long long>(search.move_budget))
+      .value("moves_to_best", static_cast<long long>(search.moves_to_best))
+      .value("exact", search.exact)
+      .value("local_gpu_moves", search.local_moves)
+      .value("identity_local_order_iteration_seconds", search.identity_local_order_iteration_seconds)
+      .end_object();
+  const RailAlignment alignment = rail_alignment(cluster, c, plan.placement);
+  json.value("inter_node_neighbours", alignment.inter_node_neighbours);
+  json.value("neighbours_on_different_local_gpus", alignment.on_different_local_gpus);
   json.end_object();
   json.begin_array("links_assumed");
   for (const auto& link : plan.links_assumed) json.element(link);
@@ -360,6 +373,54 @@ std::string links_report(const Plan& plan, const PlanningOutcome& outcome) {
   return out;
 }
 
+std::string rail_path_text(const Cluster& cluster, const RailAlignment::Pair& pair) {
+  if (!pair.cross_rail) return "same rail (the two GPUs share a NIC)";
+  const RailFabric& rails = cluster.rails;
+  const bool pxn = pair.kind == RailAlignment::Kind::pipeline ? rails.pxn || rails.spine_bandwidth_fraction == 0
+                                                              : rails.spine_bandwidth_fraction == 0;
+  if (pxn) return "cross-rail: PXN, an NVLink hop to the GPU on the peer's rail";
+  return strprintf("cross-rail: through the spine at %.0f%% of a rail-aligned flow, +%.1f µs (%s)",
+                   100 * rails.spine_bandwidth_fraction, rails.spine_extra_latency_seconds / units::microsecond,
+                   rails.measured ? "measured" : "prior");
+}
+
+// Which inter-node neighbours the placement puts on different local GPUs (other rails on a
+// rail-optimized fabric), and what the GPU orders inside nodes that did it gained.
+std::string rails_report(const Plan& plan, const Cluster& cluster) {
+  const RailAlignment alignment = rail_alignment(cluster, plan.config, plan.placement);
+  std::string out = strprintf("rails: %d of %d inter-node DP and pipeline neighbours on different local GPUs (%.1f%%)",
+                              alignment.on_different_local_gpus, alignment.inter_node_neighbours,
+                              100 * alignment.misaligned_share());
+  const PlacementSearchSummary& search = plan.placement_search;
+  if (alignment.misaligned.empty()) return out + "; every one rail-aligned\n";
+  out += "\n";
+  const auto gpu_text = [&](int gpu) {
+    return cluster.node_names[static_cast<size_t>(gpu / cluster.gpus_per_node)] + ':' +
+           std::to_string(gpu % cluster.gpus_per_node);
+  };
+  constexpr size_t listed = 8;
+  for (size_t i = 0; i < alignment.misaligned.size() && i < listed; ++i) {
+    const RailAlignment::Pair& pair = alignment.misaligned[i];
+    const std::string what = pair.kind == RailAlignment::Kind::pipeline
+                                 ? "pipeline hop " + std::to_string(pair.stage) + " -> " + std::to_string(pair.stage + 1)
+                                 : "DP ring of stage " + std::to_string(pair.stage);
+    out += "  " + what + ": " + gpu_text(pair.gpu_a) + " - " + gpu_text(pair.gpu_b) + ", " + rail_path_text(cluster, pair) + "\n";
+  }
+  if (alignment.misaligned.size() > listed)
+    out += "  ... and " + std::to_string(alignment.misaligned.size() - listed) + " more\n";
+  const double identity = search.identity_local_order_iteration_seconds;
+  if (search.local_moves && identity > plan.time.iteration_seconds) {
+    out += strprintf("  why: GPUs permuted inside nodes whose measured GPU pairs differ beyond noise, or where a stage "
+                     "boundary falls inside a node; the same node order with GPUs in CUDA order predicts %.3f s, "
+                     "%.2f%% slower\n",
+                     identity, 100 * (identity / plan.time.iteration_seconds - 1));
+  } else {
+    out += "  why: the layout puts these neighbours on different local positions and no GPU order of the nodes "
+           "predicted faster\n";
+  }
+  return out;
+}
+
 std::string runners_up_report(const PlanningOutcome& outcome) {
   std::string out;
   const Plan& best = outcome.plans.front();
@@ -448,6 +509,7 @@ std::string explain_report(const PlanningOutcome& outcome) {
   out += time_breakdown_report(best) + "\n";
   out += memory_report(best.config, best.memory_per_stage, outcome.cluster, "plan 1") + "\n";
   out += links_report(best, outcome) + "\n";
+  out += rails_report(best, outcome.cluster) + "\n";
   out += runners_up_report(outcome);
   return out;
 }

@@ -67,13 +67,29 @@ Result<ProbeLayout> make_layout(const std::vector<TaskIdentity>& tasks) {
 }
 
 MeasurementPlan make_measurement_plan(const ProbeLayout& layout, std::vector<double> message_bytes,
-                                      bool measure_intra_node) {
+                                      bool measure_intra_node, int cross_rail_rounds) {
   MeasurementPlan plan;
   std::sort(message_bytes.begin(), message_bytes.end());
   plan.message_bytes = std::move(message_bytes);
   plan.inter_rounds = circle_schedule(layout.num_nodes());
   if (measure_intra_node) plan.intra_rounds = circle_schedule(layout.gpus_per_node);
+  if (layout.gpus_per_node >= 2) {
+    const auto sampled = std::min(plan.inter_rounds.size(), static_cast<size_t>(std::max(0, cross_rail_rounds)));
+    plan.cross_rail_rounds.assign(plan.inter_rounds.begin(), plan.inter_rounds.begin() + static_cast<std::ptrdiff_t>(sampled));
+  }
   return plan;
+}
+
+int cross_rail_local(const ProbeLayout& layout, int node, int partner, bool crossed) {
+  return node < partner || !crossed ? 0 : layout.gpus_per_node / 2;
+}
+
+int cross_rail_peer(const ProbeLayout& layout, const MeasurementPlan& plan, int round, bool crossed, int rank) {
+  const int node = layout.node_of_rank[static_cast<size_t>(rank)];
+  const int partner = partner_in(plan.cross_rail_rounds[static_cast<size_t>(round)], node);
+  if (partner < 0 || layout.local_of_rank[static_cast<size_t>(rank)] != cross_rail_local(layout, node, partner, crossed))
+    return -1;
+  return layout.rank_at(partner, cross_rail_local(layout, partner, node, crossed));
 }
 
 int inter_node_peer(const ProbeLayout& layout, const MeasurementPlan& plan, int round, int rank) {

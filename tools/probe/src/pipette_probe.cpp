@@ -404,6 +404,13 @@ std::vector<double> measure(Link& link, const ProbeLayout& layout, const Measure
     run_round("intra-node", round, intra_rounds, intra_node_peer(layout, plan, round, rank),
               [&](int r, int s) { return plan.intra_slot(r, s); });
   }
+  const int cross_rail_rounds = static_cast<int>(plan.cross_rail_rounds.size());
+  for (int round = 0; round < cross_rail_rounds; ++round) {
+    for (const bool crossed : {false, true}) {
+      run_round(crossed ? "cross-rail" : "one-rail", round, cross_rail_rounds, cross_rail_peer(layout, plan, round, crossed, rank),
+                [&](int r, int s) { return plan.cross_rail_slot(r, crossed, s); });
+    }
+  }
   return slot_seconds;
 }
 
@@ -450,7 +457,8 @@ int run(const ProbeOptions& options, const TaskPlacement& task) {
   if (task.rank == 0 && !id_file.empty()) ::unlink(id_file.c_str());  // every rank has joined: the id is spent
 
   const ProbeLayout layout = gather_layout(link, task, fingerprint);
-  const MeasurementPlan plan = make_measurement_plan(layout, options.message_bytes, options.measure_intra_node);
+  const MeasurementPlan plan =
+      make_measurement_plan(layout, options.message_bytes, options.measure_intra_node, options.cross_rail_rounds);
   if (task.rank == 0) {
     std::printf("pipette-probe %s: %d nodes x %d GPUs, %zu inter-node and %zu intra-node rounds, %d sizes\n",
                 version(), layout.num_nodes(), layout.gpus_per_node, plan.inter_rounds.size(), plan.intra_rounds.size(),

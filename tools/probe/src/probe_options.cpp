@@ -82,6 +82,9 @@ std::string probe_usage() {
          "  --warmup N           untimed exchanges per size and pair before timing (default 5)\n"
          "  --iters N            timed exchanges per size and pair; the median counts (default 20)\n"
          "  --no-intra           skip the GPU pairs inside each node\n"
+         "  --cross-rail ROUNDS  also time, for the node pairs of the first ROUNDS rounds, one flow\n"
+         "                       GPU 0 <-> GPU 0 (one rail) and one GPU 0 <-> GPU g/2 (another rail);\n"
+         "                       planning prices flows between rails by their ratio (default 0: off)\n"
          "  --timeout SECONDS    abort when one exchange waits longer than this (default 300)\n"
          "  --version            print the version and exit\n"
          "  --help               this text\n"
@@ -120,7 +123,7 @@ Result<ProbeOptions> parse_probe_options(const std::vector<std::string>& args, c
       continue;
     }
     if (name != "--out" && name != "--rendezvous" && name != "--sizes" && name != "--warmup" &&
-        name != "--iters" && name != "--timeout") {
+        name != "--iters" && name != "--timeout" && name != "--cross-rail") {
       return Error{"unknown option '" + arg + "' (see --help)"};
     }
     Result<std::string> taken = take_value();
@@ -144,6 +147,10 @@ Result<ProbeOptions> parse_probe_options(const std::vector<std::string>& args, c
       Result<long> count = parse_integer(text, "--iters", 3, 100000);
       if (!count) return count.error();
       options.timed_iterations = static_cast<int>(*count);
+    } else if (name == "--cross-rail") {
+      Result<long> rounds = parse_integer(text, "--cross-rail", 0, 1 << 20);
+      if (!rounds) return rounds.error();
+      options.cross_rail_rounds = static_cast<int>(*rounds);
     } else {
       Result<long> seconds = parse_integer(text, "--timeout", 1, 86400);
       if (!seconds) return seconds.error();

@@ -60,6 +60,38 @@ ProbeOutcome assemble_link_cache(const ProbeLayout& layout, const MeasurementPla
     }
   }
 
+  // The cross-rail sample: one flow on one rail and one across rails, each fitted on its own,
+  // recorded on the node pair's entry (a pair whose aggregate fit failed has none to carry it).
+  for (int round = 0; round < static_cast<int>(plan.cross_rail_rounds.size()); ++round) {
+    for (const Pairing& pair : plan.cross_rail_rounds[static_cast<size_t>(round)]) {
+      const std::string& name_a = layout.node_names[static_cast<size_t>(pair.first)];
+      const std::string& name_b = layout.node_names[static_cast<size_t>(pair.second)];
+      Result<AlphaBetaFit> fits[2] = {Error{""}, Error{""}};
+      for (const bool crossed : {false, true}) {
+        const int ranks[] = {layout.rank_at(pair.first, cross_rail_local(layout, pair.first, pair.second, crossed)),
+                             layout.rank_at(pair.second, cross_rail_local(layout, pair.second, pair.first, crossed))};
+        std::vector<TransferTiming> timings;
+        for (int size = 0; size < plan.num_sizes(); ++size) {
+          const double seconds = slowest(slot_seconds, num_slots, plan.cross_rail_slot(round, crossed, size), ranks);
+          if (std::isfinite(seconds)) timings.push_back({plan.message_bytes[static_cast<size_t>(size)], seconds});
+        }
+        fits[crossed ? 1 : 0] = fit_alpha_beta(timings);
+      }
+      const auto entry = std::find_if(outcome.cache.pairs.begin(), outcome.cache.pairs.end(), [&](const PairMeasurement& p) {
+        return p.node_a == std::min(name_a, name_b) && p.node_b == std::max(name_a, name_b);
+      });
+      if (!fits[0] || !fits[1] || entry == outcome.cache.pairs.end()) {
+        const std::string why = !fits[0] ? fits[0].error().message : !fits[1] ? fits[1].error().message : "no aggregate fit to attach it to";
+        outcome.warnings.push_back("pair " + name_a + " " + name_b + ": cross-rail sample not recorded: " + why);
+        continue;
+      }
+      entry->rail_bandwidth_bytes_per_second = fits[0]->bandwidth_bytes_per_second;
+      entry->rail_latency_seconds = fits[0]->latency_seconds;
+      entry->cross_rail_bandwidth_bytes_per_second = fits[1]->bandwidth_bytes_per_second;
+      entry->cross_rail_latency_seconds = fits[1]->latency_seconds;
+    }
+  }
+
   if (plan.intra_rounds.empty()) return outcome;
   for (int node = 0; node < layout.num_nodes(); ++node) {
     NodeMeasurement measurement;

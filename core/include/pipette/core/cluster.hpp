@@ -40,6 +40,30 @@ class LinkMatrix {
   std::vector<Link> links_;
 };
 
+// Which rail each GPU's inter-node traffic uses and what a flow between different rails costs
+// (issue 18). On a rail-optimized fat tree (NVIDIA DGX SuperPOD reference architecture, DGX H100,
+// "Network Fabrics": "Traffic per rail of the DGX H100 systems is always one hop away from the
+// other 31 nodes in a SU. Traffic between nodes, or between rails, traverses the spine layer")
+// local GPU i's NIC sits on leaf i of its scalable unit, so a flow from rail i to rail j on another
+// node goes leaf → spine → leaf. NCCL's send/recv avoids that where it can: with PXN (on by
+// default: NCCL_PXN_DISABLE=0, NCCL_P2P_PXN_LEVEL=2 "use PXN as much as possible", src/graph/
+// search.cc and paths.cc) the sender moves the data over NVLink to the GPU of its own node that
+// sits on the receiver's rail, which sends it rail-aligned; the NVLink hop takes bandwidth the
+// node's TP collectives use. Ring collectives keep their own GPU's NIC (NCCL_CROSS_NIC=2 pairs
+// NICs only where the ring's GPUs allow), so a ring hop between different rails crosses the spine.
+struct RailFabric {
+  // rail_of_local_gpu[i]: the NIC (rail) nearest local GPU i, from hwloc. Empty: GPU i uses rail
+  // i · rails / gpus_per_node (DGX/HGX cabling: 8 GPUs, 8 NICs, GPU i on NIC i).
+  std::vector<int> rail_of_local_gpu;
+  // A flow between different rails through the spine: its bandwidth relative to a rail-aligned
+  // flow over the same node pair, and the latency the two extra switch hops add. A fraction of 0
+  // means there is no spine path (a rail-only fabric: every cross-rail flow takes PXN).
+  double spine_bandwidth_fraction = 1.0;
+  double spine_extra_latency_seconds = 0;
+  bool pxn = true;        // NCCL's send/recv forwards cross-rail flows over NVLink (its default)
+  bool measured = false;  // spine figures from pipette-probe's cross-rail pairs, not a prior
+};
+
 // The GPUs a job was given. Nodes are in Slurm's order (the order of the job's node list);
 // that order is the "default placement". Inter-node links are node-pair aggregates with all
 // rails (NICs) in use at once, as pipette-probe measures them.
@@ -49,7 +73,14 @@ struct Cluster {
   int nics_per_node = 1;                    // rails; a transfer by k GPUs uses min(k, rails) of them
   GpuSpec gpu;
   std::vector<LinkMatrix> intra_node;       // per node, gpus_per_node × gpus_per_node
-  LinkMatrix inter_node;                    // nodes × nodes
+  LinkMatrix inter_node;                    // nodes × nodes, rail-aligned flows (GPU i ↔ GPU i)
+  RailFabric rails;
+
+  // The rail local GPU `local_gpu` sends on.
+  int rail_of(int local_gpu) const {
+    if (!rails.rail_of_local_gpu.empty()) return rails.rail_of_local_gpu[static_cast<size_t>(local_gpu)];
+    return gpus_per_node > 0 ? local_gpu * nics_per_node / gpus_per_node : 0;
+  }
 
   int num_nodes() const { return static_cast<int>(node_names.size()); }
   int num_gpus() const { return num_nodes() * gpus_per_node; }

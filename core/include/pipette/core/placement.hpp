@@ -13,7 +13,33 @@ struct PlacementResult {
   std::int64_t moves_evaluated = 0;      // layouts tried, annealing moves and exact-search nodes
   std::int64_t moves_to_best = 0;        // moves evaluated when the returned placement was first found
   bool exact = false;                    // true when proven optimal by the exact solver
+  std::int64_t move_budget = 0;          // the moves it was allowed (PlacementEffort, scaled to the job)
+  double move_work = 0;                  // moves_evaluated × the job's work per move (max_move_work's unit)
+  bool local_moves = false;              // it permuted GPUs inside nodes (see core/src/placement.cpp)
+  // The returned node order with every node's GPUs in CUDA order: what the GPU orders inside nodes
+  // gained (iteration_seconds is at most this).
+  double identity_local_order_iteration_seconds = 0;
 };
+
+// How many of a placement's inter-node data-parallel and pipeline neighbours (DP ring neighbours
+// in rank order, stage s → s + 1 of one pipeline) sit on different local GPU indices, where a
+// rail-optimized fabric sends them across rails (issue 18).
+struct RailAlignment {
+  enum class Kind { pipeline, data_parallel };
+  struct Pair {
+    Kind kind;
+    int stage;        // the sending stage of a pipeline pair; the stage of a DP ring
+    int gpu_a, gpu_b; // global GPU indices
+    bool cross_rail;  // different rails (GPUs sharing a NIC are on one rail)
+  };
+  int inter_node_neighbours = 0;
+  int on_different_local_gpus = 0;
+  std::vector<Pair> misaligned;
+  double misaligned_share() const {
+    return inter_node_neighbours > 0 ? static_cast<double>(on_different_local_gpus) / inter_node_neighbours : 0;
+  }
+};
+RailAlignment rail_alignment(const Cluster& cluster, const ParallelConfig& config, const Placement& placement);
 
 // Finds the rank → GPU map minimising critical_path(...).iteration_seconds. Deterministic: the
 // same inputs give the same placement on every node, process and thread count.

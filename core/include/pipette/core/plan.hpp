@@ -72,6 +72,18 @@ struct StageMemory {
   }
 };
 
+// What the placement search spent on a plan and what permuting GPUs inside nodes bought; all
+// zero when the plan kept Slurm's order unsearched.
+struct PlacementSearchSummary {
+  std::int64_t moves_evaluated = 0;  // layouts tried, annealing moves and exact-search nodes
+  std::int64_t move_budget = 0;      // the most it was allowed (a move count, never wall time)
+  std::int64_t moves_to_best = 0;
+  bool exact = false;                // proven optimal
+  bool local_moves = false;          // GPUs were permuted inside nodes
+  // The plan's node order with every node's GPUs in CUDA order.
+  double identity_local_order_iteration_seconds = 0;
+};
+
 struct Plan {
   ParallelConfig config;
   int num_microbatches = 0;              // per DP replica per iteration
@@ -84,6 +96,7 @@ struct Plan {
   double default_placement_iteration_seconds = 0;  // the same plan in Slurm's node order
   std::vector<int> node_order;  // node_order[k] = index (in the job's node list) of the node with NODE_RANK k
   std::vector<std::string> links_assumed;  // human-readable; empty when every link used was measured
+  PlacementSearchSummary placement_search;
 };
 
 // A stable 16-hex-digit hash of the plan's decisions (config, microbatches, placement). Identical

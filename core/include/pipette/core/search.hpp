@@ -17,6 +17,14 @@ struct PlacementEffort {
   std::int64_t max_moves = 200000;
   std::uint64_t seed = 0x9E3779B97F4A7C15ULL;
   int exact_up_to_nodes = 8;     // exhaustive search with pruning at or below this node count
+  // What one search may recompute, counted in GPUs of the communication entries its moves touch
+  // (a node swap of a 1024-node job touches two 1024-GPU DP rings, of a 16-node job a few dozen
+  // GPUs): the move budget is the smaller of max_moves and this over the job's work per move, so
+  // the job-start time grows smoothly with the job instead of with max_moves × the cost of a move.
+  std::int64_t max_move_work = 25'000'000;
+  // The same over every candidate search_plans places for one job: runners-up share what the
+  // earlier searches left, and keep Slurm's order once it is spent.
+  std::int64_t max_job_move_work = 75'000'000;
 };
 
 struct SearchOptions {

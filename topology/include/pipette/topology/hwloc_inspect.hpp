@@ -42,6 +42,12 @@ struct NodeInspection {
   std::vector<double> nvlink_bandwidth_bytes_per_second;
 };
 
+// The rail (index into node.nics) each GPU's inter-node traffic uses: its nearest NIC by PCIe
+// distance, as NCCL picks a GPU's NIC. Where several NICs are equally near (two NICs and two GPUs
+// under one PCIe switch), the one that serves the fewest GPUs so far, then the lowest index, so
+// GPUs spread over NICs as NCCL's channels do. Empty when the node has no NIC or no GPU.
+std::vector<int> nearest_nic_of_gpus(const NodeInspection& node);
+
 // The machine this runs on. Zero GPUs is a valid answer (a login node), not an error.
 Result<NodeInspection> inspect_local_node();
 // An `lstopo --of xml` export.

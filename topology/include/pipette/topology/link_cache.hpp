@@ -41,7 +41,10 @@ namespace pipette {
 // rename, fsync of the directory) and merge with what is there: per node and per pair the newer
 // measured_at wins (ties: the incoming entry), nothing is dropped.
 
-inline constexpr int kLinkCacheFormatVersion = 1;
+// Version 2 adds four optional pair fields (below); a file that uses none of them is written as
+// version 1, so older readers keep reading it. Readers accept both versions and refuse the new
+// fields in a version-1 file.
+inline constexpr int kLinkCacheFormatVersion = 2;
 
 struct MessageTiming {
   double message_bytes = 0;
@@ -56,6 +59,15 @@ struct PairMeasurement {
   double bandwidth_bytes_per_second = 0;  // β
   double latency_seconds = 0;             // α
   std::vector<MessageTiming> points;      // raw measurements behind the fit
+  // Version 2, optional (all four or none; 0 when not measured): one flow GPU i ↔ GPU i
+  // (`rail_gb_per_s`, `rail_latency_us`) and one flow GPU i ↔ GPU j on another rail
+  // (`cross_rail_gb_per_s`, `cross_rail_latency_us`), measured back to back; their ratio is what a
+  // flow between rails gets through the spine of this fabric.
+  double rail_bandwidth_bytes_per_second = 0;
+  double rail_latency_seconds = 0;
+  double cross_rail_bandwidth_bytes_per_second = 0;
+  double cross_rail_latency_seconds = 0;
+  bool has_cross_rail() const { return cross_rail_bandwidth_bytes_per_second > 0; }
 };
 
 struct NodeMeasurement {
@@ -96,6 +108,10 @@ struct LinkTable {
     std::int64_t measured_at_unix_seconds = 0;
     double bandwidth_bytes_per_second = 0;
     double latency_seconds = 0;
+    double rail_bandwidth_bytes_per_second = 0;  // PairMeasurement's cross-rail sample; 0: none
+    double rail_latency_seconds = 0;
+    double cross_rail_bandwidth_bytes_per_second = 0;
+    double cross_rail_latency_seconds = 0;
   };
   struct Node {
     std::uint32_t name = 0;

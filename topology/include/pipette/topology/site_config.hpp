@@ -34,6 +34,14 @@ struct LinkPriors {
   double intra_node_latency_seconds = 3e-6;
   std::string topology_conf;                // Slurm topology.conf ("" = none)
   std::vector<double> switch_level_factors = {1.0, 0.75, 0.5};  // by level of the lowest common switch
+  // How the rails meet (RailFabric in core/cluster.hpp). rail-optimized: a fat tree whose leaves
+  // each serve one rail of a scalable unit (DGX SuperPOD reference architecture), so a cross-rail
+  // flow crosses the spine as a cross-leaf pair does: switch_level_factors[1] of a rail-aligned
+  // flow. rail-only: no spine between rails (Wang et al., "Rail-only", arXiv:2307.12169); every
+  // cross-rail flow forwards over NVLink.
+  bool rail_only = false;
+  double cross_rail_extra_latency_seconds = 1e-6;  // two more switch hops (leaf → spine → leaf)
+  bool nccl_pxn = true;                             // NCCL_PXN_DISABLE=0, NCCL's default
 };
 
 struct JobDefaults {

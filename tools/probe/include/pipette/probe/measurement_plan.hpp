@@ -40,19 +40,34 @@ struct MeasurementPlan {
   std::vector<double> message_bytes;               // per GPU, ascending
   std::vector<std::vector<Pairing>> inter_rounds;  // over node indices
   std::vector<std::vector<Pairing>> intra_rounds;  // over local GPU indices (empty: --no-intra)
+  // A sample of inter_rounds (the first --cross-rail of them) measured again with one flow per
+  // node pair: GPU 0 ↔ GPU 0 (one rail), then GPU 0 ↔ GPU g/2 of the other node (another rail).
+  std::vector<std::vector<Pairing>> cross_rail_rounds;
 
   int num_sizes() const { return static_cast<int>(message_bytes.size()); }
   int num_slots() const {
-    return static_cast<int>(inter_rounds.size() + intra_rounds.size()) * num_sizes();
+    return static_cast<int>(inter_rounds.size() + intra_rounds.size() + 2 * cross_rail_rounds.size()) * num_sizes();
   }
   int inter_slot(int round, int size_index) const { return round * num_sizes() + size_index; }
   int intra_slot(int round, int size_index) const {
     return (static_cast<int>(inter_rounds.size()) + round) * num_sizes() + size_index;
   }
+  int cross_rail_slot(int round, bool crossed, int size_index) const {
+    return (static_cast<int>(inter_rounds.size() + intra_rounds.size()) + 2 * round + (crossed ? 1 : 0)) * num_sizes() +
+           size_index;
+  }
 };
 
+// `cross_rail_rounds`: how many inter-node rounds to sample across rails (at most all of them;
+// none with one GPU per node).
 MeasurementPlan make_measurement_plan(const ProbeLayout& layout, std::vector<double> message_bytes,
-                                      bool measure_intra_node);
+                                      bool measure_intra_node, int cross_rail_rounds = 0);
+
+// The local GPU each node of a cross-rail pair uses: GPU 0 on the lower-numbered node; GPU 0
+// (aligned) or GPU g/2 (crossed, another rail on DGX/HGX cabling) on the other.
+int cross_rail_local(const ProbeLayout& layout, int node, int partner, bool crossed);
+// The rank this rank exchanges with in a cross-rail round, or −1 when it sits the slot out.
+int cross_rail_peer(const ProbeLayout& layout, const MeasurementPlan& plan, int round, bool crossed, int rank);
 
 // The rank this rank exchanges with in an inter-node round (GPU i of its node with GPU i of the
 // partner node), or −1 for a bye.

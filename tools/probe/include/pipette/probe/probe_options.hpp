@@ -15,6 +15,7 @@ struct ProbeOptions {
   int warmup_iterations = 5;
   int timed_iterations = 20;
   bool measure_intra_node = true;   // --no-intra turns the intra-node rounds off
+  int cross_rail_rounds = 0;        // --cross-rail N: sample the node pairs of N rounds across rails
   double timeout_seconds = 300;     // any one wait on the network longer than this aborts the probe
   bool show_help = false;
   bool show_version = false;
