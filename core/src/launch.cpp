@@ -73,11 +73,23 @@ std::string torchtitan_problem(const ModelSpec& model, const ParallelConfig& con
     if (!even_split(layers) || model.num_layers % (config.pp * config.virtual_stages) != 0) {
       return "torchtitan's interleaved schedule needs an even split into pp x vpp stages";
     }
-    if (num_microbatches % config.pp != 0) {
-      return "torchtitan's Interleaved1F1B needs the micro-batches to be a multiple of pp=" + std::to_string(config.pp);
+    // PyTorch's ScheduleInterleaved1F1B (torch/distributed/pipelining/schedules.py __init__, read at
+    // pytorch/pytorch 00722e64: tests/conformance/framework_rules.hpp) runs
+    // max(1, m / pp) rounds of equal size and refuses m that they do not divide; a round is the
+    // group size priced (interleaved_group_size gives the same N whenever torchtitan accepts m).
+    // It also runs m < pp in one short round, which the schedule model does not price.
+    if (interleaved_group_size(config.pp, num_microbatches) == 0) {
+      return "Pipette prices the interleaved schedule with at least pp=" + std::to_string(config.pp) +
+             " micro-batches (has " + std::to_string(num_microbatches) + ")";
+    }
+    const int rounds = num_microbatches / config.pp;
+    if (num_microbatches % rounds != 0) {
+      return "torchtitan's Interleaved1F1B needs the micro-batches (" + std::to_string(num_microbatches) +
+             ") to be a multiple of its rounds, micro-batches / pp = " + std::to_string(rounds);
     }
     return {};
   }
+  // Schedule1F1B.__init__ (schedules.py): at least as many micro-batches as stages, one per rank.
   if (num_microbatches < config.pp) {
     return "torchtitan's 1F1B needs at least pp=" + std::to_string(config.pp) + " micro-batches";
   }

@@ -56,6 +56,22 @@ const Target kTargets[] = {
     {"megatron-core (--pipeline-model-parallel-layout)", {Framework::megatron_core, true}},
     {"nemo", {Framework::nemo, false}},
     {"torchtitan", {Framework::torchtitan, false}},
+    {"nemo (model.pipeline_model_parallel_layout)", {Framework::nemo, true}},
+};
+
+// The search asks the framework only through launch_problem, and Megatron-LM and NeMo share its
+// rules (both build Megatron-core's TransformerConfig): one search serves both, and the grid
+// judges its plans under each (NeMo's layout costs no searches of its own).
+// SearchesAgreeForMegatronAndNemo checks that premise.
+struct GridRun {
+  const Target* searched;
+  std::vector<const Target*> judged;
+};
+const GridRun kGridRuns[] = {
+    {&kTargets[0], {&kTargets[0]}},
+    {&kTargets[1], {&kTargets[1], &kTargets[4]}},
+    {&kTargets[2], {&kTargets[2]}},
+    {&kTargets[3], {&kTargets[3]}},
 };
 
 // The search's cheaper settings: the grid checks layouts, not placements.
@@ -110,6 +126,7 @@ std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cl
 struct Tally {
   int searches = 0;
   int plans = 0;
+  int layouts = 0;  // plans whose string carries a pipeline layout
   int refused = 0;
   std::vector<std::string> examples;
 };
@@ -118,7 +135,12 @@ void judge_all(const ModelSpec& model, const TrainingSpec& training, const Clust
                Tally& tally) {
   for (const Plan& plan : result.plans) {
     ++tally.plans;
-    const std::string refusal = judge(model_for_sequence(model, training.sequence_length), training, cluster, plan);
+    const std::string text = framework_arguments(training.target.framework, describe_launch(model, training, plan)).second;
+    tally.layouts += text.find("pipeline_model_parallel_layout='") != std::string::npos ||
+                     text.find("--pipeline-model-parallel-layout") != std::string::npos;
+    // A plan searched for another target must pass this one's launch_problem too.
+    std::string refusal = launch_problem(training.target, model, plan.config, plan.num_microbatches);
+    if (refusal.empty()) refusal = judge(model_for_sequence(model, training.sequence_length), training, cluster, plan);
     if (refusal.empty()) continue;
     ++tally.refused;
     if (tally.examples.size() < 5) {
@@ -134,7 +156,7 @@ void judge_all(const ModelSpec& model, const TrainingSpec& training, const Clust
 }
 
 // 1,440 jobs per target. The search runs with its cheaper settings (no placement search, two
-// plans per job: the split and schedule rules do not depend on placement); the four targets run
+// plans per job: the split and schedule rules do not depend on placement); the four searches run
 // on threads of their own, so the grid takes about half its CPU time on CI's two cores.
 TEST(Conformance, EveryGridPlanStartsAsPriced) {
   const auto started = std::chrono::steady_clock::now();
@@ -145,8 +167,8 @@ TEST(Conformance, EveryGridPlanStartsAsPriced) {
   const int sequences[] = {2048, 8192, 32768, 131072};
   std::map<int, Cluster> clusters;
   for (const int nodes : node_counts) clusters.emplace(nodes, uniform_cluster(nodes));
-  const auto run_target = [&](const Target& target) {
-    Tally tally;
+  const auto run_grid = [&](const GridRun& run) {
+    std::vector<Tally> tallies(run.judged.size());
     for (const ModelSpec& model : models) {
       for (const int nodes : node_counts) {
         for (const std::int64_t batch : batches) {
@@ -154,25 +176,36 @@ TEST(Conformance, EveryGridPlanStartsAsPriced) {
             TrainingSpec training;
             training.global_batch_sequences = batch;
             training.sequence_length = sequence;
-            training.target = target.target;
+            training.target = run.searched->target;
             const Result<SearchResult> result = search_plans(model, training, clusters.at(nodes), grid_options());
-            ++tally.searches;
-            if (result) judge_all(model, training, clusters.at(nodes), *result, tally);
+            for (size_t index = 0; index < run.judged.size(); ++index) {
+              training.target = run.judged[index]->target;
+              ++tallies[index].searches;
+              if (result) judge_all(model, training, clusters.at(nodes), *result, tallies[index]);
+            }
           }
         }
       }
     }
-    return tally;
+    return tallies;
   };
-  std::vector<std::future<Tally>> tallies;
-  for (const Target& target : kTargets) tallies.push_back(std::async(std::launch::async, run_target, std::cref(target)));
-  for (size_t index = 0; index < tallies.size(); ++index) {
-    const Target& target = kTargets[index];
-    const Tally tally = tallies[index].get();
-    std::printf("%s: %d searches, %d plans, %d refused\n", target.name, tally.searches, tally.plans, tally.refused);
-    for (const std::string& example : tally.examples) std::printf("  %s\n", example.c_str());
-    EXPECT_GE(tally.plans, 2000) << target.name;
-    EXPECT_EQ(tally.refused, 0) << target.name << ": " << (tally.examples.empty() ? "" : tally.examples.front());
+  std::vector<std::future<std::vector<Tally>>> runs;
+  for (const GridRun& run : kGridRuns) runs.push_back(std::async(std::launch::async, run_grid, std::cref(run)));
+  for (size_t run = 0; run < runs.size(); ++run) {
+    const std::vector<Tally> tallies = runs[run].get();
+    for (size_t index = 0; index < tallies.size(); ++index) {
+      const Target& target = *kGridRuns[run].judged[index];
+      const Tally& tally = tallies[index];
+      std::printf("%s: %d searches, %d plans (%d with a layout), %d refused\n", target.name, tally.searches,
+                  tally.plans, tally.layouts, tally.refused);
+      for (const std::string& example : tally.examples) std::printf("  %s\n", example.c_str());
+      EXPECT_GE(tally.plans, 2000) << target.name;
+      // The layout targets must meet splits that only the layout expresses.
+      if (target.target.pipeline_layout) {
+        EXPECT_GT(tally.layouts, 0) << target.name;
+      }
+      EXPECT_EQ(tally.refused, 0) << target.name << ": " << (tally.examples.empty() ? "" : tally.examples.front());
+    }
   }
   std::printf("grid: %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 }
@@ -190,7 +223,7 @@ TEST(Conformance, FixedKnobCornerCases) {
     int sequence;
     FixedKnobs fixed;
   };
-  FixedKnobs interleaved;  // 6 micro-batches on pp=4: Megatron needs group size 6
+  FixedKnobs interleaved;  // 6 micro-batches on pp=4: group size 6 (torchtitan: one round of 6)
   interleaved.tp = 8, interleaved.pp = 4, interleaved.virtual_stages = 2;
   FixedKnobs three_stages;
   three_stages.pp = 3;
@@ -217,7 +250,8 @@ TEST(Conformance, FixedKnobCornerCases) {
       const Cluster cluster = uniform_cluster(c.nodes);
       const Result<SearchResult> result = search_plans(model, training, cluster, grid_options());
       ++tally.searches;
-      // torchtitan cannot interleave 6 micro-batches over 4 ranks: it must say so, not hand out a plan.
+      // Without a distributed optimizer (torchtitan shards only through FSDP, not priced)
+      // megatron-530b on pp=8 does not fit: torchtitan must say so, not hand out a plan.
       if (!result) {
         EXPECT_EQ(target.target.framework, Framework::torchtitan) << target.name << " " << c.model << ": " << result.error().message;
         continue;
@@ -240,8 +274,78 @@ TEST(Conformance, InterleavedCornerCaseEmitsTheGroupSize) {
   ASSERT_EQ(plan.num_microbatches, 6);
   const std::string args = megatron_arguments(describe_launch(model, training, plan));
   EXPECT_NE(args.find("--microbatch-group-size-per-virtual-pipeline-stage 6"), std::string::npos) << args;
+  // PyTorch's Interleaved1F1B runs the 6 as one round of 6: the same schedule.
   training.target.framework = Framework::torchtitan;
-  EXPECT_FALSE(search_plans(model, training, uniform_cluster(16), grid_options()).ok());
+  const Result<SearchResult> titan = search_plans(model, training, uniform_cluster(16), grid_options());
+  ASSERT_TRUE(titan.ok()) << titan.error().message;
+  EXPECT_EQ(titan->plans.front().num_microbatches, 6);
+  EXPECT_EQ(judge(model, training, uniform_cluster(16), titan->plans.front()), "");
+}
+
+// torchtitan's micro-batch rules on pp=4, vpp=2 (PyTorch's rounds = max(1, m / 4) must divide m)
+// and on 1F1B (m >= pp), in launch_problem and in the re-stated rules, which must agree.
+TEST(Conformance, TorchtitanMicrobatchRulesAgreeWithPyTorch) {
+  const ModelSpec model = *load_model("llama3-8b", {std::string(PIPETTE_SOURCE_DIR) + "/etc/models"});
+  const FrameworkTarget titan{Framework::torchtitan, false};
+  struct Case {
+    int virtual_stages;
+    int num_microbatches;
+    bool starts;
+    int group_size;  // what PyTorch's rounds hold (interleaved only)
+  };
+  const Case cases[] = {
+      {2, 4, true, 4}, {2, 6, true, 6}, {2, 8, true, 4}, {2, 9, false, 0}, {2, 10, true, 5},
+      {2, 14, false, 0}, {2, 15, true, 5}, {2, 3, false, 0},  // 3 < pp: PyTorch runs it, Pipette does not price it
+      {1, 3, false, 0}, {1, 4, true, 0}, {1, 7, true, 0},
+  };
+  for (const Case& c : cases) {
+    ParallelConfig config;
+    config.tp = 1, config.pp = 4, config.dp = 2, config.micro_batch = 1, config.virtual_stages = c.virtual_stages;
+    config.recompute = RecomputeMode::full;
+    config.layers_per_stage.assign(4, model.num_layers / 4);
+    const std::string problem = launch_problem(titan, model, config, c.num_microbatches);
+    EXPECT_EQ(problem.empty(), c.starts) << "vpp " << c.virtual_stages << " m " << c.num_microbatches << ": " << problem;
+    if (c.num_microbatches < config.pp) continue;  // not priced: no launch description to render
+    LaunchDescription launch;
+    launch.tp = 1, launch.pp = 4, launch.dp = 2, launch.micro_batch = 1, launch.num_microbatches = c.num_microbatches;
+    launch.global_batch = 2 * c.num_microbatches;
+    launch.virtual_stages = c.virtual_stages;
+    launch.layers_per_stage = config.layers_per_stage;
+    launch.recompute = RecomputeMode::full;
+    launch.sequence_length = 8192;
+    const JobFacts facts{model.num_layers, model.num_attention_heads, model.num_kv_heads, 8, {}};
+    const Verdict verdict = check_torchtitan(torchtitan_arguments(launch), facts);
+    EXPECT_EQ(verdict.refusal.empty(), c.starts) << "vpp " << c.virtual_stages << " m " << c.num_microbatches << ": " << verdict.refusal;
+    if (c.starts) {
+      EXPECT_EQ(verdict.built.microbatch_group_size, c.group_size) << "m " << c.num_microbatches;
+    }
+  }
+}
+
+// The premise of kGridRuns: Megatron-LM's and NeMo's searches hand out the same plans.
+TEST(Conformance, SearchesAgreeForMegatronAndNemo) {
+  const std::vector<ModelSpec> models = presets();
+  for (const bool layout : {false, true}) {
+    for (const char* name : {"llama3-70b", "gpt3-175b", "megatron-530b"}) {
+      const auto model = std::find_if(models.begin(), models.end(), [&](const ModelSpec& m) { return m.name == name; });
+      ASSERT_NE(model, models.end()) << name;
+      for (const int nodes : {16, 64}) {
+        TrainingSpec training;
+        training.global_batch_sequences = 1024;
+        training.sequence_length = 8192;
+        training.target = {Framework::megatron_core, layout};
+        const Result<SearchResult> megatron = search_plans(*model, training, uniform_cluster(nodes), grid_options());
+        training.target = {Framework::nemo, layout};
+        const Result<SearchResult> nemo = search_plans(*model, training, uniform_cluster(nodes), grid_options());
+        ASSERT_EQ(megatron.ok(), nemo.ok()) << name;
+        if (!megatron) continue;
+        ASSERT_EQ(megatron->plans.size(), nemo->plans.size()) << name;
+        for (size_t i = 0; i < nemo->plans.size(); ++i) {
+          EXPECT_EQ(plan_hash(megatron->plans[i]), plan_hash(nemo->plans[i])) << name << " " << nodes << " nodes";
+        }
+      }
+    }
+  }
 }
 
 // The launch description against the performance model: each field is what the model priced, and
@@ -285,7 +389,7 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       if (target.target.framework == Framework::torchtitan) config.distributed_optimizer = false;
       const Result<Plan> plan = evaluate_plan(model, training, cluster, config, options);
       if (!plan) {
-        // Only torchtitan may refuse: 6 micro-batches on 4 interleaved ranks; accumulation without a pipeline.
+        // Only torchtitan may refuse: accumulation without a pipeline.
         EXPECT_EQ(target.target.framework, Framework::torchtitan) << c.model << ": " << plan.error().message;
         continue;
       }

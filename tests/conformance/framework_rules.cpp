@@ -10,7 +10,7 @@ namespace pipette::conformance {
 namespace {
 
 // "M:L" below = megatron/... file:line at the Megatron-LM commit in framework_rules.hpp,
-// "B:" Megatron-Bridge, "T:" torchtitan.
+// "B:" Megatron-Bridge, "T:" torchtitan, "P:" torch/distributed/pipelining/ of PyTorch.
 
 std::vector<std::string> words(const std::string& text) {
   std::istringstream stream(text);
@@ -306,6 +306,10 @@ Verdict check_nemo(const std::string& overrides, const JobFacts& facts) {
   }
   CoreConfig c = read_sizes(kNemoNames, number);
   c.virtual_stages = number("model.virtual_pipeline_model_parallel_size");
+  // Bridge's GPT provider is a Megatron-core TransformerConfig (B:models/gpt_provider.py:129), so
+  // the layout reaches transformer_config.py's parsing; Bridge skips its own even-chunk assert
+  // with a layout (B:models/gpt_provider.py:248-255) and passes it quoted, as here
+  // (B:examples/model_verification_cards/glm5-2/card.yaml:170).
   if (!is_null("model.pipeline_model_parallel_layout")) {
     std::string layout = values["model.pipeline_model_parallel_layout"];
     if (layout.size() >= 2 && layout.front() == '\'') layout = layout.substr(1, layout.size() - 2);
@@ -484,14 +488,26 @@ Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
     }
   }
   built.virtual_stages = vpp;
-  // PyTorch's schedules (torch/distributed/pipelining/schedules.py, not read here): Pipette's
-  // conservative reading is at least pp micro-batches for 1F1B and a multiple of pp for
-  // Interleaved1F1B, whose rounds then hold pp micro-batches each, as the model's group size.
-  if (microbatches_per_pp < pp || (vpp > 1 && microbatches_per_pp % pp != 0)) {
-    verdict.refusal = "micro-batches vs pp for the schedule";
+  // T:distributed/pipeline_parallel.py:127 hands num_pp_microbatches to the schedule as is (and
+  // :305 only warns below the stage count). P:schedules.py, class Schedule1F1B.__init__: "Number of
+  // microbatches (m) must be greater than or equal to the number of stages (pp)"; ScheduleGPipe
+  // takes any count.
+  if (schedule == "1F1B" && microbatches_per_pp < pp) {
+    verdict.refusal = "1F1B with fewer micro-batches than stages (P:schedules.py Schedule1F1B.__init__)";
     return verdict;
   }
-  if (vpp > 1) built.microbatch_group_size = pp;
+  if (vpp > 1) {
+    // P:schedules.py, class ScheduleInterleaved1F1B.__init__: number_of_rounds = max(1, m // pp),
+    // microbatches_per_round = m // rounds, and m % rounds != 0 raises; forward_stage_index in
+    // _calculate_single_rank_operations moves to the next local stage every microbatches_per_round
+    // forwards: Megatron's group size N.
+    const int rounds = std::max(1, microbatches_per_pp / pp);
+    if (microbatches_per_pp % rounds != 0) {
+      verdict.refusal = "micro-batches not a multiple of the rounds (P:schedules.py ScheduleInterleaved1F1B.__init__)";
+      return verdict;
+    }
+    built.microbatch_group_size = microbatches_per_pp / rounds;
+  }
   return verdict;
 }
 

@@ -7,6 +7,9 @@
 //   Megatron-LM       NVIDIA/Megatron-LM              d98e8a64ddf34856e74b24714e3bedb2f5a39553 (2026-08-22)
 //   Megatron-Bridge   NVIDIA-NeMo/Megatron-Bridge     067f987df03b8355b03192d88d70f1709fedf51a (2026-08-22)
 //   torchtitan        pytorch/torchtitan              b5bcd76c66d0acb1a08b176d9639425bc55e0b2a (2026-08-21)
+//   PyTorch           pytorch/pytorch                 00722e648b740f91d0e71494baa17891749fd291
+//     (torch/distributed/pipelining/schedules.py only, read as stored text without line numbers:
+//     cited by class and method; torchtitan builds against PyTorch nightly)
 // --pipeline-model-parallel-layout entered Megatron-LM in 77732c36 (2025-06-13), first released in
 // core_v0.13.0; --microbatch-group-size-per-virtual-pipeline-stage in 4295be1a (2024-11-01).
 #include <cstdint>

@@ -56,8 +56,9 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
 //    parameters too, which the model does not price) and no selective recompute (torchtitan's is
 //    per-operator); without a pipeline one micro-batch per replica when dp > 1 (each
 //    accumulation step reduces its gradients); 1F1B with at least pp micro-batches and a split [a, b x (p-2), c] with a, c <= b
-//    (its first/last "less layers"); Interleaved1F1B with an even split and pp dividing the
-//    micro-batches.
+//    (its first/last "less layers"); Interleaved1F1B with an even split, at least pp micro-batches
+//    (what the schedule model prices) and the micro-batches a multiple of PyTorch's rounds
+//    max(1, m / pp), each round then being the priced group size.
 std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
                            int num_microbatches);
 
