@@ -17,6 +17,9 @@ struct RuntimeOverheads {
   double cuda_context_bytes = 0.5 * 1024 * 1024 * 1024;
   double nccl_buffer_bytes_per_communicator = 256.0 * 1024 * 1024;
   double allocator_fragmentation_fraction = 0.10;  // reserved/allocated − 1 at peak
+  // Measured / modelled activation bytes, 1 unless a site calibration (pipette calibrate) says
+  // otherwise: kernels and frameworks keep tensors the layer formula does not count.
+  double activation_memory_factor = 1.0;
 };
 
 // Korthikanti et al. 2022, activation bytes of one transformer layer for one micro-batch,
