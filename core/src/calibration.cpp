@@ -293,64 +293,6 @@ double to_unit(const CalibrationParameter& parameter, double value) {
   return std::clamp((value - parameter.lower) / (parameter.upper - parameter.lower), 0.0, 1.0);
 }
 
-// Which parameters of one target the observations determine, in the table's order: each must move
-// the predictions (≥ 0.2% rms over a tenth of its range) and bring something the kept ones do not
-// (≥ 10% of its effect orthogonal to theirs), and a target needs two observations per fitted
-// parameter. The others are held at their built-in values, with the reason.
-std::vector<const CalibrationParameter*> determined(const std::vector<Observation>& observations, CalibrationTarget target,
-                                                    const CalibrationBase& base, std::vector<FittedParameter>& report) {
-  std::vector<const CalibrationParameter*> candidates;
-  for (const CalibrationParameter& parameter : calibration_parameters())
-    if (parameter.target == target) candidates.push_back(&parameter);
-  std::vector<Observation> own;
-  std::copy_if(observations.begin(), observations.end(), std::back_inserter(own),
-               [target](const Observation& o) { return target_of(o.what) == target; });
-  const Calibration none;
-  const Problem problem(own, candidates, base, none);
-  std::vector<double> u;
-  for (const CalibrationParameter* parameter : candidates) u.push_back(to_unit(*parameter, effective_value(*parameter, base, none)));
-  const std::vector<double> r = own.empty() ? std::vector<double>() : problem.residuals(u);
-  const auto j = own.empty() ? std::vector<std::vector<double>>() : problem.jacobian(u, r);
-
-  std::vector<const CalibrationParameter*> kept;
-  std::vector<std::vector<double>> basis;  // orthonormal columns of the kept parameters
-  for (size_t k = 0; k < candidates.size(); ++k) {
-    FittedParameter entry;
-    entry.name = candidates[k]->name;
-    entry.value = effective_value(*candidates[k], base, none);
-    std::vector<double> column(own.size());
-    for (size_t i = 0; i < own.size(); ++i) column[i] = j[i][k];
-    const double norm = std::sqrt(sum_of_squares(column));
-    std::vector<double> orthogonal = column;
-    size_t closest = 0;
-    double closest_overlap = -1;
-    for (size_t b = 0; b < basis.size(); ++b) {
-      const double overlap = std::inner_product(column.begin(), column.end(), basis[b].begin(), 0.0);
-      if (std::abs(overlap) > closest_overlap) closest_overlap = std::abs(overlap), closest = b;
-      for (size_t i = 0; i < own.size(); ++i) orthogonal[i] -= overlap * basis[b][i];
-    }
-    const double orthogonal_norm = std::sqrt(sum_of_squares(orthogonal));
-    if (own.empty()) {
-      entry.held_because = target == CalibrationTarget::memory ? "no record reports its memory"
-                                                               : "no record reports its iteration time";
-    } else if (own.size() < 2 * (kept.size() + 1)) {
-      entry.held_because = std::to_string(own.size()) + " observation(s) determine at most " +
-                           std::to_string(own.size() / 2) + " parameter(s) (two observations each)";
-    } else if (0.1 * norm / std::sqrt(static_cast<double>(own.size())) < 0.002) {
-      entry.held_because = "the records barely depend on it (a tenth of its range moves them by < 0.2%)";
-    } else if (orthogonal_norm < 0.1 * norm) {
-      entry.held_because = std::string("indistinguishable from ") + kept[closest]->name + " on these records";
-    } else {
-      for (double& x : orthogonal) x /= orthogonal_norm;
-      basis.push_back(orthogonal);
-      kept.push_back(candidates[k]);
-      entry.fitted = true;
-    }
-    report.push_back(entry);
-  }
-  return kept;
-}
-
 std::vector<Observation> observations_of(const std::vector<const RunRecord*>& records) {
   std::vector<Observation> observations;
   for (const RunRecord* record : records) {
@@ -435,6 +377,81 @@ std::vector<double> uncertainty_shares(const std::vector<Observation>& observati
   return shares;
 }
 
+constexpr double kMaxUncertaintyShare = 0.25;
+
+// Which parameters of one target the observations determine, in the table's order: each must move
+// the predictions (≥ 0.2% rms over a tenth of its range) and bring something the kept ones do not
+// (≥ 10% of its effect orthogonal to theirs), a target needs two observations per fitted
+// parameter, and fitted with the ones kept so far no standard error may span more than a quarter
+// of its bounds. Kept parameters are appended to `free`; the others are held at their built-in values, with the reason.
+void determined(const std::vector<Observation>& observations, CalibrationTarget target,
+                                                    const CalibrationBase& base,
+                                                    std::vector<const CalibrationParameter*>& free,
+                                                    std::vector<FittedParameter>& report) {
+  std::vector<const CalibrationParameter*> candidates;
+  for (const CalibrationParameter& parameter : calibration_parameters())
+    if (parameter.target == target) candidates.push_back(&parameter);
+  std::vector<Observation> own;
+  std::copy_if(observations.begin(), observations.end(), std::back_inserter(own),
+               [target](const Observation& o) { return target_of(o.what) == target; });
+  const Calibration none;
+  const Problem problem(own, candidates, base, none);
+  std::vector<double> u;
+  for (const CalibrationParameter* parameter : candidates) u.push_back(to_unit(*parameter, effective_value(*parameter, base, none)));
+  const std::vector<double> r = own.empty() ? std::vector<double>() : problem.residuals(u);
+  const auto j = own.empty() ? std::vector<std::vector<double>>() : problem.jacobian(u, r);
+
+  std::vector<const CalibrationParameter*> kept;
+  std::vector<std::vector<double>> basis;  // orthonormal columns of the kept parameters
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    FittedParameter entry;
+    entry.name = candidates[k]->name;
+    entry.value = effective_value(*candidates[k], base, none);
+    std::vector<double> column(own.size());
+    for (size_t i = 0; i < own.size(); ++i) column[i] = j[i][k];
+    const double norm = std::sqrt(sum_of_squares(column));
+    std::vector<double> orthogonal = column;
+    size_t closest = 0;
+    double closest_overlap = -1;
+    for (size_t b = 0; b < basis.size(); ++b) {
+      const double overlap = std::inner_product(column.begin(), column.end(), basis[b].begin(), 0.0);
+      if (std::abs(overlap) > closest_overlap) closest_overlap = std::abs(overlap), closest = b;
+      for (size_t i = 0; i < own.size(); ++i) orthogonal[i] -= overlap * basis[b][i];
+    }
+    const double orthogonal_norm = std::sqrt(sum_of_squares(orthogonal));
+    std::vector<const CalibrationParameter*> tentative = free;
+    tentative.push_back(candidates[k]);
+    const auto worst_share = [&] {
+      const std::vector<double> shares =
+          uncertainty_shares(observations, tentative, base, fit_free(observations, tentative, base));
+      return *std::max_element(shares.begin(), shares.end());
+    };
+    double share = 0;
+    if (own.empty()) {
+      entry.held_because = target == CalibrationTarget::memory ? "no record reports its memory"
+                                                               : "no record reports its iteration time";
+    } else if (own.size() < 2 * (kept.size() + 1)) {
+      entry.held_because = std::to_string(own.size()) + " observation(s) determine at most " +
+                           std::to_string(own.size() / 2) + " parameter(s) (two observations each)";
+    } else if (0.1 * norm / std::sqrt(static_cast<double>(own.size())) < 0.002) {
+      entry.held_because = "the records barely depend on it (a tenth of its range moves them by < 0.2%)";
+    } else if (orthogonal_norm < 0.1 * norm) {
+      entry.held_because = std::string("indistinguishable from ") + kept[closest]->name + " on these records";
+    } else if ((share = worst_share()) > kMaxUncertaintyShare) {
+      entry.held_because = "too uncertain on these records with the factors above (one standard error spans " +
+                           std::to_string(static_cast<int>(std::lround(100 * std::min(share, 9.99)))) + "% of the bounds)";
+    } else {
+      for (double& x : orthogonal) x /= orthogonal_norm;
+      basis.push_back(orthogonal);
+      kept.push_back(candidates[k]);
+      free.push_back(candidates[k]);
+      entry.fitted = true;
+    }
+    report.push_back(entry);
+  }
+}
+
+
 }  // namespace
 
 Result<CalibrationFit> fit_calibration(const std::vector<RunRecord>& records, const CalibrationBase& base) {
@@ -472,43 +489,21 @@ Result<CalibrationFit> fit_calibration(const std::vector<RunRecord>& records, co
 
   if (auto problem = check_agreement(usable, fit.warnings)) return *problem;
   const std::vector<Observation> observations = observations_of(usable);
-  std::vector<const CalibrationParameter*> free = determined(observations, CalibrationTarget::iteration_time, base, fit.parameters);
-  const auto memory_free = determined(observations, CalibrationTarget::memory, base, fit.parameters);
-  free.insert(free.end(), memory_free.begin(), memory_free.end());
+  std::vector<const CalibrationParameter*> free;
+  determined(observations, CalibrationTarget::iteration_time, base, free, fit.parameters);
+  determined(observations, CalibrationTarget::memory, base, free, fit.parameters);
   if (free.empty()) {
     std::string reasons;
     for (const FittedParameter& parameter : fit.parameters) reasons += "; " + parameter.name + ": " + parameter.held_because;
     return Error{"calibrate: the " + std::to_string(usable.size()) + " usable record(s) determine no factor" + reasons};
   }
-  // A fitted value whose standard error spans more than a quarter of its bounds is not determined
-  // by these records either: hold the least determined one at its built-in value and refit.
-  constexpr double kMaxUncertaintyShare = 0.25;
-  for (;;) {
-    fit.calibration = fit_free(observations, free, base);
-    const std::vector<double> shares = uncertainty_shares(observations, free, base, fit.calibration);
-    const auto worst = std::max_element(shares.begin(), shares.end());
-    if (*worst <= kMaxUncertaintyShare) {
-      for (size_t p = 0; p < free.size(); ++p) {
-        for (FittedParameter& entry : fit.parameters) {
-          if (entry.name != free[p]->name) continue;
-          entry.value = *(fit.calibration.*free[p]->member);
-          entry.uncertainty = shares[p] * (free[p]->upper - free[p]->lower);
-        }
-      }
-      break;
-    }
-    const size_t index = static_cast<size_t>(worst - shares.begin());
+  fit.calibration = fit_free(observations, free, base);
+  const std::vector<double> shares = uncertainty_shares(observations, free, base, fit.calibration);
+  for (size_t p = 0; p < free.size(); ++p) {
     for (FittedParameter& entry : fit.parameters) {
-      if (entry.name != free[index]->name) continue;
-      entry.fitted = false;
-      entry.held_because = "too uncertain on these records (one standard error spans " +
-                           std::to_string(static_cast<int>(std::lround(100 * std::min(*worst, 9.99)))) + "% of its bounds)";
-    }
-    free.erase(free.begin() + static_cast<std::ptrdiff_t>(index));
-    if (free.empty()) {
-      std::string reasons;
-      for (const FittedParameter& parameter : fit.parameters) reasons += "; " + parameter.name + ": " + parameter.held_because;
-      return Error{"calibrate: the " + std::to_string(usable.size()) + " usable record(s) determine no factor" + reasons};
+      if (entry.name != free[p]->name) continue;
+      entry.value = *(fit.calibration.*free[p]->member);
+      entry.uncertainty = shares[p] * (free[p]->upper - free[p]->lower);
     }
   }
 
