@@ -513,6 +513,9 @@ Result<CalibrationFit> fit_calibration(const std::vector<RunRecord>& records, co
     RecordResidual residual;
     residual.record = observation.record->name;
     residual.target = target_of(observation.what);
+    residual.quantity = observation.what == Observed::iteration_seconds     ? "iteration time"
+                        : observation.what == Observed::peak_reserved_bytes ? "max reserved"
+                                                                            : "max allocated";
     residual.measured = observation.measured;
     residual.raw_error = predicted(predict_record(*observation.record, base, none), observation.what) / observation.measured - 1;
     residual.fitted_error =

@@ -95,6 +95,7 @@ struct FittedParameter {
 struct RecordResidual {
   std::string record;
   CalibrationTarget target = CalibrationTarget::iteration_time;
+  std::string quantity;             // "iteration time", "max reserved" or "max allocated"
   double measured = 0;              // seconds or bytes
   double raw_error = 0;             // prediction / measured − 1, built-in constants
   double fitted_error = 0;          // with the calibration
