@@ -31,22 +31,34 @@ std::optional<Error> private_to_user(const std::string& path, const char* what) 
 
 }  // namespace
 
-std::string plan_record_path(const std::string& home, std::uint32_t job_id) {
-  return (std::filesystem::path(home) / ".local/state/pipette/jobs" / (std::to_string(job_id) + ".plan")).string();
+std::string state_home(const char* xdg_state_home, const char* home) {
+  if (xdg_state_home && xdg_state_home[0] == '/') return xdg_state_home;
+  if (home && home[0] == '/') return (std::filesystem::path(home) / ".local/state").string();
+  return "";
 }
 
-Result<std::string> write_plan_record(const std::string& home, std::uint32_t job_id,
+std::string plan_record_path(const std::string& state_home, const std::string& cluster, std::uint32_t job_id) {
+  return (std::filesystem::path(state_home) / "pipette/jobs" / (cluster + '-' + std::to_string(job_id) + ".plan")).string();
+}
+
+Result<std::string> write_plan_record(const std::string& state_home, const std::string& cluster, std::uint32_t job_id,
                                       const std::vector<std::pair<std::string, std::string>>& values) {
   return guarded("plan record for job ", std::to_string(job_id), [&]() -> Result<std::string> {
-    if (home.empty() || std::filesystem::path(home).is_relative()) return Error{"no absolute home directory to keep the plan in"};
-    const std::string path = plan_record_path(home, job_id);
-    std::filesystem::path directory = home;
-    for (const char* part : {".local", "state", "pipette", "jobs"}) {
+    if (state_home.empty() || std::filesystem::path(state_home).is_relative())
+      return Error{"no absolute state directory ($XDG_STATE_HOME or $HOME) to keep the plan in"};
+    if (cluster.empty() || cluster.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+                               std::string::npos)
+      return Error{"cluster name '" + quoted_input(cluster) + "' is not [A-Za-z0-9_-]"};
+    std::error_code ignored;
+    std::filesystem::create_directories(state_home, ignored);
+    std::filesystem::path directory = state_home;
+    for (const char* part : {"pipette", "jobs"}) {
       directory /= part;
       if (::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST)
         return Error{system_error("cannot create", directory.string())};
     }
     if (auto problem = private_to_user(directory.string(), "plan directory")) return *problem;
+    const std::string path = plan_record_path(state_home, cluster, job_id);
     std::string text = "pipette_plan_record=" + std::to_string(kPlanRecordFormatVersion) + "\njob_id=" + std::to_string(job_id) + "\n";
     for (const auto& [key, value] : values) {
       if (value.find('\n') != std::string::npos) return Error{"plan value " + key + " holds a newline"};
@@ -90,6 +102,13 @@ Result<RunDescription> parse_plan_record(std::string_view text, const std::strin
     else if (key == "model") run.model = value;
     else if (key == "gpu") run.gpu = value;
     else if (key == "nodes") integer(run.nodes);
+    else if (key == "node_list") {
+      for (size_t start = 0; start <= value.size();) {
+        const size_t comma = std::min(value.find(',', start), value.size());
+        if (comma > start) run.node_names.push_back(value.substr(start, comma - start));
+        start = comma + 1;
+      }
+    }
     else if (key == "gpus_per_node") integer(run.gpus_per_node);
     else if (key == "global_batch") { integer(global_batch); if (global_batch) run.global_batch = *global_batch; }
     else if (key == "sequence_length") integer(run.sequence_length);

@@ -466,6 +466,7 @@ Result<RunDescription> complete_run(RunDescription run, const RunDescription& fa
     fill(run.*field, fallback.*field, name);
   fill(run.global_batch, fallback.global_batch, "global batch");
   if (problem) return *problem;
+  if (run.node_names.empty()) run.node_names = fallback.node_names;
   if (!run.recompute) run.recompute = fallback.recompute;
   if (!run.sequence_parallel) run.sequence_parallel = fallback.sequence_parallel;
   if (!run.distributed_optimizer) run.distributed_optimizer = fallback.distributed_optimizer;
@@ -500,7 +501,11 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
   request.model = run.model;
   request.global_batch = *run.global_batch;
   request.sequence_length = *run.sequence_length;
-  for (int node = 0; node < nodes; ++node) request.node_names.push_back("record-node" + std::to_string(node));
+  request.node_names = run.node_names;
+  if (static_cast<int>(request.node_names.size()) != nodes) {
+    request.node_names.clear();
+    for (int node = 0; node < nodes; ++node) request.node_names.push_back("record-node" + std::to_string(node));
+  }
   request.gpus_per_node = gpus / nodes;
   request.gpu = run.gpu;
   request.inspection = NodeInspection{};

@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <map>
+#include <sstream>
 
 #include "pipette/core/units.hpp"
 #include "pipette/topology/calibration_file.hpp"
@@ -74,16 +76,20 @@ Result<RunDescription> flags_of(const Arguments& arguments) {
   return flags;
 }
 
-// `scontrol show job -o JOBID`'s KEY=VALUE words (a value runs to the next space).
-std::map<std::string, std::string> scontrol_fields(const std::string& job) {
-  std::map<std::string, std::string> fields;
-  const std::string command = "scontrol show job -o " + job + " 2>/dev/null";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return fields;
+std::string command_output(const std::string& command) {
   std::string text;
+  FILE* pipe = ::popen((command + " 2>/dev/null").c_str(), "r");
+  if (!pipe) return text;
   char buffer[4096];
   while (const size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) text.append(buffer, n);
   ::pclose(pipe);
+  return text;
+}
+
+// `scontrol show job -o JOBID`'s KEY=VALUE words (a value runs to the next space).
+std::map<std::string, std::string> scontrol_fields(const std::string& job) {
+  std::map<std::string, std::string> fields;
+  const std::string text = command_output("scontrol show job -o " + job);
   size_t start = 0;
   while (start < text.size()) {
     const size_t end = std::min(text.find_first_of(" \n", start), text.size());
@@ -92,6 +98,19 @@ std::map<std::string, std::string> scontrol_fields(const std::string& job) {
     start = end + 1;
   }
   return fields;
+}
+
+// "ClusterName = NAME" of `scontrol show config`, which keys the plan records.
+std::string cluster_name() {
+  std::istringstream lines(command_output("scontrol show config"));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("ClusterName", 0) != 0) continue;
+    const size_t equals = line.find('=');
+    if (equals == std::string::npos) break;
+    const size_t begin = line.find_first_not_of(' ', equals + 1);
+    return begin == std::string::npos ? "" : line.substr(begin, line.find_last_not_of(" \r") + 1 - begin);
+  }
+  return "";
 }
 
 // The job's output file and the plan Pipette gave it, both the calling user's own.
@@ -109,8 +128,9 @@ Result<std::pair<std::string, RunDescription>> slurm_job(const std::string& job)
     return Error{"--slurm-job " + job + " belongs to " + (user == fields.end() ? "an unknown user" : user->second) +
                  "; only the job's own user can calibrate from its plan"};
   const passwd* account = ::getpwuid(::getuid());
-  if (!account || !account->pw_dir) return Error{"cannot find your home directory, where the plan of job " + job + " is kept"};
-  auto plan = read_plan_record(plan_record_path(account->pw_dir, static_cast<std::uint32_t>(std::stoul(job))));
+  const std::string state = state_home(std::getenv("XDG_STATE_HOME"), account ? account->pw_dir : nullptr);
+  if (state.empty()) return Error{"no state directory ($XDG_STATE_HOME or your home), where the plan of job " + job + " is kept"};
+  auto plan = read_plan_record(plan_record_path(state, cluster_name(), static_cast<std::uint32_t>(std::stoul(job))));
   if (!plan) return Error{"--slurm-job " + job + ": " + plan.error().message + " (was the job planned by Pipette?)"};
   return std::make_pair(stdout_path->second, std::move(plan).value());
 }

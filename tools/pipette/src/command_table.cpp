@@ -61,7 +61,7 @@ constexpr OptionSpec kRecordsBatch{"global-batch", "B", "the runs' global batch 
 constexpr OptionSpec kRecordsSeq{"seq", "L", "the runs' sequence length, when their logs do not say", ""};
 constexpr OptionSpec kSlurmJob{"slurm-job", "JOBID",
                                "also read a finished Pipette-planned job: its output file (scontrol show job) and the plan "
-                               "the plugin kept for it (~/.local/state/pipette/jobs/JOBID.plan)",
+                               "the plugin kept for it ($XDG_STATE_HOME or ~/.local/state, pipette/jobs/CLUSTER-JOBID.plan)",
                                ""};
 constexpr OptionSpec kCalibrationOutput{"output", "FILE", "the calibration file to merge into",
                                         "the site file's calibration.file"};

@@ -20,6 +20,7 @@ struct RunDescription {
   std::string model;                 // preset or model file
   std::string gpu;
   std::optional<int> nodes;
+  std::vector<std::string> node_names;    // the job's nodes when known (a plan record): the link cache applies
   std::optional<int> gpus_per_node;
   std::optional<int> tp, pp, dp, vpp, micro_batch;
   std::optional<std::int64_t> global_batch;
