@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "pipette/topology/site_config.hpp"
 #include "published_runs.hpp"
@@ -26,8 +28,8 @@ int main() {
   auto fit = fit_calibration(split.fit, CalibrationBase{});
   if (!fit) return std::fprintf(stderr, "%s\n", fit.error().message.c_str()), 1;
 
-  std::printf("Fitted on %zu rows, held out %zu (skipped %zu: %s).\n\n", split.fit.size(), split.held_out.size(),
-              split.skipped.size(), split.skipped.empty() ? "none" : "see below");
+  std::printf("Fitted on %zu rows, held out %zu, skipped %zu (reasons at the end).\n\n", split.fit.size(),
+              split.held_out.size(), split.skipped.size());
   std::printf("| factor | value | ± 1σ | |\n|---|---:|---:|---|\n");
   for (const FittedParameter& parameter : fit->parameters)
     std::printf("| %s | %.4g | %s | %s |\n", parameter.name.c_str(), parameter.value,
@@ -54,7 +56,9 @@ int main() {
               100 * median_absolute_error(fit->residuals, CalibrationTarget::iteration_time, &RecordResidual::raw_error),
               100 * median_absolute_error(fit->residuals, CalibrationTarget::iteration_time, &RecordResidual::fitted_error),
               100 * median_absolute_error(fit->residuals, CalibrationTarget::iteration_time, &RecordResidual::leave_one_out_error));
-  for (const std::string& skipped : split.skipped) std::printf("\n- skipped: %s", skipped.c_str());
+  std::map<std::string, int> reasons;  // "row N (MODEL): reason" -> reason
+  for (const std::string& skipped : split.skipped) ++reasons[skipped.substr(skipped.find("): ") + 3)];
+  for (const auto& [reason, count] : reasons) std::printf("\nSkipped %d row(s): %s.", count, reason.c_str());
   std::printf("\n");
   return 0;
 }
