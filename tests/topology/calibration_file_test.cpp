@@ -70,6 +70,13 @@ TEST_F(CalibrationFileTest, StrictReaderNamesFileAndLine) {
                 .error()
                 .message,
             "c.yaml:4: a second entry for megatron on H100-SXM; keep one");
+  // Names the writer quotes must come back as they were: no quotes, backslashes or control characters.
+  EXPECT_EQ(parse_calibration_file(head + "  - {framework: 'a\"b', gpu: H100-SXM, fitted_at: 2026-12-01T00:00:00Z, records: 3, "
+                                          "activation_memory_factor: 1}\n",
+                                   "c.yaml")
+                .error()
+                .message,
+            "c.yaml:3: calibration entry: 'framework' must be 1-64 letters, digits, spaces or ._+- (got 'a\"b')");
   EXPECT_EQ(parse_calibration_file("pipette_calibration: 2\n", "c.yaml").error().message,
             "c.yaml:1: calibration format version must be 1 (this Pipette reads only that)");
   EXPECT_NE(parse_calibration_file("links: {}\n", "c.yaml").error().message.find("not a Pipette calibration file"),

@@ -70,7 +70,9 @@ class EntryReader {
   std::optional<Error> field(CalibrationEntry& entry, const std::string& key, const std::string& text) const {
     CalibrationRange& range = entry.range;
     if (key == "framework" || key == "gpu") {
-      if (text.empty()) return error("'" + key + "' must not be empty");
+      constexpr std::string_view allowed = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ._+-";
+      if (text.empty() || text.size() > 64 || text.find_first_not_of(allowed) != std::string::npos)
+        return error("'" + key + "' must be 1-64 letters, digits, spaces or ._+- (got '" + quoted_input(text) + "')");
       (key == "framework" ? range.framework : range.gpu) = text;
       return std::nullopt;
     }
