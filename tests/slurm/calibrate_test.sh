@@ -11,7 +11,7 @@ pipette=$(realpath "${3:?usage: $0 PLUGIN VERSION PIPETTE_BINARY}")
 
 write_link_cache "$work_dir/links.yaml"
 write_site_file "gpu: H100-SXM" "links:" "  cache: $work_dir/links.yaml" \
-  "calibration:" "  file: $work_dir/calibration.yaml" "  framework: megatron"
+  "calibration:" "  file: $work_dir/calibration.yaml" "  framework: megatron-core"
 start_cluster "config=$site_file"
 export XDG_STATE_HOME=$work_dir/state  # the plan records of root's jobs stay inside this test
 
@@ -57,7 +57,7 @@ expect_contains "the plan record holds the layout" "tp=2" "${plans[0]}"
 expect_eq "pipette calibrate --slurm-job: exit status" 0 "$?"
 sed 's/^/    /' "$work_dir/calibrate.out" "$work_dir/calibrate.err"
 expect_contains "calibrate read the job's log" "first.out:1  max reserved" "$work_dir/calibrate.out"
-expect_contains "calibrate wrote the site's file" "wrote megatron on H100-SXM into $work_dir/calibration.yaml" "$work_dir/calibrate.out"
+expect_contains "calibrate wrote the site's file" "wrote megatron-core on H100-SXM into $work_dir/calibration.yaml" "$work_dir/calibrate.out"
 expect_contains "the calibration file holds a fitted factor" "_uncertainty" "$work_dir/calibration.yaml"
 
 run_batch second "${job_args[@]}" "$megatron_job" "$work_dir/second"

@@ -376,7 +376,7 @@ TEST_F(PipetteCli, CalibrateWritesTheSiteCalibrationAndExplainShowsBoth) {
   const Outcome dry = pipette("calibrate --site '" + site + "' --model llama3-8b --num-nodes 2 --dry-run " + records);
   ASSERT_EQ(dry.status, 0) << dry.err;
   EXPECT_FALSE(std::filesystem::exists(path("calibration.yaml")));
-  EXPECT_NE(dry.out.find("calibration of megatron on H100-SXM from 4 record(s)"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("calibration of megatron-core on H100-SXM from 4 record(s)"), std::string::npos) << dry.out;
   EXPECT_NE(dry.out.find("activation_memory_factor"), std::string::npos) << dry.out;
   EXPECT_NE(dry.out.find("leave-one-out"), std::string::npos) << dry.out;
   EXPECT_NE(dry.out.find("megatron_llama3_8b_2nodes.log:2  max reserved"), std::string::npos) << dry.out;
@@ -388,7 +388,7 @@ TEST_F(PipetteCli, CalibrateWritesTheSiteCalibrationAndExplainShowsBoth) {
 
   const Outcome explained = pipette("explain --site '" + site + "' --model llama3-8b --num-nodes 2 --global-batch 128 --seq 4096");
   ASSERT_EQ(explained.status, 0) << explained.err;
-  EXPECT_NE(explained.out.find("calibration: megatron on H100-SXM, 4 record(s)"), std::string::npos) << explained.out;
+  EXPECT_NE(explained.out.find("calibration: megatron-core on H100-SXM, 4 record(s)"), std::string::npos) << explained.out;
   EXPECT_NE(explained.out.find("built-in  calibrated  change"), std::string::npos) << explained.out;
   EXPECT_NE(explained.out.find("inside the calibrated range"), std::string::npos) << explained.out;
   const Outcome far = pipette("explain --site '" + site + "' --model llama3-8b --num-nodes 16 --global-batch 256 --seq 4096");

@@ -60,7 +60,20 @@ TEST_F(CalibrationFileTest, RoundTripsAndMergesNewerPerFrameworkAndGpu) {
 
 TEST_F(CalibrationFileTest, StrictReaderNamesFileAndLine) {
   const std::string head = "pipette_calibration: 1\nentries:\n";
-  const std::string good = "  - {framework: megatron, gpu: H100-SXM, fitted_at: 2026-12-01T00:00:00Z, records: 3, ";
+  const std::string good = "  - {framework: megatron, gpu: H100-SXM, fitted_at: 2026-12-01T00:00:00Z, records: 3, "
+                           "min_parameters: 8e9, max_parameters: 8e9, min_nodes: 1, max_nodes: 2, ";
+  // Found by calibration_file_fuzz: an entry without its range wrote a file its reader refused.
+  EXPECT_EQ(parse_calibration_file(head + "  - {framework: megatron, gpu: H100-SXM, fitted_at: 2026-12-01T00:00:00Z, "
+                                          "records: 3, max_parameters: 8e9, min_nodes: 1, max_nodes: 2, "
+                                          "activation_memory_factor: 1}\n",
+                                   "c.yaml")
+                .error()
+                .message,
+            "c.yaml:3: calibration entry: has no 'min_parameters'; re-run pipette calibrate");
+  EXPECT_EQ(parse_calibration_file(head + good.substr(0, good.find("min_nodes")) + "min_nodes: 4, max_nodes: 2, activation_memory_factor: 1}\n", "c.yaml")
+                .error()
+                .message,
+            "c.yaml:3: calibration entry: its range has a minimum above its maximum; re-run pipette calibrate");
   EXPECT_EQ(parse_calibration_file(head + good + "speedup: 2}\n", "c.yaml").error().message.substr(0, 53),
             "c.yaml:3: calibration entry: 'speedup' is not a known");
   EXPECT_EQ(parse_calibration_file(head + good + "activation_memory_factor: 7}\n", "c.yaml").error().message,
@@ -72,6 +85,7 @@ TEST_F(CalibrationFileTest, StrictReaderNamesFileAndLine) {
             "c.yaml:4: a second entry for megatron on H100-SXM; keep one");
   // Names the writer quotes must come back as they were: no quotes, backslashes or control characters.
   EXPECT_EQ(parse_calibration_file(head + "  - {framework: 'a\"b', gpu: H100-SXM, fitted_at: 2026-12-01T00:00:00Z, records: 3, "
+                                          "min_parameters: 8e9, max_parameters: 8e9, min_nodes: 1, max_nodes: 2, "
                                           "activation_memory_factor: 1}\n",
                                    "c.yaml")
                 .error()
@@ -121,14 +135,14 @@ TEST_F(CalibrationFileTest, ThePlannerAppliesTheSitesCalibration) {
   EXPECT_DOUBLE_EQ(raw->options.efficiency.gemm_fraction_16bit, fitted_compute_efficiency().gemm_fraction_16bit);
   // Another framework has no entry: built-in constants and a note.
   request.uncalibrated = false;
-  request.framework = "torchtitan";
+  request.calibration_framework = "torchtitan";
   auto other = prepare_job(request, *site);
   ASSERT_TRUE(other.ok());
   EXPECT_FALSE(other->calibration);
   EXPECT_NE(other->notes.back().find("no entry for torchtitan on H100-SXM"), std::string::npos);
   // A damaged file fails planning rather than being ignored.
   std::ofstream(path("calibration.yaml")) << "pipette_calibration: 1\nentries: [\n";
-  request.framework.clear();
+  request.calibration_framework.clear();
   EXPECT_FALSE(prepare_job(request, *site).ok());
 }
 

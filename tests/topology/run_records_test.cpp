@@ -36,7 +36,7 @@ SiteConfig h100_site() {
 TEST(MegatronLog, ReadsLayoutSteadyStateAndPeakMemory) {
   const auto run = parse_megatron_log(sample("megatron_llama3_8b_2nodes.log"), "m.log");
   ASSERT_TRUE(run.ok()) << run.error().message;
-  EXPECT_EQ(run->framework, "megatron");
+  EXPECT_EQ(run->framework, "megatron-core");
   EXPECT_EQ(run->tp, 2);
   EXPECT_EQ(run->pp, 2);
   EXPECT_EQ(run->dp, 4);

@@ -60,8 +60,12 @@ class EntryReader {
       const std::string& text = item.second.Scalar();
       if (auto problem = field(entry, key, text)) return *problem;
     }
-    for (const char* required : {"framework", "gpu", "fitted_at", "records"})
+    for (const char* required : {"framework", "gpu", "fitted_at", "records", "min_parameters", "max_parameters", "min_nodes",
+                                 "max_nodes"})
       if (!seen.count(required)) return error(std::string("has no '") + required + "'; re-run pipette calibrate");
+    const CalibrationRange& range = entry.range;
+    if (range.min_parameters > range.max_parameters || range.min_nodes > range.max_nodes)
+      return error("its range has a minimum above its maximum; re-run pipette calibrate");
     if (entry.calibration.empty()) return error("holds no factor; re-run pipette calibrate");
     return entry;
   }

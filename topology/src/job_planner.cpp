@@ -55,7 +55,8 @@ std::optional<Error> apply_calibration(const JobRequest& request, const SiteConf
   }
   auto file = read_calibration_file(site.calibration_file);
   if (!file) return file.error();
-  const std::string framework = request.framework.empty() ? site.calibration_framework : request.framework;
+  const std::string framework =
+      request.calibration_framework.empty() ? site.calibration_framework : request.calibration_framework;
   const CalibrationEntry* entry = find_calibration(*file, framework, job.cluster.gpu.name);
   if (!entry) {
     job.notes.push_back("calibration file has no entry for " + framework + " on " + job.cluster.gpu.name + ": built-in constants");

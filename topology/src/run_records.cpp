@@ -161,7 +161,7 @@ Result<RunDescription> parse_megatron_log(std::string_view text, const std::stri
   return guarded("run log ", source_name, [&]() -> Result<RunDescription> {
     RunDescription run;
     run.name = source_name;
-    run.framework = "megatron";
+    run.framework = "megatron-core";  // Megatron-LM runs on Megatron-core (the spelling of --pipette-framework)
     std::vector<std::vector<double>> segments;
     std::optional<MegatronArguments> first_arguments;
     std::optional<MegatronArguments> reading;
@@ -450,7 +450,7 @@ Result<RunDescription> complete_run(RunDescription run, const RunDescription& fa
   const auto fill_text = [&](std::string& field, const std::string& given, const char* name) {
     if (problem || given.empty()) return;
     if (field.empty() || field == given) field = given;
-    else if (std::string(name) != "framework" || !(field == "megatron" && given == "nemo"))
+    else if (std::string(name) != "framework" || !(field == "megatron-core" && given == "nemo"))
       problem = Error{run.name + ": " + name + " " + field + " but " + fallback.name + " says " + given};
     else field = given;  // NeMo logs Megatron-core's lines: the caller's name is the more precise
   };
@@ -516,7 +516,7 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
 
   RunRecord record;
   record.name = run.name;
-  record.framework = run.framework.empty() ? "megatron" : run.framework;
+  record.framework = run.framework.empty() ? "megatron-core" : run.framework;
   record.model = prepared->model;
   record.training = prepared->training;
   if (run.precision) record.training.precision = *run.precision;

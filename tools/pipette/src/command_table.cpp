@@ -54,7 +54,7 @@ constexpr OptionSpec kRecordsModel{"model", "PRESET|FILE", "the model the runs t
 constexpr OptionSpec kRecordsNodes{"num-nodes", "N", "how many nodes the runs used, when their records do not say", ""};
 constexpr OptionSpec kRecordsGpusPerNode{"gpus-per-node", "N", "GPUs per node of the runs, when their records do not say", ""};
 constexpr OptionSpec kRecordsGpu{"gpu", "NAME", "the runs' GPU model", "the site's gpu"};
-constexpr OptionSpec kRecordsFramework{"framework", "NAME", "the runs' framework (megatron, nemo, torchtitan, ...)",
+constexpr OptionSpec kRecordsFramework{"framework", "NAME", "the runs' framework (megatron-core, nemo, torchtitan)",
                                        "what the log shows"};
 constexpr OptionSpec kRecordsLayout{"layout", "KNOBS", "the runs' layout in --fix syntax, when their logs do not say", ""};
 constexpr OptionSpec kRecordsBatch{"global-batch", "B", "the runs' global batch in sequences, when their logs do not say", ""};

@@ -65,7 +65,7 @@ double effective_value(const CalibrationParameter& parameter, const CalibrationB
 // the framework's own figures (memory: torch's max reserved / max allocated of the busiest rank).
 struct RunRecord {
   std::string name;                 // "FILE:LINE" or "FILE row N": every message names it
-  std::string framework;            // megatron, nemo, torchtitan, …
+  std::string framework;            // megatron-core, nemo, torchtitan, …
   ModelSpec model;
   TrainingSpec training;
   ParallelConfig config;

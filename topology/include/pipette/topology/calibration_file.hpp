@@ -14,7 +14,7 @@ namespace pipette {
 //
 //   pipette_calibration: 1
 //   entries:
-//     - {framework: megatron, gpu: H100-SXM, fitted_at: 2026-12-02T13:00:00Z, records: 12,
+//     - {framework: megatron-core, gpu: H100-SXM, fitted_at: 2026-12-02T13:00:00Z, records: 12,
 //        min_parameters: 8.03e9, max_parameters: 7.06e10, min_nodes: 1, max_nodes: 8,
 //        gemm_fp8_efficiency_factor: 1.07, gemm_fp8_efficiency_factor_uncertainty: 0.02, ...}
 //

@@ -16,7 +16,7 @@ namespace pipette {
 // may be completed from the command line or the plan Pipette gave the job (complete_run).
 struct RunDescription {
   std::string name;                  // "FILE:LINE" of what it was read from, for every message
-  std::string framework;             // megatron, nemo, torchtitan, ...
+  std::string framework;             // megatron-core, nemo, torchtitan (--pipette-framework spellings)
   std::string model;                 // preset or model file
   std::string gpu;
   std::optional<int> nodes;

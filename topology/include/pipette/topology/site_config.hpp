@@ -55,7 +55,7 @@ struct SiteConfig {
   std::string link_cache;                    // path of the link cache ("" = none)
   // `pipette calibrate`'s output ("" = none: the built-in constants) and whose factors plans use.
   std::string calibration_file;
-  std::string calibration_framework = "megatron";
+  std::string calibration_framework = "megatron-core";
   StalenessPolicy staleness;
   LinkPriors priors;
   SearchOptions search;                      // memory margin, runtime overheads, placement effort, top_k
