@@ -66,6 +66,7 @@ for name in "${reports[@]}"; do
       fi
       ;;
     fidelity) "$program" | tee "$results_dir/$name.md" ;;  # what scripts/fidelity.sh splices
+    calibrate_check) "$program" | tee "$results_dir/$name.md" ;;
     *) "$program" | tee "$results_dir/$name.txt" ;;
   esac
 done
@@ -74,7 +75,7 @@ done
 
 echo "Machine: $machine. Command: \`scripts/bench.sh\`." > "$results_dir/machine.md"
 splice machine "$results_dir/machine.md"
-for block in plan_comparison fidelity; do
+for block in plan_comparison fidelity calibrate_check; do
   if [ -f "$results_dir/$block.md" ]; then splice "$block" "$results_dir/$block.md"; fi
 done
 if [ -f "$results_dir/jobstart_bench.txt" ]; then

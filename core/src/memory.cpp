@@ -246,7 +246,8 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
 
     const int chunks = in_flight_microbatch_chunks(stage, config.pp, microbatches, config.virtual_stages);
     const double layers_per_chunk = static_cast<double>(layers[static_cast<size_t>(stage)]) / config.virtual_stages;
-    memory.activations_bytes = chunks * layers_per_chunk * per_layer_activation + working_set;
+    memory.activations_bytes =
+        overheads.activation_memory_factor * (chunks * layers_per_chunk * per_layer_activation + working_set);
 
     if (stage == config.pp - 1) {
       // One micro-batch at a time reaches the loss (its backward follows at once): the final norm's

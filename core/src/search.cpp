@@ -328,9 +328,9 @@ struct Evaluated {
 };
 
 Evaluated evaluate_in_default_order(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
-                                    const ParallelConfig& config) {
+                                    const ParallelConfig& config, const ComputeEfficiency& efficiency) {
   Evaluated evaluated;
-  evaluated.work = profile_work(model, training, cluster.gpu, config);
+  evaluated.work = profile_work(model, training, cluster.gpu, config, efficiency);
   const CommunicationTimes communication =
       communication_times(cluster, config, evaluated.work, default_placement(config));
   evaluated.time = critical_path(config, evaluated.work, communication, training);
@@ -372,7 +372,7 @@ constexpr size_t kMostCloseCalls = 16;
 constexpr double kRunnerUpReach = 2.0;
 
 void rank_close_calls_by_simulation(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
-                                    std::vector<Plan>& plans) {
+                                    const ComputeEfficiency& efficiency, std::vector<Plan>& plans) {
   if (plans.empty()) return;
   double best_seconds = plans.front().time.iteration_seconds;
   for (const Plan& plan : plans) best_seconds = std::min(best_seconds, plan.time.iteration_seconds);
@@ -381,7 +381,7 @@ void rank_close_calls_by_simulation(const ModelSpec& model, const TrainingSpec& 
     const Plan& plan = plans[index];
     double seconds = plan.time.iteration_seconds;
     if (seconds <= best_seconds * (1 + kCloseCallFraction)) {
-      const WorkProfile work = profile_work(model, training, cluster.gpu, plan.config);
+      const WorkProfile work = profile_work(model, training, cluster.gpu, plan.config, efficiency);
       const CommunicationTimes communication = communication_times(cluster, plan.config, work, plan.placement);
       seconds = simulated_iteration_seconds(plan.config, work, communication, training);
     }
@@ -494,7 +494,7 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
   // candidates are evaluated in order of that bound until it passes the k-th best real time.
   for (Candidate& candidate : enumeration.fitting) {
     candidate.lower_bound_seconds =
-        lower_bound_seconds(candidate.config, profile_work(model, training, cluster.gpu, candidate.config), training);
+        lower_bound_seconds(candidate.config, profile_work(model, training, cluster.gpu, candidate.config, options.efficiency), training);
   }
   // Stable: equal bounds keep the enumeration's order, so ties resolve the same on every node.
   std::stable_sort(enumeration.fitting.begin(), enumeration.fitting.end(), [](const Candidate& a, const Candidate& b) {
@@ -516,7 +516,7 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
       const double bound = std::max(best[keep - 1].first, best.size() < capacity ? close_call : 0.0);
       if (candidate.lower_bound_seconds >= bound) break;
     }
-    evaluated_of[index] = evaluate_in_default_order(model, training, cluster, candidate.config);
+    evaluated_of[index] = evaluate_in_default_order(model, training, cluster, candidate.config, options.efficiency);
     candidate.iteration_seconds = evaluated_of[index]->time.iteration_seconds;
     ++result.candidates_evaluated;
     best.insert(std::upper_bound(best.begin(), best.end(), std::make_pair(candidate.iteration_seconds, index)),
@@ -572,7 +572,7 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
           default_seconds > bound_seconds ? std::max(0.0, (default_seconds - placed_seconds) / (default_seconds - bound_seconds)) : 1.0;
     }
   }
-  rank_close_calls_by_simulation(model, training, cluster, result.plans);
+  rank_close_calls_by_simulation(model, training, cluster, options.efficiency, result.plans);
   if (result.plans.size() > static_cast<size_t>(options.top_k)) result.plans.resize(static_cast<size_t>(std::max(0, options.top_k)));
   return result;
 }
@@ -625,7 +625,7 @@ Result<Plan> evaluate_plan(const ModelSpec& requested_model, const TrainingSpec&
   const PeakMemory peak = peak_memory(model, training, config, options.overheads);
   const double usable = cluster.gpu.memory_bytes - options.memory_safety_margin_bytes;
   if (peak.bytes > usable) return Error{shape + ": " + memory_reason(peak, usable)};
-  return finish_plan(model, training, cluster, config, options, evaluate_in_default_order(model, training, cluster, config));
+  return finish_plan(model, training, cluster, config, options, evaluate_in_default_order(model, training, cluster, config, options.efficiency));
 }
 
 }  // namespace pipette

@@ -3,13 +3,18 @@
 // every local task's variables for task_init. A user's model file is read here, with the user's
 // rights, in a child process bounded by the site's planning budget (bounded_planning.hpp).
 // Never returns -1: in a batch step that drains the node and the job still "succeeds".
+#include <pwd.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <optional>
 
 #include "bounded_planning.hpp"
 #include "contexts.hpp"
+#include "kept_plan.hpp"
 #include "layout_record.hpp"
+#include "pipette/topology/plan_record.hpp"
 #include "pipette/topology/version.hpp"
 #include "remote_context.hpp"
 #include "spank_options.hpp"
@@ -109,6 +114,16 @@ std::string describe_step(spank_t sp, bool batch_step, StepRequest& request) {
   return {};
 }
 
+// `pipette calibrate --slurm-job` finds the plan in the user's state directory; failing to keep
+// it changes nothing about the job.
+void keep_plan_for_calibrate(spank_t sp, const StepRequest& request, const StepPlan& plan, const SiteConfig& site) {
+  const auto xdg = read_variable(sp, "XDG_STATE_HOME");
+  const passwd* account = ::getpwuid(::getuid());  // we run as the job user
+  const std::string problem = keep_plan(request, plan, site, state_home(xdg ? xdg->c_str() : nullptr, account ? account->pw_dir : nullptr),
+                                        read_variable(sp, "SLURM_CLUSTER_NAME").value_or(""));
+  if (!problem.empty()) slurm_info("pipette: job %u: plan not kept for pipette calibrate: %s", request.job_id, problem.c_str());
+}
+
 void export_failure(spank_t sp, RemoteContext& context) {
   // slurm_error from slurmstepd reaches the step's stderr, where the user looks.
   slurm_error(context.strict ? "pipette: cannot plan the job step, failing it (--pipette-strict): %s"
@@ -198,6 +213,7 @@ int remote_user_init(spank_t sp) {
   }
   record_layout(request, record, result.plan);
   for (const auto& [name, value] : result.plan.step_environment) spank_setenv(sp, name.c_str(), value.c_str(), 1);
+  if (request.node_index == 0) keep_plan_for_calibrate(sp, request, result.plan, context.site);
   context.per_task = !batch_step && request.settings.mode == Mode::auto_remap;
   if (context.per_task) {
     context.task_environment = std::move(result.plan.task_environment);

@@ -409,6 +409,48 @@ TEST_F(PipetteCli, TheExampleLinkCacheIsExactlyWhatItsGeneratorPrints) {
   EXPECT_EQ(read_file(generated), read_file(PIPETTE_SOURCE_DIR "/etc/example-cluster/links.yaml"));
 }
 
+// `pipette calibrate` on the sample Megatron-LM log and table (tests/data/run-records/), then
+// `explain` with the calibration the site file names beside the built-in constants.
+TEST_F(PipetteCli, CalibrateWritesTheSiteCalibrationAndExplainShowsBoth) {
+  const std::string site = path("site.yaml");
+  std::ofstream(site) << "gpu: H100-SXM\npriors:\n  nic_gbit_per_s: 400\n  rails: 8\ncalibration:\n  file: calibration.yaml\n";
+  const std::string data = PIPETTE_SOURCE_DIR "/tests/data/run-records/";
+  const std::string records = "'" + data + "megatron_llama3_8b_2nodes.log' '" + data + "runs.csv'";
+  const Outcome dry = pipette("calibrate --site '" + site + "' --model llama3-8b --num-nodes 2 --dry-run " + records);
+  ASSERT_EQ(dry.status, 0) << dry.err;
+  EXPECT_FALSE(std::filesystem::exists(path("calibration.yaml")));
+  EXPECT_NE(dry.out.find("calibration of megatron-core on H100-SXM from 4 record(s)"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("activation_memory_factor"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("leave-one-out"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("megatron_llama3_8b_2nodes.log:2  max reserved"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("warning: " + data + "runs.csv:3: out of memory with no memory report"), std::string::npos) << dry.out;
+
+  const Outcome wrote = pipette("calibrate --site '" + site + "' --model llama3-8b --num-nodes 2 " + records);
+  ASSERT_EQ(wrote.status, 0) << wrote.err;
+  EXPECT_NE(read_file(path("calibration.yaml")).find("pipette_calibration: 1"), std::string::npos);
+
+  // mbs=1 at 2,048 tokens fits under both constant sets; a plan the search fills to capacity under
+  // the calibration may not fit under the built-in ones, and explain then says so instead.
+  const Outcome explained =
+      pipette("explain --site '" + site + "' --model llama3-8b --num-nodes 2 --global-batch 128 --seq 2048 --fix mbs=1");
+  ASSERT_EQ(explained.status, 0) << explained.err;
+  EXPECT_NE(explained.out.find("calibration: megatron-core on H100-SXM, 4 record(s)"), std::string::npos) << explained.out;
+  EXPECT_NE(explained.out.find("built-in  calibrated  change"), std::string::npos) << explained.out;
+  EXPECT_NE(explained.out.find("inside the calibrated range"), std::string::npos) << explained.out;
+  const Outcome far = pipette("explain --site '" + site + "' --model llama3-8b --num-nodes 16 --global-batch 256 --seq 4096");
+  ASSERT_EQ(far.status, 0) << far.err;
+  EXPECT_NE(far.out.find("outside the calibrated range (extrapolated): 16 nodes (calibrated on 1-8)"), std::string::npos)
+      << far.out;
+
+  // A record whose layout does not match its model is one line naming it; nothing is written.
+  const std::string before = read_file(path("calibration.yaml"));
+  expect_one_line_error(pipette("calibrate --site '" + site + "' --model llama3-70b --num-nodes 2 '" + data +
+                                "megatron_llama3_8b_2nodes.log'"),
+                        1, "megatron_llama3_8b_2nodes.log:2: the log's num_layers is 32 but model llama3-70b has 80");
+  EXPECT_EQ(read_file(path("calibration.yaml")), before);
+  expect_one_line_error(pipette("calibrate --site '" + site + "'"), 1, "no run records");
+}
+
 }  // namespace
 
 // `--json` carries every variable the plugin would export for the plan (core's plan_variables,

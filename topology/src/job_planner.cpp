@@ -44,6 +44,38 @@ Result<std::optional<LinkTable>> cache_for(const JobRequest& request, const Site
   return std::optional<LinkTable>(std::move(cache).value());
 }
 
+// Applies the site's calibration for this framework and GPU to the cluster and the search's
+// constants. No file yet: the built-in constants and a note; a damaged file is an error, never
+// silently ignored.
+std::optional<Error> apply_calibration(const JobRequest& request, const SiteConfig& site, PreparedJob& job) {
+  if (request.uncalibrated || site.calibration_file.empty()) return std::nullopt;
+  std::error_code error;
+  if (!std::filesystem::exists(site.calibration_file, error)) {
+    job.notes.push_back("no calibration file at " + site.calibration_file + ": built-in constants (run pipette calibrate)");
+    return std::nullopt;
+  }
+  auto file = read_calibration_file(site.calibration_file);
+  if (!file) return file.error();
+  const std::string framework =
+      request.calibration_framework.empty() ? site.calibration_framework : request.calibration_framework;
+  const CalibrationEntry* entry = find_calibration(*file, framework, job.cluster.gpu.name);
+  if (!entry) {
+    job.notes.push_back("calibration file has no entry for " + framework + " on " + job.cluster.gpu.name + ": built-in constants");
+    return std::nullopt;
+  }
+  job.cluster = calibrated(job.cluster, entry->calibration);
+  job.options.efficiency = calibrated(job.options.efficiency, entry->calibration);
+  job.options.overheads = calibrated(job.options.overheads, entry->calibration);
+  job.calibration = *entry;
+  std::string note = "calibrated on " + std::to_string(entry->range.records) + " " + framework + " run(s) on " +
+                     entry->range.gpu + " (" + site.calibration_file + ", fitted " +
+                     format_utc_timestamp(entry->fitted_at_unix_seconds) + ")";
+  if (const std::string outside = outside_range(entry->range, framework, job.model, job.cluster); !outside.empty())
+    note += "; this job lies outside the calibrated range: " + outside;
+  job.notes.push_back(note);
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& site) {
@@ -119,6 +151,7 @@ Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& sit
     job.assumed_node_pairs = assembled->assumed_node_pairs;
     job.options = site.search;
     if (request.top_k > 0) job.options.top_k = request.top_k;
+    if (auto problem = apply_calibration(request, site, job)) return *problem;
     return job;
   });
 }

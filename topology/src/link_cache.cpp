@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 
+#include "atomic_file.hpp"
 #include "link_index.hpp"
 #include "pipette/core/units.hpp"
 
@@ -417,70 +418,6 @@ void append_matrix(std::string& out, const std::vector<double>& values, int side
   out += ']';
 }
 
-std::string system_error(const std::string& what, const std::string& path) {
-  return what + " " + path + ": " + std::strerror(errno);
-}
-
-// RAII file descriptor, so every error path closes what it opened.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
-// A fully written and fsynced file beside its target, waiting to be renamed over it.
-struct TemporaryFile {
-  std::string path;
-  struct stat status {};
-};
-
-Result<TemporaryFile> write_temporary(const std::string& target_path, const std::string& contents) {
-  const std::filesystem::path target(target_path);
-  const std::string directory = target.has_parent_path() ? target.parent_path().string() : ".";
-  TemporaryFile file;
-  file.path = (std::filesystem::path(directory) / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-  FileDescriptor fd(::mkstemp(file.path.data()));
-  if (fd.get() < 0) return Error{system_error("cannot create a temporary file in", directory) + " (is the directory writable?)"};
-  auto fail = [&](const std::string& what) {
-    const Error error{system_error(what, file.path)};
-    ::unlink(file.path.c_str());
-    return error;
-  };
-  if (::fchmod(fd.get(), 0644) != 0) return fail("cannot chmod");
-  for (std::size_t written = 0; written < contents.size();) {
-    const ssize_t n = ::write(fd.get(), contents.data() + written, contents.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail("cannot write");
-    written += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd.get()) != 0) return fail("cannot fsync");
-  if (::fstat(fd.get(), &file.status) != 0) return fail("cannot stat");
-  if (::close(fd.release()) != 0) return fail("cannot close");
-  return file;
-}
-
-std::optional<Error> rename_over(const TemporaryFile& file, const std::string& target_path) {
-  if (::rename(file.path.c_str(), target_path.c_str()) != 0) {
-    const Error error{system_error("cannot rename onto " + target_path + " from", file.path)};
-    ::unlink(file.path.c_str());
-    return error;
-  }
-  const std::filesystem::path target(target_path);
-  const std::string directory = target.has_parent_path() ? target.parent_path().string() : ".";
-  FileDescriptor directory_fd(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (directory_fd.get() >= 0) ::fsync(directory_fd.get());  // best effort: the rename is already visible
-  return std::nullopt;
-}
-
 template <typename Entry, typename Key>
 std::vector<Entry> merge_sorted(std::vector<Entry> base, const std::vector<Entry>& incoming, Key&& key) {
   auto by_key = [&](const Entry& a, const Entry& b) { return key(a) < key(b); };
@@ -723,10 +660,8 @@ LinkCache merge_link_caches(LinkCache base, const LinkCache& incoming) {
 
 Result<LinkCache> update_link_cache(const std::string& path, const LinkCache& incoming) {
   return guarded("link cache ", path, [&]() -> Result<LinkCache> {
-    const std::string lock_path = path + ".lock";
-    FileDescriptor lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-    if (lock.get() < 0) return Error{system_error("cannot open the lock file", lock_path)};
-    if (::flock(lock.get(), LOCK_EX) != 0) return Error{system_error("cannot lock", lock_path)};
+    auto lock = lock_beside(path);
+    if (!lock) return lock.error();
 
     LinkCache base;
     if (std::filesystem::exists(path)) {

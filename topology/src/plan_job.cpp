@@ -23,6 +23,7 @@ Result<JobPlan> plan_job(const JobRequest& request, const SiteConfig& site) {
     plan.notes = std::move(job.notes);
     plan.measured_node_pairs = job.measured_node_pairs;
     plan.assumed_node_pairs = job.assumed_node_pairs;
+    plan.calibration = std::move(job.calibration);
     return plan;
   });
 }

@@ -279,6 +279,8 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
                           {"fresh_for_hours", reader.number(fresh_hours, 0, kAny)},
                           {"half_life_hours", reader.number(half_life_hours, 0.01, kAny)},
                           {"max_age_hours", reader.number(max_age_hours, 0, kAny)}})},
+       {"calibration", section({{"file", reader.string(site.calibration_file)},
+                                {"framework", reader.string(site.calibration_framework)}})},
        {"priors", section({{"nic_gbit_per_s", reader.number(nic_gbit, 1, 1e6)},
                            {"rails", reader.integer(priors.rails, 0, 64)},
                            {"attained_fraction", reader.number(priors.attained_fraction, 0.01, 1)},
@@ -362,6 +364,7 @@ Result<SiteConfig> load_site_config(const std::string& path) {
       if (!value.empty() && std::filesystem::path(value).is_relative()) value = (base / value).lexically_normal().string();
     };
     anchor(site->link_cache);
+    anchor(site->calibration_file);
     anchor(site->priors.topology_conf);
     for (auto& dir : site->model_dirs) anchor(dir);
     return site;

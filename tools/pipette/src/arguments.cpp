@@ -40,7 +40,8 @@ Result<Arguments> Arguments::parse(const CommandSpec& command, const std::vector
     if (!takes_operands && !arguments.operands_.empty()) {
       return Error{prefix + "unexpected argument '" + arguments.operands_.front() + "'"};
     }
-    if (takes_operands && arguments.operands_.empty()) {
+    const bool optional = takes_operands && command.operands.front() == '[';  // "[FILE...]": none is fine
+    if (takes_operands && !optional && arguments.operands_.empty()) {
       return Error{prefix + "missing " + std::string(command.operands)};
     }
     if (takes_operands && !many && arguments.operands_.size() > 1) {

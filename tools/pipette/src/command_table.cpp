@@ -54,7 +54,27 @@ constexpr OptionSpec kImportNodes{"nodes", "HOSTLIST",
 constexpr OptionSpec kMeasuredAt{"measured-at", "TIME", "when the runs were made, UTC ISO-8601", "each file's modification time"};
 constexpr std::array<const OptionSpec*, 5> kLinksImportOptions{&kSite, &kImportInto, &kImportNodes, &kMeasuredAt, &kHelp};
 
-constexpr std::array<CommandSpec, 6> kCommands{{
+constexpr OptionSpec kRecordsModel{"model", "PRESET|FILE", "the model the runs trained, when their records do not say", ""};
+constexpr OptionSpec kRecordsNodes{"num-nodes", "N", "how many nodes the runs used, when their records do not say", ""};
+constexpr OptionSpec kRecordsGpusPerNode{"gpus-per-node", "N", "GPUs per node of the runs, when their records do not say", ""};
+constexpr OptionSpec kRecordsGpu{"gpu", "NAME", "the runs' GPU model", "the site's gpu"};
+constexpr OptionSpec kRecordsFramework{"framework", "NAME", "the runs' framework (megatron-core, nemo, torchtitan)",
+                                       "what the log shows"};
+constexpr OptionSpec kRecordsLayout{"layout", "KNOBS", "the runs' layout in --fix syntax, when their logs do not say", ""};
+constexpr OptionSpec kRecordsBatch{"global-batch", "B", "the runs' global batch in sequences, when their logs do not say", ""};
+constexpr OptionSpec kRecordsSeq{"seq", "L", "the runs' sequence length, when their logs do not say", ""};
+constexpr OptionSpec kSlurmJob{"slurm-job", "JOBID",
+                               "also read a finished Pipette-planned job: its output file (scontrol show job) and the plan "
+                               "the plugin kept for it ($XDG_STATE_HOME or ~/.local/state, pipette/jobs/CLUSTER-JOBID.plan)",
+                               ""};
+constexpr OptionSpec kCalibrationOutput{"output", "FILE", "the calibration file to merge into",
+                                        "the site file's calibration.file"};
+constexpr OptionSpec kDryRun{"dry-run", "", "fit and report, write nothing", ""};
+constexpr std::array<const OptionSpec*, 13> kCalibrateOptions{
+    &kSite,         &kRecordsModel, &kRecordsNodes, &kRecordsGpusPerNode, &kRecordsGpu, &kRecordsFramework, &kRecordsLayout,
+    &kRecordsBatch, &kRecordsSeq,   &kSlurmJob,     &kCalibrationOutput,  &kDryRun,     &kHelp};
+
+constexpr std::array<CommandSpec, 7> kCommands{{
     {"plan", "",
      "choose the parallel layout and rank placement of a training job",
      "Runs the same planner as the Slurm plugin on a model, a training setup and a cluster (the bundled "
@@ -91,6 +111,17 @@ constexpr std::array<CommandSpec, 6> kCommands{{
      "GPU-pair matrix), and merges them into the cache atomically; per pair and node the newer "
      "measurement wins. Give --links or --site: the bundled example's cache is never written.",
      kLinksImportOptions},
+    {"calibrate", "[FILE...]",
+     "fit the model's factors to this site's own finished runs",
+     "Reads finished runs (Megatron-LM / NeMo and torchtitan logs, or a CSV table with the columns "
+     "model, nodes, gpu, framework, tp, pp, dp, vpp, mbs, global_batch, seq, recompute, sp, distopt, iteration_seconds, "
+     "peak_gib and status; README, \"Calibration\"), "
+     "skips warm-up iterations (the options below complete what a log does not state), and fits per framework and GPU a few bounded factors: compute efficiency, "
+     "per-layer and pipeline-hop overhead, collective efficiency and its loss with node count, the activation-memory "
+     "factor and the allocator reserve. Prints each factor with its uncertainty (or why the records cannot determine "
+     "it), the residual of every record before and after, and a leave-one-out error; then merges the result into the "
+     "calibration file the site file names, which the plugin and every planning command use from then on.",
+     kCalibrateOptions},
 }};
 
 std::string option_line(const OptionSpec& option) {

@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "arguments.hpp"
+#include "calibration_commands.hpp"
 #include "command_table.hpp"
 #include "pipette/core/performance.hpp"
 #include "pipette/core/simulator.hpp"
@@ -274,6 +275,7 @@ const std::vector<std::pair<std::string, Handler>>& handlers() {
       {"check-config", check_config_command},
       {"links show", links_show_command},
       {"links import", links_import_command},
+      {"calibrate", calibrate_command},
   };
   return table;
 }

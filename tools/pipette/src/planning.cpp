@@ -75,6 +75,18 @@ Result<std::vector<std::string>> select_nodes(const Arguments& arguments, const 
   return known;
 }
 
+// With a site calibration in force: the chosen configuration once more under the built-in
+// constants, for explain's side-by-side.
+std::optional<Error> add_uncalibrated(JobRequest request, const SiteConfig& site, PlanningOutcome& outcome) {
+  if (!outcome.calibration || outcome.plans.empty()) return std::nullopt;
+  request.uncalibrated = true;
+  auto raw = prepare_job(request, site);
+  if (!raw) return raw.error();
+  auto plan = evaluate_plan(raw->model, raw->training, raw->cluster, outcome.plans.front().config, raw->options);
+  if (plan) outcome.uncalibrated_best = std::move(plan).value();
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string cache_path_of(const SiteConfig& site, const std::string& site_path) {
@@ -195,6 +207,8 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
     outcome.cluster = std::move(prepared->cluster);
     outcome.links_measured = prepared->measured_node_pairs;
     outcome.links_assumed = prepared->assumed_node_pairs;
+    outcome.calibration = std::move(prepared->calibration);
+    if (auto problem = add_uncalibrated(request, selection->site, outcome)) return Error{prefix + problem->message};
     return outcome;
   }
 
@@ -209,6 +223,8 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
   outcome.links_measured = job->measured_node_pairs;
   outcome.links_assumed = job->assumed_node_pairs;
   if (outcome.plans.empty()) return Error{prefix + "the planner returned no plan"};
+  outcome.calibration = std::move(job->calibration);
+  if (auto problem = add_uncalibrated(request, selection->site, outcome)) return Error{prefix + problem->message};
   return outcome;
 }
 

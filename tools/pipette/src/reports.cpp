@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "calibration_commands.hpp"
 #include "json_writer.hpp"
 #include "pipette/core/launch.hpp"
 #include "pipette/core/placement.hpp"
@@ -507,6 +508,7 @@ std::string explain_report(const PlanningOutcome& outcome) {
   out += "plan 1: " + plan_label(best.config) + ", layers per stage " + layers_text(best.config.layers_per_stage) +
          ", " + std::to_string(best.num_microbatches) + " micro-batches per replica\n\n";
   out += time_breakdown_report(best) + "\n";
+  out += calibration_report(outcome) + "\n";
   out += memory_report(best.config, best.memory_per_stage, outcome.cluster, "plan 1") + "\n";
   out += links_report(best, outcome) + "\n";
   out += rails_report(best, outcome.cluster) + "\n";

@@ -1,4 +1,5 @@
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "pipette/core/search.hpp"
 #include "pipette/core/simulator.hpp"
 #include "pipette/core/training.hpp"
+#include "pipette/topology/calibration_file.hpp"
 
 namespace pipette::cli {
 
@@ -26,6 +28,10 @@ struct PlanningOutcome {
   std::vector<StageMemory> fixed_memory;
   int links_measured = 0;               // node pairs of this job with a measurement
   int links_assumed = 0;                // node pairs of this job on priors
+  // The site calibration the plans were made with, and the chosen plan under the built-in
+  // constants, for `explain`'s side-by-side (absent: no calibration applied).
+  std::optional<CalibrationEntry> calibration;
+  std::optional<Plan> uncalibrated_best;
 };
 
 // `pipette plan`: header, the plans table, the chosen plan's placement.

@@ -22,6 +22,9 @@ struct RuntimeOverheads {
   // src/megatron/bridge/recipes/utils/environment_utils.py @067f987d): a request that no free block
   // holds grows a segment instead of reserving a new one, so no largest-request reserve.
   bool expandable_segments = false;
+  // Measured / modelled activation bytes, 1 unless a site calibration (pipette calibrate) says
+  // otherwise: kernels and frameworks keep tensors the layer formula does not count.
+  double activation_memory_factor = 1.0;
 };
 
 // Korthikanti et al. 2022, activation bytes of one transformer layer for one micro-batch,

@@ -6,6 +6,7 @@
 #include "pipette/core/cluster.hpp"
 #include "pipette/core/memory.hpp"
 #include "pipette/core/model.hpp"
+#include "pipette/core/performance.hpp"
 #include "pipette/core/plan.hpp"
 #include "pipette/core/result.hpp"
 #include "pipette/core/training.hpp"
@@ -31,6 +32,7 @@ struct SearchOptions {
   int top_k = 5;
   double memory_safety_margin_bytes = 0;  // plans over gpu.memory_bytes − margin are rejected
   RuntimeOverheads overheads;
+  ComputeEfficiency efficiency = fitted_compute_efficiency();  // a site calibration corrects it
   bool optimize_placement = true;
   int placement_candidates = 8;           // best candidates re-ranked after placement
   PlacementEffort placement;

@@ -10,6 +10,7 @@
 #include "pipette/core/result.hpp"
 #include "pipette/core/search.hpp"
 #include "pipette/core/training.hpp"
+#include "pipette/topology/calibration_file.hpp"
 #include "pipette/topology/hwloc_inspect.hpp"
 #include "pipette/topology/site_config.hpp"
 
@@ -44,6 +45,8 @@ struct JobRequest {
   // Staleness reference, identical on every node of a job (the plugin passes the job's start
   // time); 0 = now.
   std::int64_t reference_time_unix_seconds = 0;
+  std::string calibration_framework;      // whose calibration applies; "" = the site's calibration.framework
+  bool uncalibrated = false;              // true: the built-in constants even when the site has a calibration
 };
 
 struct JobPlan {
@@ -55,6 +58,7 @@ struct JobPlan {
   std::vector<std::string> notes;         // e.g. "no link cache at /var/…: every link is a prior"
   int measured_node_pairs = 0;
   int assumed_node_pairs = 0;
+  std::optional<CalibrationEntry> calibration;  // the site calibration the plans were made with
 };
 
 // Everything plan_job does before the search: the resolved model and training (request, then
@@ -65,6 +69,8 @@ struct PreparedJob {
   TrainingSpec training;
   Cluster cluster;
   SearchOptions options;                  // the site's, with the request's top_k
+  // The site calibration the cluster and options carry (calibration.file), if any applies.
+  std::optional<CalibrationEntry> calibration;
   std::vector<std::string> links_assumed;
   std::vector<std::string> notes;
   int measured_node_pairs = 0;

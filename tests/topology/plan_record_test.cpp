@@ -1,0 +1,70 @@
+#include "pipette/topology/plan_record.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace pipette {
+namespace {
+
+class PlanRecordTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    home_ = std::filesystem::temp_directory_path() /
+            ("pipette-plan-record-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(home_);
+  }
+  void TearDown() override { std::filesystem::remove_all(home_); }
+  std::filesystem::path home_;
+};
+
+TEST_F(PlanRecordTest, WritesPrivatelyAndReadsBack) {
+  auto path = write_plan_record(home_.string(), "pipette12", 42,
+                                {{"model", "llama3-8b"}, {"nodes", "2"}, {"node_list", "gpu01,gpu02"}, {"gpus_per_node", "8"}, {"global_batch", "128"},
+                                 {"sequence_length", "4096"}, {"tp", "2"}, {"pp", "2"}, {"dp", "4"}, {"vpp", "1"},
+                                 {"mbs", "1"}, {"recompute", "selective"}, {"sp", "1"}, {"distopt", "1"}});
+  ASSERT_TRUE(path.ok()) << path.error().message;
+  EXPECT_EQ(*path, home_.string() + "/pipette/jobs/pipette12-42.plan");
+  struct stat status {};
+  ASSERT_EQ(::stat(path->c_str(), &status), 0);
+  EXPECT_EQ(status.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat(std::filesystem::path(*path).parent_path().c_str(), &status), 0);
+  EXPECT_EQ(status.st_mode & 0777, 0700u);
+  auto run = read_plan_record(*path);
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  EXPECT_EQ(run->model, "llama3-8b");
+  EXPECT_EQ(run->nodes, 2);
+  EXPECT_EQ(run->dp, 4);
+  EXPECT_EQ(run->node_names, (std::vector<std::string>{"gpu01", "gpu02"}));
+  EXPECT_EQ(run->recompute, RecomputeMode::selective);
+  EXPECT_EQ(run->sequence_parallel, true);
+}
+
+TEST_F(PlanRecordTest, RefusesADirectoryOthersMayWrite) {
+  ASSERT_TRUE(write_plan_record(home_.string(), "c", 7, {{"model", "llama3-8b"}}).ok());
+  const auto directory = std::filesystem::path(plan_record_path(home_.string(), "c", 7)).parent_path();
+  ::chmod(directory.c_str(), 0777);
+  const auto run = read_plan_record(plan_record_path(home_.string(), "c", 7));
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.error().message.find("is writable by other users"), std::string::npos) << run.error().message;
+  EXPECT_FALSE(write_plan_record(home_.string(), "c", 8, {{"model", "x"}}).ok());
+  EXPECT_FALSE(write_plan_record(home_.string(), "../x", 9, {{"model", "x"}}).ok());
+}
+
+TEST(PlanRecord, StateHomeFollowsXdg) {
+  EXPECT_EQ(state_home("/x/state", "/home/a"), "/x/state");
+  EXPECT_EQ(state_home("relative", "/home/a"), "/home/a/.local/state");
+  EXPECT_EQ(state_home(nullptr, nullptr), "");
+}
+
+TEST(PlanRecord, StrictParser) {
+  EXPECT_EQ(parse_plan_record("pipette_plan_record=1\ntp=zero\n", "p").error().message,
+            "p:2: tp must be a positive integer (got 'zero')");
+  EXPECT_EQ(parse_plan_record("pipette_plan_record=1\ncolour=red\n", "p").error().message, "p:2: unknown key colour");
+  EXPECT_EQ(parse_plan_record("tp=2\n", "p").error().message, "p: not a Pipette plan record (no pipette_plan_record=1)");
+}
+
+}  // namespace
+}  // namespace pipette

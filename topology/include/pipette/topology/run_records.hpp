@@ -1,0 +1,78 @@
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipette/core/calibration.hpp"
+#include "pipette/core/result.hpp"
+#include "pipette/core/training.hpp"
+#include "pipette/topology/site_config.hpp"
+
+namespace pipette {
+
+// A finished run as its log or table states it; what the source does not state stays empty and
+// may be completed from the command line or the plan Pipette gave the job (complete_run).
+struct RunDescription {
+  std::string name;                  // "FILE:LINE" of what it was read from, for every message
+  std::string framework;             // megatron-core, nemo, torchtitan (--pipette-framework spellings)
+  std::string model;                 // preset or model file
+  std::string gpu;
+  std::optional<int> nodes;
+  std::vector<std::string> node_names;    // the job's nodes when known (a plan record): the link cache applies
+  std::optional<int> gpus_per_node;
+  std::optional<int> tp, pp, dp, vpp, micro_batch;
+  std::optional<std::int64_t> global_batch;
+  std::optional<int> sequence_length;
+  std::optional<RecomputeMode> recompute;
+  std::optional<bool> sequence_parallel, distributed_optimizer;
+  std::optional<Precision> precision;
+  std::optional<bool> tp_comm_overlap;          // Megatron-core --tp-comm-overlap (userbuffers)
+  std::optional<bool> gradients_in_fp32;        // --accumulate-allreduce-grads-in-fp32
+  // The model's dimensions as the log states them, checked against the model file.
+  std::optional<int> num_layers, hidden_size, num_attention_heads;
+  std::optional<int> world_size;
+  std::optional<double> iteration_seconds;     // median steady-state iteration
+  std::optional<double> tokens_per_second_per_gpu;  // torchtitan's tps, turned into seconds once the layout is known
+  int steady_iterations = 0;                   // logged iterations the median is over
+  std::optional<double> peak_reserved_bytes;
+  std::optional<double> peak_allocated_bytes;
+  bool out_of_memory = false;
+  std::vector<std::string> warnings;           // each names the record and line
+};
+
+// Megatron-LM / NeMo (Megatron-core) stdout: the arguments block (megatron/training/arguments.py
+// _print_args), the per-interval line "iteration N/M | ... | elapsed time per iteration (ms): X |"
+// (megatron/training/training.py training_log) and "[Rank R] (after N iterations) memory (MB) |
+// allocated: … | max allocated: … | reserved: … | max reserved: …" (megatron/training/utils
+// report_memory). The first logged interval (start-up) and the first tenth of the rest are
+// warm-up; the median of the others is the iteration time. Errors name FILE:LINE: an iteration
+// counter that goes back without a new arguments block (two runs interleaved in one file), an
+// arguments block that contradicts an earlier one, or fewer than two steady-state iterations.
+Result<RunDescription> parse_megatron_log(std::string_view text, const std::string& source_name);
+
+// torchtitan stdout (torchtitan/components/metrics.py MetricsProcessor.log): "step: N  loss: …
+// memory: X GiB(P%)  tps: T  tflops: …  mfu: …%" with ANSI colours. tps is tokens per second per
+// GPU; memory is torch's max reserved. Layout comes from the command line or the plan.
+Result<RunDescription> parse_torchtitan_log(std::string_view text, const std::string& source_name);
+
+// A table of runs, one per row, header first (any column order; names as below):
+//   model,nodes,gpu,framework,tp,pp,dp,vpp,mbs,global_batch,seq,recompute,sp,distopt,iteration_seconds,peak_gib,status
+// status: ok | oom; an ok row needs iteration_seconds or peak_gib; peak_gib is max reserved (GiB).
+Result<std::vector<RunDescription>> parse_run_table(std::string_view text, const std::string& source_name);
+
+// Reads FILE and picks the reader: a .csv is a table; otherwise the first Megatron or torchtitan
+// line decides.
+Result<std::vector<RunDescription>> read_run_records(const std::string& path);
+
+// Fills what `run` leaves empty from `fallback` (flags or a plan); conflicting values are an error
+// naming the record.
+Result<RunDescription> complete_run(RunDescription run, const RunDescription& fallback);
+
+// Resolves a description against the site: the model (its dimensions must match what the log
+// states), the layout (tp·pp·dp must be the job's GPUs, pp must divide the layers), the cluster
+// as the planner assembles it (uncalibrated) for `nodes` synthetic nodes.
+Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site, const std::vector<std::string>& model_dirs);
+
+}  // namespace pipette

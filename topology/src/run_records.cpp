@@ -1,0 +1,566 @@
+#include "pipette/topology/run_records.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "pipette/core/plan.hpp"
+#include "pipette/core/units.hpp"
+#include "pipette/topology/job_planner.hpp"
+
+#include "guarded.hpp"
+
+namespace pipette {
+
+namespace {
+
+constexpr const char* kRunTableHeader =
+    "model,nodes,gpu,framework,tp,pp,dp,vpp,mbs,global_batch,seq,recompute,sp,distopt,iteration_seconds,peak_gib,status";
+
+struct Line {
+  std::string_view text;
+  int number = 0;
+  bool last_without_newline = false;
+};
+
+std::vector<Line> lines_of(std::string_view text) {
+  std::vector<Line> lines;
+  int number = 0;
+  while (!text.empty()) {
+    const size_t end = text.find('\n');
+    Line line{text.substr(0, end), ++number, end == std::string_view::npos};
+    if (!line.text.empty() && line.text.back() == '\r') line.text.remove_suffix(1);
+    lines.push_back(line);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+  }
+  return lines;
+}
+
+std::string_view trimmed(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
+}
+
+// The number right after `label` in `text` (commas as thousands separators allowed); nullopt when
+// the label is absent or no number follows.
+std::optional<double> number_after(std::string_view text, std::string_view label) {
+  const size_t at = text.find(label);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string digits;
+  std::string_view rest = trimmed(text.substr(at + label.size()));
+  for (const char c : rest) {
+    if (c == ',') continue;
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E')) break;
+    digits += c;
+  }
+  double value = 0;
+  const auto [end, code] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (digits.empty() || code != std::errc() || end != digits.data() + digits.size() || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+std::optional<int> positive_int(std::string_view text) {
+  int value = 0;
+  const auto [end, code] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (code != std::errc() || end != text.data() + text.size() || value < 1) return std::nullopt;
+  return value;
+}
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// Per restart of a run: the first logged interval is start-up, then a tenth of the rest warm-up.
+std::vector<double> steady_state(const std::vector<std::vector<double>>& segments) {
+  std::vector<double> steady;
+  for (const auto& segment : segments) {
+    if (segment.size() < 2) continue;
+    const size_t skip = 1 + (segment.size() - 1) / 10;
+    steady.insert(steady.end(), segment.begin() + static_cast<std::ptrdiff_t>(skip), segment.end());
+  }
+  return steady;
+}
+
+bool mentions_out_of_memory(std::string_view line) {
+  return line.find("CUDA out of memory") != std::string_view::npos || line.find("OutOfMemoryError") != std::string_view::npos;
+}
+
+std::string at(const std::string& source, const Line& line) { return source + ":" + std::to_string(line.number); }
+
+// ---------------------------------------------------------------- Megatron-LM / NeMo
+
+struct MegatronArguments {
+  std::map<std::string, std::string> values;
+  int line = 0;
+};
+
+// The layout keys two argument blocks of one run must agree on.
+constexpr const char* kLayoutKeys[] = {"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
+                                       "virtual_pipeline_model_parallel_size", "micro_batch_size", "global_batch_size",
+                                       "seq_length", "num_layers", "hidden_size", "num_attention_heads",
+                                       "recompute_granularity", "sequence_parallel", "use_distributed_optimizer", "world_size"};
+
+std::optional<Error> apply_arguments(const MegatronArguments& arguments, const std::string& source, RunDescription& run) {
+  const auto text = [&](const char* key) -> std::optional<std::string> {
+    const auto found = arguments.values.find(key);
+    if (found == arguments.values.end() || found->second == "None") return std::nullopt;
+    return found->second;
+  };
+  const std::string where = source + ":" + std::to_string(arguments.line);
+  std::optional<Error> problem;
+  const auto integer = [&](const char* key, std::optional<int>& out) {
+    const auto value = text(key);
+    if (!value || problem) return;
+    out = positive_int(*value);
+    if (!out) problem = Error{where + ": argument " + key + " is '" + quoted_input(*value) + "', not a positive integer"};
+  };
+  const auto flag = [&](const char* key, std::optional<bool>& out) {
+    if (const auto value = text(key)) out = *value == "True";
+  };
+  integer("tensor_model_parallel_size", run.tp);
+  integer("pipeline_model_parallel_size", run.pp);
+  integer("data_parallel_size", run.dp);
+  integer("virtual_pipeline_model_parallel_size", run.vpp);
+  integer("micro_batch_size", run.micro_batch);
+  integer("seq_length", run.sequence_length);
+  integer("num_layers", run.num_layers);
+  integer("hidden_size", run.hidden_size);
+  integer("num_attention_heads", run.num_attention_heads);
+  integer("world_size", run.world_size);
+  std::optional<int> global_batch, context_parallel;
+  integer("global_batch_size", global_batch);
+  integer("context_parallel_size", context_parallel);
+  if (problem) return problem;
+  if (global_batch) run.global_batch = *global_batch;
+  if (context_parallel && *context_parallel > 1)
+    return Error{where + ": context_parallel_size is " + std::to_string(*context_parallel) +
+                 "; Pipette does not model context parallelism, so this run cannot calibrate it"};
+  const auto granularity = text("recompute_granularity");
+  run.recompute = !granularity ? RecomputeMode::none : *granularity == "full" ? RecomputeMode::full : RecomputeMode::selective;
+  flag("sequence_parallel", run.sequence_parallel);
+  flag("use_distributed_optimizer", run.distributed_optimizer);
+  flag("tp_comm_overlap", run.tp_comm_overlap);
+  flag("accumulate_allreduce_grads_in_fp32", run.gradients_in_fp32);
+  if (text("fp8")) run.precision = Precision::fp8;
+  else if (text("bf16") == "True") run.precision = Precision::bf16;
+  else if (text("fp16") == "True") run.precision = Precision::fp16;
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<RunDescription> parse_megatron_log(std::string_view text, const std::string& source_name) {
+  return guarded("run log ", source_name, [&]() -> Result<RunDescription> {
+    RunDescription run;
+    run.name = source_name;
+    run.framework = "megatron-core";  // Megatron-LM runs on Megatron-core (the spelling of --pipette-framework)
+    std::vector<std::vector<double>> segments;
+    std::optional<MegatronArguments> first_arguments;
+    std::optional<MegatronArguments> reading;
+    long long previous_iteration = 0;
+    int first_line = 0;
+    for (const Line& line : lines_of(text)) {
+      if (line.last_without_newline) {
+        run.warnings.push_back(at(source_name, line) + ": the log ends mid-line (truncated?); its last line is ignored");
+        break;
+      }
+      const std::string_view body = trimmed(line.text);
+      if (body.find("------------------------ arguments ------------------------") != std::string_view::npos) {
+        reading = MegatronArguments{{}, line.number};
+        continue;
+      }
+      if (reading) {
+        if (body.find("-------------------- end of arguments ---------------------") != std::string_view::npos) {
+          if (first_arguments) {
+            for (const char* key : kLayoutKeys) {
+              const auto a = first_arguments->values.find(key), b = reading->values.find(key);
+              const std::string before = a == first_arguments->values.end() ? "unset" : a->second;
+              const std::string now = b == reading->values.end() ? "unset" : b->second;
+              if (before != now)
+                return Error{at(source_name, line) + ": a second arguments block says " + key + " " + quoted_input(now) +
+                             " but the one at line " + std::to_string(first_arguments->line) + " said " +
+                             quoted_input(before) + ": two runs in one file; give each its own log"};
+            }
+          } else {
+            first_arguments = reading;
+            if (auto problem = apply_arguments(*reading, source_name, run)) return *problem;
+          }
+          reading.reset();
+          segments.emplace_back();
+          previous_iteration = 0;
+          continue;
+        }
+        // "  name ........ value" (arguments.py _print_args: '  {} {} {}'.format(arg, dots, value)).
+        const size_t space = body.find(' ');
+        if (space == std::string_view::npos) continue;
+        std::string_view rest = body.substr(space);
+        while (!rest.empty() && (rest.front() == ' ' || rest.front() == '.')) rest.remove_prefix(1);
+        reading->values[std::string(body.substr(0, space))] = std::string(trimmed(rest));
+        continue;
+      }
+      if (mentions_out_of_memory(body)) {
+        run.out_of_memory = true;
+        if (!first_line) first_line = line.number;
+        continue;
+      }
+      if (body.find("elapsed time per iteration (ms):") != std::string_view::npos) {
+        const auto iteration = number_after(body, "iteration ");
+        const auto milliseconds = number_after(body, "elapsed time per iteration (ms):");
+        if (!iteration || !milliseconds || !(*milliseconds > 0)) {
+          return Error{at(source_name, line) + ": an iteration line without its iteration number or a positive time; "
+                                               "is the log damaged?"};
+        }
+        if (segments.empty()) segments.emplace_back();
+        if (*iteration <= previous_iteration)
+          return Error{at(source_name, line) + ": iteration " + std::to_string(static_cast<long long>(*iteration)) +
+                       " after iteration " + std::to_string(previous_iteration) +
+                       " with no arguments block between: two runs interleaved in one file; give each its own log"};
+        previous_iteration = static_cast<long long>(*iteration);
+        segments.back().push_back(*milliseconds / 1000);
+        if (!first_line) first_line = line.number;
+        continue;
+      }
+      if (body.find("memory (MB) |") != std::string_view::npos && body.find("[Rank ") != std::string_view::npos) {
+        const auto allocated = number_after(body, "| max allocated:");
+        const auto reserved = number_after(body, "| max reserved:");
+        if (!allocated || !reserved) {
+          run.warnings.push_back(at(source_name, line) + ": memory report without max allocated / max reserved ignored");
+          continue;
+        }
+        run.peak_allocated_bytes = std::max(run.peak_allocated_bytes.value_or(0), *allocated * units::mebibyte);
+        run.peak_reserved_bytes = std::max(run.peak_reserved_bytes.value_or(0), *reserved * units::mebibyte);
+        if (!first_line) first_line = line.number;
+      }
+    }
+    if (reading)
+      return Error{source_name + ":" + std::to_string(reading->line) + ": the arguments block never ends: the log is truncated"};
+    if (!first_arguments && segments.empty() && !run.peak_reserved_bytes && !run.out_of_memory)
+      return Error{source_name + ": no Megatron-LM iteration, memory or arguments lines; is this a Megatron-LM / NeMo log?"};
+    const std::vector<double> steady = steady_state(segments);
+    if (steady.size() >= 2) {
+      run.iteration_seconds = median_of(steady);
+      run.steady_iterations = static_cast<int>(steady.size());
+    } else if (!segments.empty() && !segments.front().empty()) {
+      run.warnings.push_back(source_name + ": only " + std::to_string(steady.size()) +
+                             " steady-state iteration line(s) after warm-up: no iteration time (run longer or log more often)");
+    }
+    if (first_line) run.name = source_name + ":" + std::to_string(first_arguments ? first_arguments->line : first_line);
+    return run;
+  });
+}
+
+// ---------------------------------------------------------------- torchtitan
+
+Result<RunDescription> parse_torchtitan_log(std::string_view text, const std::string& source_name) {
+  return guarded("run log ", source_name, [&]() -> Result<RunDescription> {
+    RunDescription run;
+    run.name = source_name;
+    run.framework = "torchtitan";
+    std::vector<std::vector<double>> segments(1);
+    long long previous_step = 0;
+    for (const Line& raw : lines_of(text)) {
+      if (raw.last_without_newline) {
+        run.warnings.push_back(at(source_name, raw) + ": the log ends mid-line (truncated?); its last line is ignored");
+        break;
+      }
+      // The metrics line is coloured (torchtitan/tools/utils.py Color): drop ESC[…m sequences.
+      std::string line;
+      for (size_t i = 0; i < raw.text.size(); ++i) {
+        if (raw.text[i] == '\x1b') {
+          while (i < raw.text.size() && raw.text[i] != 'm') ++i;
+          continue;
+        }
+        line += raw.text[i];
+      }
+      if (mentions_out_of_memory(line)) {
+        run.out_of_memory = true;
+        continue;
+      }
+      if (line.find("step:") == std::string::npos || line.find("tps:") == std::string::npos ||
+          line.find("validate step:") != std::string::npos)
+        continue;
+      const auto step = number_after(line, "step:");
+      const auto tps = number_after(line, "tps:");
+      const auto memory = number_after(line, "memory:");
+      if (!step || !tps || !(*tps > 0) || !memory) {
+        return Error{at(source_name, raw) + ": a torchtitan metrics line without step, memory or tps; is the log damaged?"};
+      }
+      if (*step <= previous_step) segments.emplace_back();  // a restart (from a checkpoint or a new run)
+      previous_step = static_cast<long long>(*step);
+      segments.back().push_back(*tps);
+      run.peak_reserved_bytes = std::max(run.peak_reserved_bytes.value_or(0), *memory * units::gibibyte);
+      if (run.name == source_name) run.name = at(source_name, raw);
+    }
+    if (segments.size() > 2)
+      run.warnings.push_back(source_name + ": the step counter restarted " + std::to_string(segments.size() - 1) +
+                             " times; each restart's warm-up is skipped");
+    const std::vector<double> steady = steady_state(segments);
+    if (steady.size() >= 2) {
+      run.tokens_per_second_per_gpu = median_of(steady);
+      run.steady_iterations = static_cast<int>(steady.size());
+    } else if (!run.peak_reserved_bytes && !run.out_of_memory) {
+      return Error{source_name + ": no torchtitan metrics lines (step: … memory: … tps: …); is this a torchtitan log?"};
+    }
+    return run;
+  });
+}
+
+// ---------------------------------------------------------------- table
+
+Result<std::vector<RunDescription>> parse_run_table(std::string_view text, const std::string& source_name) {
+  return guarded("run table ", source_name, [&]() -> Result<std::vector<RunDescription>> {
+    const std::vector<Line> lines = lines_of(text);
+    if (lines.empty()) return Error{source_name + ": empty; expected a header line " + std::string(kRunTableHeader)};
+    const auto split = [](std::string_view row) {
+      std::vector<std::string> cells(1);
+      for (const char c : row) {
+        if (c == ',') cells.emplace_back();
+        else cells.back() += c;
+      }
+      for (auto& cell : cells) cell = std::string(trimmed(cell));
+      return cells;
+    };
+    const std::vector<std::string> header = split(lines.front().text);
+    std::map<std::string, size_t> column;
+    static const std::vector<std::string> known = {"model", "nodes", "gpu", "framework", "tp", "pp", "dp", "vpp", "mbs",
+                                                   "global_batch", "seq", "recompute", "sp", "distopt", "precision",
+                                                   "iteration_seconds", "peak_gib", "status"};
+    for (size_t i = 0; i < header.size(); ++i) {
+      if (std::find(known.begin(), known.end(), header[i]) == known.end())
+        return Error{source_name + ":1: column '" + quoted_input(header[i]) + "' is not known; the header is " + std::string(kRunTableHeader)};
+      if (!column.emplace(header[i], i).second) return Error{source_name + ":1: column '" + header[i] + "' appears twice"};
+    }
+    for (const char* required : {"model", "nodes", "gpu", "framework", "tp", "pp", "dp", "mbs", "global_batch", "seq", "status"})
+      if (!column.count(required)) return Error{source_name + ":1: no '" + required + "' column; the header is " + std::string(kRunTableHeader)};
+
+    std::vector<RunDescription> runs;
+    for (size_t index = 1; index < lines.size(); ++index) {
+      const Line& line = lines[index];
+      if (trimmed(line.text).empty() || trimmed(line.text).front() == '#') continue;
+      const std::string where = at(source_name, line);
+      const std::vector<std::string> cells = split(line.text);
+      if (cells.size() != header.size())
+        return Error{where + ": " + std::to_string(cells.size()) + " cells but the header has " + std::to_string(header.size()) +
+                     (line.last_without_newline ? " (a truncated last line?)" : "")};
+      const auto cell = [&](const char* name) -> std::string {
+        const auto found = column.find(name);
+        return found == column.end() ? std::string() : cells[found->second];
+      };
+      RunDescription run;
+      run.name = where;
+      run.model = cell("model");
+      run.gpu = cell("gpu");
+      run.framework = cell("framework");
+      std::optional<Error> problem;
+      const auto integer = [&](const char* name, std::optional<int>& out, bool required) {
+        const std::string value = cell(name);
+        if (problem || (value.empty() && !required)) return;
+        out = positive_int(value);
+        if (!out) problem = Error{where + ": " + name + " is '" + quoted_input(value) + "', not a positive integer"};
+      };
+      const auto decimal = [&](const char* name, std::optional<double>& out, double scale) {
+        const std::string value = cell(name);
+        if (problem || value.empty()) return;
+        double parsed = 0;
+        const auto [end, code] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+        if (code != std::errc() || end != value.data() + value.size() || !(parsed > 0) || !std::isfinite(parsed)) {
+          problem = Error{where + ": " + name + " is '" + quoted_input(value) + "', not a positive number"};
+          return;
+        }
+        out = parsed * scale;
+      };
+      const auto on_off = [&](const char* name, std::optional<bool>& out) {
+        const std::string value = cell(name);
+        if (problem || value.empty()) return;
+        if (value == "on" || value == "true" || value == "1") out = true;
+        else if (value == "off" || value == "false" || value == "0") out = false;
+        else problem = Error{where + ": " + name + " is '" + quoted_input(value) + "'; write on or off"};
+      };
+      integer("nodes", run.nodes, true);
+      integer("tp", run.tp, true);
+      integer("pp", run.pp, true);
+      integer("dp", run.dp, true);
+      integer("vpp", run.vpp, false);
+      integer("mbs", run.micro_batch, true);
+      integer("seq", run.sequence_length, true);
+      std::optional<int> global_batch;
+      integer("global_batch", global_batch, true);
+      on_off("sp", run.sequence_parallel);
+      on_off("distopt", run.distributed_optimizer);
+      decimal("iteration_seconds", run.iteration_seconds, 1.0);
+      decimal("peak_gib", run.peak_reserved_bytes, units::gibibyte);
+      if (problem) return *problem;
+      run.global_batch = *global_batch;
+      const std::string recompute = cell("recompute");
+      if (recompute.empty() || recompute == "none") run.recompute = RecomputeMode::none;
+      else if (recompute == "selective") run.recompute = RecomputeMode::selective;
+      else if (recompute == "full") run.recompute = RecomputeMode::full;
+      else return Error{where + ": recompute is '" + quoted_input(recompute) + "'; write none, selective or full"};
+      const std::string precision = cell("precision");
+      if (precision == "bf16") run.precision = Precision::bf16;
+      else if (precision == "fp16") run.precision = Precision::fp16;
+      else if (precision == "fp8") run.precision = Precision::fp8;
+      else if (precision == "fp32") run.precision = Precision::fp32;
+      else if (!precision.empty()) return Error{where + ": precision is '" + quoted_input(precision) + "'; write bf16, fp16, fp8 or fp32"};
+      const std::string status = cell("status");
+      if (status == "oom") run.out_of_memory = true;
+      else if (status != "ok") return Error{where + ": status is '" + quoted_input(status) + "'; write ok or oom"};
+      if (!run.out_of_memory && !run.iteration_seconds && !run.peak_reserved_bytes)
+        return Error{where + ": status ok but neither iteration_seconds nor peak_gib; give what the run measured"};
+      if (run.model.empty() || run.gpu.empty() || run.framework.empty())
+        return Error{where + ": model, gpu and framework must not be empty"};
+      runs.push_back(std::move(run));
+    }
+    if (runs.empty()) return Error{source_name + ": a header but no rows"};
+    return runs;
+  });
+}
+
+Result<std::vector<RunDescription>> read_run_records(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot open (" + std::strerror(errno) + ")"};
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  const std::string text = contents.str();
+  if (path.size() > 4 && path.ends_with(".csv")) return parse_run_table(text, path);
+  const size_t megatron = std::min(text.find("elapsed time per iteration (ms)"), text.find("------------------------ arguments"));
+  const size_t torchtitan = text.find("tps:");
+  Result<RunDescription> run = torchtitan < megatron ? parse_torchtitan_log(text, path) : parse_megatron_log(text, path);
+  if (!run) return run.error();
+  return std::vector<RunDescription>{std::move(run).value()};
+}
+
+Result<RunDescription> complete_run(RunDescription run, const RunDescription& fallback) {
+  std::optional<Error> problem;
+  const auto fill = [&](auto& field, const auto& given, const char* name) {
+    if (problem || !given) return;
+    if (!field) field = given;
+    else if (*field != *given)
+      problem = Error{run.name + ": the log says " + name + " " + std::to_string(*field) + " but " + fallback.name + " says " +
+                      std::to_string(*given)};
+  };
+  const auto fill_text = [&](std::string& field, const std::string& given, const char* name) {
+    if (problem || given.empty()) return;
+    if (field.empty() || field == given) field = given;
+    else if (std::string(name) != "framework" || !(field == "megatron-core" && given == "nemo"))
+      problem = Error{run.name + ": " + name + " " + field + " but " + fallback.name + " says " + given};
+    else field = given;  // NeMo logs Megatron-core's lines: the caller's name is the more precise
+  };
+  fill_text(run.model, fallback.model, "model");
+  fill_text(run.gpu, fallback.gpu, "gpu");
+  fill_text(run.framework, fallback.framework, "framework");
+  using Field = std::optional<int> RunDescription::*;
+  for (const auto& [field, name] : std::initializer_list<std::pair<Field, const char*>>{
+           {&RunDescription::nodes, "nodes"}, {&RunDescription::gpus_per_node, "GPUs per node"},
+           {&RunDescription::tp, "tp"}, {&RunDescription::pp, "pp"}, {&RunDescription::dp, "dp"},
+           {&RunDescription::vpp, "vpp"}, {&RunDescription::micro_batch, "micro-batch"},
+           {&RunDescription::sequence_length, "sequence length"}})
+    fill(run.*field, fallback.*field, name);
+  fill(run.global_batch, fallback.global_batch, "global batch");
+  if (problem) return *problem;
+  if (run.node_names.empty()) run.node_names = fallback.node_names;
+  if (!run.recompute) run.recompute = fallback.recompute;
+  if (!run.sequence_parallel) run.sequence_parallel = fallback.sequence_parallel;
+  if (!run.distributed_optimizer) run.distributed_optimizer = fallback.distributed_optimizer;
+  if (!run.precision) run.precision = fallback.precision;
+  if (!run.tp_comm_overlap) run.tp_comm_overlap = fallback.tp_comm_overlap;
+  if (!run.gradients_in_fp32) run.gradients_in_fp32 = fallback.gradients_in_fp32;
+  return run;
+}
+
+Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site, const std::vector<std::string>& model_dirs) {
+  const auto missing = [&](const char* what) {
+    return Error{run.name + ": the record does not say " + what + "; give it on the command line (pipette calibrate --help)"};
+  };
+  if (run.model.empty()) return missing("which model ran (--model)");
+  if (!run.nodes) return missing("how many nodes ran it (--nodes)");
+  if (!run.tp || !run.pp || !run.micro_batch || !run.global_batch || !run.sequence_length)
+    return missing("its layout (tp, pp, micro-batch, global batch, sequence length: --layout and --global-batch/--seq)");
+  const int tp = *run.tp, pp = *run.pp, nodes = *run.nodes;
+  int gpus = run.world_size.value_or(0);
+  if (!gpus && run.dp) gpus = tp * pp * *run.dp;
+  if (!gpus && run.gpus_per_node) gpus = nodes * *run.gpus_per_node;
+  if (!gpus) return missing("the data-parallel size or GPUs per node (--gpus-per-node)");
+  const int dp = run.dp.value_or(gpus / (tp * pp));
+  if (tp * pp * dp != gpus)
+    return Error{run.name + ": layout tp " + std::to_string(tp) + " × pp " + std::to_string(pp) + " × dp " + std::to_string(dp) +
+                 " does not make the job's " + std::to_string(gpus) + " GPUs"};
+  if (gpus % nodes != 0 || (run.gpus_per_node && gpus / nodes != *run.gpus_per_node))
+    return Error{run.name + ": " + std::to_string(gpus) + " GPUs do not split evenly over " + std::to_string(nodes) + " nodes" +
+                 (run.gpus_per_node ? " of " + std::to_string(*run.gpus_per_node) + " GPUs" : std::string())};
+
+  JobRequest request;
+  request.model = run.model;
+  request.global_batch = *run.global_batch;
+  request.sequence_length = *run.sequence_length;
+  request.node_names = run.node_names;
+  if (static_cast<int>(request.node_names.size()) != nodes) {
+    request.node_names.clear();
+    for (int node = 0; node < nodes; ++node) request.node_names.push_back("record-node" + std::to_string(node));
+  }
+  request.gpus_per_node = gpus / nodes;
+  request.gpu = run.gpu;
+  request.inspection = NodeInspection{};
+  request.model_dirs = model_dirs;
+  request.uncalibrated = true;
+  auto prepared = prepare_job(request, site);
+  if (!prepared) return Error{run.name + ": " + prepared.error().message};
+
+  RunRecord record;
+  record.name = run.name;
+  record.framework = run.framework.empty() ? "megatron-core" : run.framework;
+  record.model = prepared->model;
+  record.training = prepared->training;
+  if (run.precision) record.training.precision = *run.precision;
+  record.training.overlap_tensor_parallel_communication = run.tp_comm_overlap.value_or(false);
+  if (run.gradients_in_fp32) record.training.gradients_in_fp32 = *run.gradients_in_fp32;
+  record.cluster = prepared->cluster;
+  const ModelSpec& model = record.model;
+  const auto check_dimension = [&](const std::optional<int>& stated, int actual, const char* name) -> std::optional<Error> {
+    if (!stated || *stated == actual) return std::nullopt;
+    return Error{run.name + ": the log's " + name + " is " + std::to_string(*stated) + " but model " + model.name + " has " +
+                 std::to_string(actual) + ": the layout does not match its model; give the model that ran"};
+  };
+  if (auto problem = check_dimension(run.num_layers, model.num_layers, "num_layers")) return *problem;
+  if (auto problem = check_dimension(run.hidden_size, model.hidden_size, "hidden_size")) return *problem;
+  if (auto problem = check_dimension(run.num_attention_heads, model.num_attention_heads, "num_attention_heads")) return *problem;
+
+  ParallelConfig& config = record.config;
+  config.tp = tp;
+  config.pp = pp;
+  config.dp = dp;
+  config.micro_batch = *run.micro_batch;
+  config.virtual_stages = run.vpp.value_or(1);
+  config.recompute = run.recompute.value_or(RecomputeMode::none);
+  config.sequence_parallel = run.sequence_parallel.value_or(false);
+  config.distributed_optimizer = run.distributed_optimizer.value_or(false);
+  if (model.num_layers % (pp * config.virtual_stages) != 0 && config.virtual_stages > 1)
+    return Error{run.name + ": " + std::to_string(model.num_layers) + " layers do not split into pp " + std::to_string(pp) +
+                 " × vpp " + std::to_string(config.virtual_stages) + " chunks"};
+  if (pp > model.num_layers) return Error{run.name + ": pp " + std::to_string(pp) + " exceeds the model's layers"};
+  if (model.num_attention_heads % tp != 0)
+    return Error{run.name + ": tp " + std::to_string(tp) + " does not divide the model's " +
+                 std::to_string(model.num_attention_heads) + " attention heads"};
+  if (*run.global_batch % (static_cast<std::int64_t>(config.micro_batch) * dp) != 0)
+    return Error{run.name + ": global batch " + std::to_string(*run.global_batch) + " is not a multiple of micro-batch × dp (" +
+                 std::to_string(config.micro_batch * dp) + ")"};
+  config.layers_per_stage = balanced_layers_per_stage(model.num_layers, pp);
+
+  record.iteration_seconds = run.iteration_seconds;
+  if (!record.iteration_seconds && run.tokens_per_second_per_gpu)
+    record.iteration_seconds = static_cast<double>(*run.global_batch) * *run.sequence_length / (*run.tokens_per_second_per_gpu * gpus);
+  record.peak_reserved_bytes = run.peak_reserved_bytes;
+  record.peak_allocated_bytes = run.peak_allocated_bytes;
+  record.out_of_memory = run.out_of_memory;
+  return record;
+}
+
+}  // namespace pipette
