@@ -99,11 +99,13 @@ RecordPrediction predict_record(const RunRecord& record, const CalibrationBase& 
       communication_times(cluster, record.config, work, default_placement(record.config));
   prediction.iteration_seconds = iteration_seconds(record.config, work, communication, record.training);
   const RuntimeOverheads overheads = calibrated(base.overheads, calibration);
-  for (const StageMemory& stage : estimate_memory(record.model, record.training, record.config, overheads)) {
+  const std::vector<StageMemory> stages = estimate_memory(record.model, record.training, record.config, overheads);
+  for (int index = 0; index < static_cast<int>(stages.size()); ++index) {
+    const StageMemory& stage = stages[static_cast<std::size_t>(index)];
     const double allocated = stage.total_bytes() - stage.runtime_overhead_bytes;
     prediction.peak_allocated_bytes = std::max(prediction.peak_allocated_bytes, allocated);
     prediction.peak_reserved_bytes =
-        std::max(prediction.peak_reserved_bytes, allocated * (1 + overheads.allocator_fragmentation_fraction));
+        std::max(prediction.peak_reserved_bytes, caching_allocator_bytes(stage, record.config, index, overheads));
     prediction.peak_device_bytes = std::max(prediction.peak_device_bytes, stage.total_bytes());
   }
   return prediction;

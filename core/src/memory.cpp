@@ -278,4 +278,10 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
   return stages;
 }
 
+double caching_allocator_bytes(const StageMemory& memory, const ParallelConfig& config, int stage,
+                               const RuntimeOverheads& overheads) {
+  return memory.total_bytes() - overheads.cuda_context_bytes -
+         overheads.nccl_buffer_bytes_per_communicator * communicators_of_stage(config, stage);
+}
+
 }  // namespace pipette

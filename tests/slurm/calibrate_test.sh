@@ -11,7 +11,7 @@ pipette=$(realpath "${3:?usage: $0 PLUGIN VERSION PIPETTE_BINARY}")
 
 write_link_cache "$work_dir/links.yaml"
 write_site_file "gpu: H100-SXM" "links:" "  cache: $work_dir/links.yaml" \
-  "calibration:" "  file: $work_dir/calibration.yaml" "  framework: megatron-core"
+  "calibration:" "  file: $work_dir/calibration.yaml"
 start_cluster "config=$site_file"
 export XDG_STATE_HOME=$work_dir/state  # the plan records of root's jobs stay inside this test
 

@@ -107,11 +107,11 @@ TEST_F(CalibrationFileTest, NeverOverwritesADamagedFile) {
   EXPECT_EQ(read(file), before);
 }
 
-// The site file names the calibration; the planner applies its entry for the job's GPU and the
-// site's framework, notes it, and leaves it out when asked for the built-in constants.
+// The site file names the calibration; the planner applies its entry for the job's GPU and
+// framework, notes it, and leaves it out when asked for the built-in constants.
 TEST_F(CalibrationFileTest, ThePlannerAppliesTheSitesCalibration) {
-  ASSERT_TRUE(update_calibration_file(path("calibration.yaml"), entry("megatron", "H100-SXM", 1000, 0.8)).ok());
-  std::ofstream(dir_ / "site.yaml") << "gpu: H100-SXM\ncalibration:\n  file: calibration.yaml\n  framework: megatron\n";
+  ASSERT_TRUE(update_calibration_file(path("calibration.yaml"), entry("megatron-core", "H100-SXM", 1000, 0.8)).ok());
+  std::ofstream(dir_ / "site.yaml") << "gpu: H100-SXM\ncalibration:\n  file: calibration.yaml\n";
   auto site = load_site_config((dir_ / "site.yaml").string());
   ASSERT_TRUE(site.ok()) << site.error().message;
   EXPECT_EQ(site->calibration_file, path("calibration.yaml"));
@@ -127,22 +127,22 @@ TEST_F(CalibrationFileTest, ThePlannerAppliesTheSitesCalibration) {
   ASSERT_TRUE(calibrated_job->calibration);
   EXPECT_DOUBLE_EQ(calibrated_job->options.efficiency.gemm_fraction_16bit, 0.8 * fitted_compute_efficiency().gemm_fraction_16bit);
   EXPECT_DOUBLE_EQ(calibrated_job->options.overheads.allocator_fragmentation_fraction, 0.12);
-  EXPECT_NE(calibrated_job->notes.back().find("calibrated on 12 megatron run(s) on H100-SXM"), std::string::npos);
+  EXPECT_NE(calibrated_job->notes.back().find("calibrated on 12 megatron-core run(s) on H100-SXM"), std::string::npos);
   request.uncalibrated = true;
   auto raw = prepare_job(request, *site);
   ASSERT_TRUE(raw.ok());
   EXPECT_FALSE(raw->calibration);
   EXPECT_DOUBLE_EQ(raw->options.efficiency.gemm_fraction_16bit, fitted_compute_efficiency().gemm_fraction_16bit);
-  // Another framework has no entry: built-in constants and a note.
+  // A job for another framework (--pipette-framework) has no entry: built-in constants and a note.
   request.uncalibrated = false;
-  request.calibration_framework = "torchtitan";
+  request.framework = "torchtitan";
   auto other = prepare_job(request, *site);
   ASSERT_TRUE(other.ok());
   EXPECT_FALSE(other->calibration);
   EXPECT_NE(other->notes.back().find("no entry for torchtitan on H100-SXM"), std::string::npos);
   // A damaged file fails planning rather than being ignored.
   std::ofstream(path("calibration.yaml")) << "pipette_calibration: 1\nentries: [\n";
-  request.calibration_framework.clear();
+  request.framework.clear();
   EXPECT_FALSE(prepare_job(request, *site).ok());
 }
 

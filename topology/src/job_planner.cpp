@@ -44,7 +44,7 @@ Result<std::optional<LinkTable>> cache_for(const JobRequest& request, const Site
   return std::optional<LinkTable>(std::move(cache).value());
 }
 
-// Applies the site's calibration for this framework and GPU to the cluster and the search's
+// Applies the site's calibration for the job's framework (the one that runs the plan) and GPU to the cluster and the search's
 // constants. No file yet: the built-in constants and a note; a damaged file is an error, never
 // silently ignored.
 std::optional<Error> apply_calibration(const JobRequest& request, const SiteConfig& site, PreparedJob& job) {
@@ -56,8 +56,7 @@ std::optional<Error> apply_calibration(const JobRequest& request, const SiteConf
   }
   auto file = read_calibration_file(site.calibration_file);
   if (!file) return file.error();
-  const std::string framework =
-      request.calibration_framework.empty() ? site.calibration_framework : request.calibration_framework;
+  const std::string framework = to_string(job.training.target.framework);
   const CalibrationEntry* entry = find_calibration(*file, framework, job.cluster.gpu.name);
   if (!entry) {
     job.notes.push_back("calibration file has no entry for " + framework + " on " + job.cluster.gpu.name + ": built-in constants");

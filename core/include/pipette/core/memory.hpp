@@ -82,4 +82,10 @@ double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config,
 std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingSpec& training,
                                          const ParallelConfig& config, const RuntimeOverheads& overheads);
 
+// What PyTorch's caching allocator holds of estimate_memory's stage `stage` at its peak (what
+// torch.cuda.max_memory_reserved and Megatron's "max reserved" report): everything but the CUDA
+// context and NCCL's buffers, which are allocated outside it.
+double caching_allocator_bytes(const StageMemory& memory, const ParallelConfig& config, int stage,
+                               const RuntimeOverheads& overheads);
+
 }  // namespace pipette

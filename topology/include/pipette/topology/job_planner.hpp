@@ -45,7 +45,6 @@ struct JobRequest {
   // Staleness reference, identical on every node of a job (the plugin passes the job's start
   // time); 0 = now.
   std::int64_t reference_time_unix_seconds = 0;
-  std::string calibration_framework;      // whose calibration applies; "" = the site's calibration.framework
   bool uncalibrated = false;              // true: the built-in constants even when the site has a calibration
 };
 

@@ -74,9 +74,8 @@ struct SiteConfig {
   std::vector<GpuSpec> gpus;                 // site additions to / overrides of the core catalog
   std::vector<std::string> model_dirs;       // searched before the built-in presets
   std::string link_cache;                    // path of the link cache ("" = none)
-  // `pipette calibrate`'s output ("" = none: the built-in constants) and whose factors plans use.
+  // `pipette calibrate`'s output ("" = none: the built-in constants); a job uses its framework's entry.
   std::string calibration_file;
-  std::string calibration_framework = "megatron-core";
   StalenessPolicy staleness;
   LinkPriors priors;
   SearchOptions search;                      // memory margin, runtime overheads, placement effort, top_k
