@@ -31,8 +31,12 @@ PIPETTE_SLURM_PLUGSTACK="required $plugin config=$site_file" bash scripts/slurm-
 eval "$(bash scripts/slurm-cluster.sh env)"
 
 output=$PIPETTE_SLURM_DIR/pipette-example.out
+# The job is submitted from the run directory, where the plugin keeps its layout record
+# (.pipette-layout-JOBID, README "Requeued and restarted jobs"). This cluster is new and numbers
+# its jobs from 1 again, so a record left by an earlier demo would be taken for this job's.
+rm -f "$PIPETTE_SLURM_DIR"/.pipette-layout-*
 echo
 echo "\$ sbatch --wait etc/examples/pipette_job.sh      # --pipette=auto --pipette-model=llama2-7b ..."
-sbatch --wait --output="$output" etc/examples/pipette_job.sh
+(cd "$PIPETTE_SLURM_DIR" && sbatch --wait --output="$output" "$repo/etc/examples/pipette_job.sh")
 echo
 cat "$output"

@@ -505,7 +505,17 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
   const size_t keep = static_cast<size_t>(
       std::max({1, options.top_k, options.optimize_placement ? options.placement_candidates : 0}));
   const size_t capacity = std::max(keep, kMostCloseCalls);
-  std::vector<std::pair<double, size_t>> best;  // (time in default order, index), sorted, at most `capacity`
+  // Candidates are kept, and placed, in order of the best time placement could reach: their time
+  // with every link at the cluster's best (a lower bound for any placement). Slurm's order alone
+  // would misrank them wherever placement gains much, e.g. a layout whose DP rings cross a
+  // degraded pair in Slurm's order but not once placed.
+  const Cluster optimistic = options.optimize_placement ? with_best_links(cluster) : Cluster{};
+  const auto reachable_seconds = [&](const ParallelConfig& config, const Evaluated& evaluated) {
+    if (!options.optimize_placement) return evaluated.time.iteration_seconds;
+    return iteration_seconds(config, evaluated.work,
+                             communication_times(optimistic, config, evaluated.work, default_placement(config)), training);
+  };
+  std::vector<std::pair<double, size_t>> best;  // (reachable_seconds, index), sorted, at most `capacity`
   std::vector<std::optional<Evaluated>> evaluated_of(enumeration.fitting.size());  // kept for those in `best`
   SearchResult result;
   result.rejections = std::move(enumeration.rejections);
@@ -519,15 +529,15 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
     evaluated_of[index] = evaluate_in_default_order(model, training, cluster, candidate.config, options.efficiency);
     candidate.iteration_seconds = evaluated_of[index]->time.iteration_seconds;
     ++result.candidates_evaluated;
-    best.insert(std::upper_bound(best.begin(), best.end(), std::make_pair(candidate.iteration_seconds, index)),
-                {candidate.iteration_seconds, index});
+    const double reachable = reachable_seconds(candidate.config, *evaluated_of[index]);
+    best.insert(std::upper_bound(best.begin(), best.end(), std::make_pair(reachable, index)), {reachable, index});
     if (best.size() > capacity) {
       evaluated_of[best.back().second].reset();
       best.pop_back();
     }
   }
 
-  // Placement re-ranks the kept candidates, best default-order time first. On a measured fabric
+  // Placement re-ranks the kept candidates, best reachable time first. On a measured fabric
   // each placement search costs a large share of the job-start time, so a candidate keeps Slurm's
   // order when placing it is not expected to beat the best placed plan so far:
   //  - its time with every link at the cluster's best (a lower bound for any placement) is no
@@ -536,7 +546,6 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
   //    and that bound (the fabric's structure, e.g. slow links between switch groups, keeps every
   //    layout away from it), and even kRunnerUpReach times that fraction of the candidate's own gap
   //    would not get it there.
-  const Cluster optimistic = options.optimize_placement && best.size() > 1 ? with_best_links(cluster) : Cluster{};
   double best_placed_seconds = std::numeric_limits<double>::infinity();
   double best_recovered_fraction = 1;  // of the best placed plan's default-to-bound gap
   double job_move_work = 0;            // spent by the placement searches so far (PlacementEffort)
@@ -549,12 +558,7 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
     SearchOptions candidate_options = options;
     candidate_options.optimize_placement = options.optimize_placement && rank < keep;
     const double default_seconds = evaluated.time.iteration_seconds;
-    double bound_seconds = default_seconds;
-    if (candidate_options.optimize_placement && best.size() > 1) {
-      bound_seconds = iteration_seconds(
-          config, evaluated.work, communication_times(optimistic, config, evaluated.work, default_placement(config)),
-          training);
-    }
+    const double bound_seconds = seconds;  // reachable_seconds: the default order's time without placement
     if (candidate_options.optimize_placement && !result.plans.empty()) {
       const double expected_reach = std::min(1.0, kRunnerUpReach * best_recovered_fraction);
       candidate_options.optimize_placement =

@@ -151,6 +151,39 @@ TEST(Search, BestPlanIsTheBestOfAllConfigurations) {
   EXPECT_LT(result->candidates_evaluated, static_cast<int>(all.size()) / 4);
 }
 
+// scripts/slurm/write-links.sh's four nodes: pair 0-1 degraded to 3 GB/s, 0-2 and 1-3 fast, the
+// rest 20-22 GB/s. Slurm's order puts llama2-7b's best layout (tp1 pp2 dp16) with DP rings over the
+// degraded pair, twice as slow as once placed, and slower there than full-recompute layouts that
+// placement gains less on; the search must still place it, as it does when it places everything.
+TEST(Search, PlacesTheLayoutPlacementCanMakeFastestNotTheFastestInSlurmsOrder) {
+  Cluster cluster = uniform_cluster(4, 8);
+  const auto link = [&](int a, int b, double gb_per_s, double latency_us) {
+    cluster.inter_node.at(a, b) = cluster.inter_node.at(b, a) =
+        Link{gb_per_s * units::gigabyte, latency_us * units::microsecond, true};
+  };
+  link(0, 1, 3, 40);
+  link(0, 2, 48, 8);
+  link(0, 3, 20, 12);
+  link(1, 2, 21, 12);
+  link(1, 3, 47, 8);
+  link(2, 3, 22, 12);
+  ModelSpec model = llama_like(32, 4096, 32, 32, 11008);
+  model.vocab_size = 32000;
+  const TrainingSpec training = training_of(256, 4096);
+  SearchOptions options;
+  options.top_k = 3;
+  const Result<SearchResult> searched = search_plans(model, training, cluster, options);
+  ASSERT_TRUE(searched.ok()) << searched.error().message;
+  options.top_k = 64;
+  options.placement_candidates = 64;
+  const Result<SearchResult> everything_placed = search_plans(model, training, cluster, options);
+  ASSERT_TRUE(everything_placed.ok()) << everything_placed.error().message;
+  const Plan& best = everything_placed->plans.front();
+  EXPECT_LT(best.time.iteration_seconds, 0.8 * best.default_placement_iteration_seconds);  // placement pays here
+  EXPECT_EQ(plan_hash(searched->plans.front()), plan_hash(best));
+  EXPECT_DOUBLE_EQ(searched->plans.front().time.iteration_seconds, best.time.iteration_seconds);
+}
+
 TEST(Search, FixedKnobsAreKept) {
   TrainingSpec training = training_of(256, 4096);
   training.fixed.tp = 4;
