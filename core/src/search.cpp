@@ -537,7 +537,8 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
     }
   }
 
-  // Placement re-ranks the kept candidates, best reachable time first. On a measured fabric
+  // Placement re-ranks the kept candidates: first the best in Slurm's order (what every
+  // placement can at least keep), then the rest by reachable time. On a measured fabric
   // each placement search costs a large share of the job-start time, so a candidate keeps Slurm's
   // order when placing it is not expected to beat the best placed plan so far:
   //  - its time with every link at the cluster's best (a lower bound for any placement) is no
@@ -546,10 +547,14 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
   //    and that bound (the fabric's structure, e.g. slow links between switch groups, keeps every
   //    layout away from it), and even kRunnerUpReach times that fraction of the candidate's own gap
   //    would not get it there.
+  const double close_call = best.front().first * (1 + kCloseCallFraction);
+  const auto best_in_slurms_order = std::min_element(best.begin(), best.end(), [&](const auto& a, const auto& b) {
+    return evaluated_of[a.second]->time.iteration_seconds < evaluated_of[b.second]->time.iteration_seconds;
+  });
+  std::rotate(best.begin(), best_in_slurms_order, std::next(best_in_slurms_order));
   double best_placed_seconds = std::numeric_limits<double>::infinity();
   double best_recovered_fraction = 1;  // of the best placed plan's default-to-bound gap
   double job_move_work = 0;            // spent by the placement searches so far (PlacementEffort)
-  const double close_call = best.front().first * (1 + kCloseCallFraction);
   for (size_t rank = 0; rank < best.size(); ++rank) {
     const auto& [seconds, index] = best[rank];
     if (rank >= keep && seconds > close_call) break;
