@@ -5,9 +5,10 @@
 # Megatron-LM d98e8a64) with a time 20% and a peak memory 30% above what the plan predicted;
 # calibrate finds the job's output (scontrol show job) and the plan the plugin kept in the user's
 # state directory, fits, writes the calibration file the site file names, and the next job's plan
-# predicts with it. Usage: calibrate_test.sh PLUGIN VERSION PIPETTE_BINARY
+# predicts with it. Usage: calibrate_test.sh PLUGIN VERSION [PIPETTE_BINARY] (default: the
+# `pipette` on PATH, as scripts/package-test.sh runs it against the installed package)
 source "$(dirname "$0")/lib.sh"
-pipette=$(realpath "${3:?usage: $0 PLUGIN VERSION PIPETTE_BINARY}")
+pipette=$(realpath "${3:-$(command -v pipette)}") || { echo "usage: $0 PLUGIN VERSION [PIPETTE_BINARY]: no pipette binary" >&2; exit 1; }
 
 write_link_cache "$work_dir/links.yaml"
 write_site_file "gpu: H100-SXM" "links:" "  cache: $work_dir/links.yaml" \

@@ -36,6 +36,10 @@ job_named() {  # job_named NAME: the id of the job called NAME
   scontrol -o show jobs | tr ' ' '\n' | awk -v name="JobName=$1" '/^JobId=/ {id = substr($0, 7)} $0 == name {print id}'
 }
 expect_failed_job() {  # expect_failed_job WHAT JOB_ID STDERR_FILE
+  # srun returns while its job may still be COMPLETING: wait (60 s at most) for the final state.
+  for _ in $(seq 1 600); do
+    case "$(job_field "$2" JobState)" in RUNNING | COMPLETING) sleep 0.1 ;; *) break ;; esac
+  done
   expect_eq "$1: job FAILED 1:0" "FAILED 1:0" "$(job_field "$2" JobState) $(job_field "$2" ExitCode)"
   expect_contains "$1: the reason in its stderr" "$strict_reason" "$3"
 }

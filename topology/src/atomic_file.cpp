@@ -18,7 +18,7 @@ Result<TemporaryFile> write_temporary(const std::string& target_path, const std:
   const std::filesystem::path target(target_path);
   const std::string directory = target.has_parent_path() ? target.parent_path().string() : ".";
   TemporaryFile file;
-  file.path = (std::filesystem::path(directory) / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  file.path = (std::filesystem::path(directory) / ('.' + target.filename().string() + ".tmp.XXXXXX")).string();
   FileDescriptor fd(::mkstemp(file.path.data()));
   if (fd.get() < 0) return Error{system_error("cannot create a temporary file in", directory) + " (is the directory writable?)"};
   auto fail = [&](const std::string& what) {
