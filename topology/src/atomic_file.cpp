@@ -6,12 +6,27 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 namespace pipette {
 
 std::string system_error(const std::string& what, const std::string& path) {
   return what + " " + path + ": " + std::strerror(errno);
+}
+
+Result<std::string> read_whole_file(const std::string& label, const std::string& path, const std::string& fix) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::string message = label + path + ": cannot open (" + std::strerror(errno) + ')';
+    if (!fix.empty()) message.append("; ").append(fix);
+    return Error{message};
+  }
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) return Error{label + path + ": read error"};
+  return contents.str();
 }
 
 Result<TemporaryFile> write_temporary(const std::string& target_path, const std::string& contents, mode_t mode) {

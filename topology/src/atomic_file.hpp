@@ -1,6 +1,6 @@
 #pragma once
-// Internal: how Pipette's shared state files (the link cache, the calibration file) are replaced:
-// written in full beside the target, fsynced, then renamed over it, so a reader sees the old file
+// Internal: how Pipette's state and record files (the link cache, the calibration file, plan and
+// run records) are read whole, and how the shared ones are replaced: written in full beside the target, fsynced, then renamed over it, so a reader sees the old file
 // or the new one and never a half-written one. Writers serialise with an flock on PATH.lock.
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +15,10 @@ namespace pipette {
 
 // "WHAT PATH: strerror(errno)".
 std::string system_error(const std::string& what, const std::string& path);
+
+// The whole file. Errors: "LABELPATH: cannot open (strerror); FIX" (no "; FIX" when fix is empty)
+// and "LABELPATH: read error".
+Result<std::string> read_whole_file(const std::string& label, const std::string& path, const std::string& fix = "");
 
 // RAII file descriptor, so every error path closes what it opened.
 class FileDescriptor {

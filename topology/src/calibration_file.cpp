@@ -3,14 +3,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "pipette/topology/link_cache.hpp"
 
@@ -174,13 +170,10 @@ Result<CalibrationFile> parse_calibration_file(std::string_view text, const std:
 
 Result<CalibrationFile> read_calibration_file(const std::string& path) {
   return guarded("calibration file ", path, [&]() -> Result<CalibrationFile> {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Error{"calibration file " + path + ": cannot open (" + std::strerror(errno) +
-                          "); run pipette calibrate to create it or fix calibration.file in the site file"};
-    std::ostringstream contents;
-    contents << in.rdbuf();
-    if (in.bad()) return Error{"calibration file " + path + ": read error"};
-    return parse_calibration_file(contents.str(), path);
+    auto contents = read_whole_file("calibration file ", path,
+                                    "run pipette calibrate to create it or fix calibration.file in the site file");
+    if (!contents) return contents.error();
+    return parse_calibration_file(*contents, path);
   });
 }
 

@@ -6,14 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "atomic_file.hpp"
 #include "link_index.hpp"
@@ -577,13 +573,9 @@ Result<LinkCache> parse_link_cache(std::string_view text, const std::string& sou
 
 Result<LinkCache> read_link_cache(const std::string& path) {
   return guarded("link cache ", path, [&]() -> Result<LinkCache> {
-    std::ifstream file(path, std::ios::binary);
-    if (!file) return Error{"link cache " + path + ": cannot open (" + std::strerror(errno) +
-                            "); run pipette-probe to create it or fix links.cache in the site file"};
-    std::ostringstream contents;
-    contents << file.rdbuf();
-    if (file.bad()) return Error{"link cache " + path + ": read error"};
-    return parse_link_cache(contents.str(), path);
+    auto contents = read_whole_file("link cache ", path, "run pipette-probe to create it or fix links.cache in the site file");
+    if (!contents) return contents.error();
+    return parse_link_cache(*contents, path);
   });
 }
 

@@ -4,9 +4,7 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -138,11 +136,9 @@ Result<RunDescription> read_plan_record(const std::string& path) {
   return guarded("plan record ", path, [&]() -> Result<RunDescription> {
     if (auto problem = private_to_user(std::filesystem::path(path).parent_path().string(), "plan directory")) return *problem;
     if (auto problem = private_to_user(path, "plan record")) return *problem;
-    std::ifstream in(path);
-    if (!in) return Error{"plan record " + path + ": cannot open (" + std::strerror(errno) + ")"};
-    std::ostringstream contents;
-    contents << in.rdbuf();
-    return parse_plan_record(contents.str(), path);
+    auto contents = read_whole_file("plan record ", path);
+    if (!contents) return contents.error();
+    return parse_plan_record(*contents, path);
   });
 }
 

@@ -1,18 +1,15 @@
 #include "pipette/topology/run_records.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "pipette/core/plan.hpp"
 #include "pipette/core/units.hpp"
 #include "pipette/topology/job_planner.hpp"
 
+#include "atomic_file.hpp"
 #include "guarded.hpp"
 
 namespace pipette {
@@ -425,11 +422,9 @@ Result<std::vector<RunDescription>> parse_run_table(std::string_view text, const
 }
 
 Result<std::vector<RunDescription>> read_run_records(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{path + ": cannot open (" + std::strerror(errno) + ")"};
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  const std::string text = contents.str();
+  auto contents = read_whole_file("", path);
+  if (!contents) return contents.error();
+  const std::string& text = *contents;
   if (path.size() > 4 && path.ends_with(".csv")) return parse_run_table(text, path);
   const size_t megatron = std::min(text.find("elapsed time per iteration (ms)"), text.find("------------------------ arguments"));
   const size_t torchtitan = text.find("tps:");
