@@ -15,7 +15,8 @@ namespace pipette::spank {
 
 namespace {
 
-constexpr std::string_view kHeader = "pipette_layout: 1";
+constexpr std::string_view kHeader = "pipette_layout: 2";
+constexpr std::string_view kVersion1Header = "pipette_layout: 1";  // no request line
 constexpr std::size_t kMaxRecordBytes = 64 * 1024;  // a 1024-stage split is under 5 KiB
 constexpr int kMaxStages = 1024;                    // the model file's layer limit
 constexpr int kMaxGpus = 1 << 20;
@@ -36,7 +37,16 @@ std::string system_error(const std::string& path, const char* what) {
 
 }  // namespace
 
-RecordedLayout layout_of(const Plan& plan, const std::string& plan_hash) {
+std::string describe_request(const Settings& settings) {
+  const auto or_default = [](const std::string& value) { return value.empty() ? std::string("default") : value; };
+  const auto number_or_default = [](const auto& value) {
+    return value ? std::to_string(*value) : std::string("default");
+  };
+  return "model=" + or_default(settings.model) + " batch=" + number_or_default(settings.global_batch) +
+         " seq=" + number_or_default(settings.sequence_length) + " framework=" + or_default(settings.framework);
+}
+
+RecordedLayout layout_of(const Plan& plan, const std::string& plan_hash, const std::string& request) {
   const ParallelConfig& config = plan.config;
   FixedKnobs knobs;
   knobs.tp = config.tp;
@@ -47,7 +57,7 @@ RecordedLayout layout_of(const Plan& plan, const std::string& plan_hash) {
   knobs.recompute = config.recompute;
   knobs.sequence_parallel = config.sequence_parallel;
   knobs.distributed_optimizer = config.distributed_optimizer;
-  return {format_fixed_knobs(knobs), config.layers_per_stage, config.world_size(), plan_hash};
+  return {format_fixed_knobs(knobs), config.layers_per_stage, config.world_size(), plan_hash, request};
 }
 
 std::string format_layout_record(const RecordedLayout& layout) {
@@ -57,7 +67,7 @@ std::string format_layout_record(const RecordedLayout& layout) {
     split += std::to_string(layers);
   }
   return std::string(kHeader) + "\nfix: " + layout.fix + "\nsplit: " + split + "\ngpus: " + std::to_string(layout.gpus) +
-         "\nplan: " + layout.plan_hash + "\n";
+         "\nplan: " + layout.plan_hash + "\nrequest: " + layout.request + "\n";
 }
 
 Result<RecordedLayout> parse_layout_record(std::string_view text, const std::string& path) {
@@ -67,13 +77,15 @@ Result<RecordedLayout> parse_layout_record(std::string_view text, const std::str
   if (text.size() > kMaxRecordBytes) return bad("larger than 64 KiB");
   std::map<std::string, std::string, std::less<>> fields;
   bool header = false;
+  bool version1 = false;
   while (!text.empty()) {
     const std::size_t end = text.find('\n');
     if (end == std::string_view::npos) return bad("its last line is incomplete");
     const std::string_view line = text.substr(0, end);
     text.remove_prefix(end + 1);
     if (!header) {
-      if (line != kHeader) return bad("it does not start with '" + std::string(kHeader) + "'");
+      version1 = line == kVersion1Header;
+      if (line != kHeader && !version1) return bad("it does not start with '" + std::string(kHeader) + "'");
       header = true;
       continue;
     }
@@ -83,10 +95,14 @@ Result<RecordedLayout> parse_layout_record(std::string_view text, const std::str
       return bad("a key is given twice");
   }
   if (!header) return bad("it is empty");
-  for (const char* key : {"fix", "split", "gpus", "plan"}) {
+  // A record written before the request was kept (version 1) is taken for this job's, as it was.
+  std::vector<const char*> keys = {"fix", "split", "gpus", "plan"};
+  if (!version1) keys.push_back("request");
+  for (const char* key : keys) {
     if (!fields.count(key)) return bad(std::string("no '") + key + "' line");
   }
-  if (fields.size() != 4) return bad("it has keys other than fix, split, gpus and plan");
+  if (fields.size() != keys.size()) return bad(version1 ? "it has keys other than fix, split, gpus and plan"
+                                                         : "it has keys other than fix, split, gpus, plan and request");
   RecordedLayout layout;
   layout.fix = fields["fix"];
   const Result<FixedKnobs> knobs = parse_fixed_knobs(layout.fix);
@@ -105,6 +121,10 @@ Result<RecordedLayout> parse_layout_record(std::string_view text, const std::str
   if (static_cast<int>(layout.layers_per_stage.size()) != *knobs->pp) return bad("the split does not have pp stages");
   if (!parse_positive(fields["gpus"], kMaxGpus, layout.gpus)) return bad("gpus is not a positive count");
   layout.plan_hash = fields["plan"];
+  if (!version1) {
+    layout.request = fields["request"];
+    if (layout.request.empty()) return bad("the request is empty");
+  }
   return layout;
 }
 
@@ -171,7 +191,7 @@ ReadLayout read_layout_record(const std::string& path) {
   return read;
 }
 
-std::string write_layout_record(const std::string& path, const RecordedLayout& layout) {
+std::string write_layout_record(const std::string& path, const RecordedLayout& layout, ExistingRecord existing) {
   const std::string temporary = path + ".tmp" + std::to_string(getpid());
   const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return system_error(temporary, "be created");
@@ -180,6 +200,12 @@ std::string write_layout_record(const std::string& path, const RecordedLayout& l
   const bool closed = close(fd) == 0;
   if (!written || !closed) {
     const std::string error = system_error(temporary, "be written");
+    unlink(temporary.c_str());
+    return error;
+  }
+  if (existing == ExistingRecord::replace) {
+    if (rename(temporary.c_str(), path.c_str()) == 0) return {};
+    const std::string error = system_error(path, "be replaced");
     unlink(temporary.c_str());
     return error;
   }

@@ -139,6 +139,7 @@ void export_failure(spank_t sp, RemoteContext& context) {
 struct JobRecord {
   std::string path;       // "" when the job has no SLURM_SUBMIT_DIR
   bool applied = false;   // a record was found and fixes this step's layout
+  bool foreign = false;   // the record asks for another plan (its job, or another step's request)
 };
 
 // Every step of a job whose layout is recorded plans with the recorded knobs and split (the
@@ -154,6 +155,17 @@ std::string apply_recorded_layout(spank_t sp, StepRequest& request, JobRecord& r
   const ReadLayout read = read_layout_record(record.path);
   if (!read.error.empty()) return read.error;
   if (!read.found) return {};
+  const std::string asked = describe_request(request.settings);
+  if (!read.layout.request.empty() && read.layout.request != asked) {
+    record.foreign = true;
+    if (request.node_index == 0) {
+      slurm_info("pipette: job %u: the layout record %s was planned for another request (%s) than this step's (%s): "
+                 "planning afresh%s",
+                 request.job_id, record.path.c_str(), read.layout.request.c_str(), asked.c_str(),
+                 request.step_id == SLURM_BATCH_SCRIPT ? "; it is another job's that had this id and is replaced" : "");
+    }
+    return {};
+  }
   // A step of another size (e.g. an srun on some of the nodes) plans on its own.
   const int gpus = static_cast<int>(request.layout.node_names.size()) * request.layout.gpus_per_node;
   if (request.layout.gpus_per_node > 0 && gpus != read.layout.gpus) return {};
@@ -174,8 +186,11 @@ std::string apply_recorded_layout(spank_t sp, StepRequest& request, JobRecord& r
 // stays (link() is atomic: the first writer wins). A failure costs only a restart's stability.
 void record_layout(const StepRequest& request, const JobRecord& record, const StepPlan& plan) {
   if (request.node_index != 0 || record.path.empty() || record.applied) return;
+  if (record.foreign && request.step_id != SLURM_BATCH_SCRIPT) return;
   const Result<RecordedLayout> layout = parse_layout_record(plan.layout_record, record.path);
-  const std::string error = layout ? write_layout_record(record.path, *layout) : layout.error().message;
+  const std::string error =
+      layout ? write_layout_record(record.path, *layout, record.foreign ? ExistingRecord::replace : ExistingRecord::keep)
+             : layout.error().message;
   if (!error.empty()) slurm_error("pipette: %s; if this job is requeued it is planned afresh", error.c_str());
 }
 

@@ -15,7 +15,8 @@
 namespace pipette::spank {
 namespace {
 
-const RecordedLayout first_start{"tp=4,pp=2,dp=4,mbs=1,vpp=1,recompute=none,sp=on,distopt=on", {17, 15}, 32, "abc"};
+const RecordedLayout first_start{"tp=4,pp=2,dp=4,mbs=1,vpp=1,recompute=none,sp=on,distopt=on", {17, 15}, 32, "abc",
+                                 "model=llama3-8b batch=256 seq=8192 framework=default"};
 
 std::string temporary_path(const std::string& name) {
   const std::string path = (std::filesystem::temp_directory_path() / ("pipette-layout-test-" + name)).string();
@@ -30,12 +31,41 @@ TEST(LayoutRecord, FormatsAndParsesBack) {
   EXPECT_EQ(parsed->layers_per_stage, first_start.layers_per_stage);
   EXPECT_EQ(parsed->gpus, 32);
   EXPECT_EQ(parsed->plan_hash, "abc");
+  EXPECT_EQ(parsed->request, first_start.request);
+}
+
+// A record written before requests were kept still restarts its job.
+TEST(LayoutRecord, AVersion1RecordReadsWithoutARequest) {
+  const Result<RecordedLayout> parsed =
+      parse_layout_record("pipette_layout: 1\nfix: tp=2,pp=2\nsplit: 16,16\ngpus: 16\nplan: abc\n", "f");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(parsed->request, "");
+  EXPECT_EQ(parsed->layers_per_stage, (std::vector<int>{16, 16}));
+  EXPECT_FALSE(parse_layout_record("pipette_layout: 2\nfix: tp=2,pp=2\nsplit: 16,16\ngpus: 16\nplan: abc\n", "f").ok())
+      << "version 2 needs its request";
+}
+
+// The request names what the plan was asked for and nothing the user's --pipette-fix may change.
+TEST(LayoutRecord, TheRequestNamesModelBatchSequenceAndFramework) {
+  Settings settings;
+  EXPECT_EQ(describe_request(settings), "model=default batch=default seq=default framework=default");
+  settings.model = "llama3-70b";
+  settings.global_batch = 1024;
+  settings.sequence_length = 8192;
+  settings.framework = "nemo";
+  settings.fix = "tp=8";
+  EXPECT_EQ(describe_request(settings), "model=llama3-70b batch=1024 seq=8192 framework=nemo");
+  Settings other = settings;
+  other.fix = "pp=4";
+  EXPECT_EQ(describe_request(other), describe_request(settings));
+  other.model = "llama3-8b";
+  EXPECT_NE(describe_request(other), describe_request(settings));
 }
 
 TEST(LayoutRecord, CorruptRecordsAreRefusedWithTheFixNamed) {
   const std::string good = format_layout_record(first_start);
   const std::vector<std::string> corrupt = {
-       std::string(), good.substr(0, good.size() - 1), "pipette_layout: 2\n" + good.substr(good.find('\n') + 1),
+       std::string(), good.substr(0, good.size() - 1), "pipette_layout: 3\n" + good.substr(good.find('\n') + 1),
         good + "extra: 1\n", good + "gpus: 8\n", "pipette_layout: 1\nfix: tp=x\nsplit: 1\ngpus: 8\nplan: a\n",
         "pipette_layout: 1\nfix: tp=4,pp=2\nsplit: 17\ngpus: 8\nplan: a\n",
         "pipette_layout: 1\nfix: tp=4,pp=2\nsplit: 17,0\ngpus: 8\nplan: a\n",
@@ -100,6 +130,10 @@ TEST(LayoutRecord, WrittenForTheUserAloneAndReadBack) {
   other.plan_hash = "def";
   ASSERT_EQ(write_layout_record(path, other), "");
   EXPECT_EQ(read_layout_record(path).layout.plan_hash, "abc") << "the first record stays";
+  ASSERT_EQ(write_layout_record(path, other, ExistingRecord::replace), "");
+  EXPECT_EQ(read_layout_record(path).layout.plan_hash, "def") << "another job's record is replaced";
+  ASSERT_EQ(stat(path.c_str(), &status), 0);
+  EXPECT_EQ(status.st_mode & 0777, 0600u);
   chmod(path.c_str(), 0666);
   EXPECT_NE(read_layout_record(path).error.find("writable by others than its owner"), std::string::npos);
   std::filesystem::remove(path);

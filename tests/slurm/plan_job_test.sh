@@ -185,6 +185,29 @@ expect_contains "corrupt record: PIPETTE_STATUS names the file and the fix" \
 expect_contains "corrupt record: the reason in the job's stderr" "delete it to plan the job afresh" "$work_dir/corrupt.err"
 expect_eq "corrupt record: no task gets RANK" "-" "$(awk '{print $3}' "$work_dir/corrupt.tasks" | sort -u | tr -d '\n')"
 
+# A record of another job that had this id (the controller's ids restart when its state is
+# cleared) is not this job's layout: the batch step plans afresh, says so, and replaces it.
+foreign=$(sbatch --parsable --hold -o "$work_dir/foreign.out" -e "$work_dir/foreign.err" "${job_args[@]}" --pipette=auto \
+  "${model_args[@]}" "$rank_job" "$work_dir/foreign")
+foreign_record=$work_dir/.pipette-layout-$foreign
+printf 'pipette_layout: 2\nfix: tp=1,pp=32,dp=1,mbs=1,vpp=1,recompute=full,sp=off,distopt=off\nsplit: %s\ngpus: 32\nplan: 0123456789abcdef\nrequest: model=llama3-70b batch=64 seq=2048 framework=default\n' \
+  "$(seq -s, 32 | sed 's/[0-9]\+/1/g')" >"$foreign_record"
+chmod 0600 "$foreign_record"
+scontrol release "$foreign"
+for _ in $(seq 1 600); do
+  case "$(job_field "$foreign" JobState)" in PENDING | CONFIGURING | RUNNING | COMPLETING) sleep 0.1 ;; *) break ;; esac
+done
+expect_eq "foreign record: the job ran" "COMPLETED 0:0" "$(job_field "$foreign" JobState) $(job_field "$foreign" ExitCode)"
+expect_contains "foreign record: the job is planned" "PIPETTE_STATUS=ok" "$work_dir/foreign.batch-env"
+expect_eq "foreign record: the pp a fresh plan gives, not the recorded one" "$(sed -n 's/^PIPETTE_PP=//p' "$work_dir/auto.batch-env")" \
+  "$(sed -n 's/^PIPETTE_PP=//p' "$work_dir/foreign.batch-env")"
+expect_eq "foreign record: replaced by this job's" "request: model=llama2-7b batch=256 seq=4096 framework=default" \
+  "$(grep '^request: ' "$foreign_record")"
+grep -h "pipette: job $foreign: the layout record $foreign_record was planned for another request" \
+  "$PIPETTE_SLURM_DIR"/log/slurmd-n*.log >/dev/null &&
+  pass "foreign record: the slurmd log says why the record was not used" ||
+  fail "foreign record: no 'was planned for another request' line in the slurmd logs"
+
 # Without Pipette nothing changes.
 run_batch off "${job_args[@]}" "$rank_job" "$work_dir/off"
 expect_eq "off: no PIPETTE_ variable" "" "$(cat "$work_dir/off.batch-env")"
