@@ -6,13 +6,16 @@
 //
 //   build/bench/jobstart_bench --benchmark_counters_tabular=true
 //
-// BigO fits the growth in GPUs; the counters say how much of the work the search did.
+// BigO fits the growth in GPUs; the counters say how much of the work the search did, and the
+// label is the chosen plan's plan_hash (a pure speed-up must leave it unchanged at every size).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/plan.hpp"
 #include "pipette/core/search.hpp"
 #include "pipette/core/synthetic_fabric.hpp"
 #include "pipette/topology/model_file.hpp"
@@ -50,6 +53,7 @@ void BM_JobStartPlan(benchmark::State& state) {
   double predicted_seconds = 0;
   double moves = 0;        // the chosen plan's placement search (the plan's JSON has the same)
   double move_budget = 0;
+  std::string hash;        // plan_hash of the chosen plan: an optimisation must leave it unchanged
   for (auto _ : state) {
     const Result<SearchResult> result = search_plans(model(), training, cluster, options);
     if (!result.ok() || result.value().plans.empty()) {
@@ -63,7 +67,9 @@ void BM_JobStartPlan(benchmark::State& state) {
     // Read into a counter below, so the search is not optimised away (DoNotOptimize on a double
     // mangles it with this libbenchmark: its "+m,r" constraint may pick an integer register).
     predicted_seconds = result.value().plans.front().time.iteration_seconds;
+    hash = plan_hash(result.value().plans.front());
   }
+  state.SetLabel(hash);
   state.SetComplexityN(gpus);
   state.counters["nodes"] = fabric.nodes;
   state.counters["candidates"] = candidates;

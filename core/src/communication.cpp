@@ -128,11 +128,27 @@ class NodeRing {
     }
     group_begin_.push_back(static_cast<int>(gpus.size()));
     if (revisits_a_node(cluster)) group_scattered_members(cluster, gpus);
+    same_count_everywhere_ = true;
+    for (int i = 1; i < node_count() && same_count_everywhere_; ++i) same_count_everywhere_ = gpus_on(i) == gpus_on(0);
+    note_same_locals_everywhere();
+  }
+  // Becomes the ring of another group whose i-th member sits on the same node as this group's
+  // i-th member, for every i (the DP groups of one stage's tp indices in the usual case): the
+  // node grouping, which depends on the members' nodes only, is kept, and only the local GPUs are
+  // read again. The result equals NodeRing(cluster, that group's GPUs), without its allocations.
+  // `gpu_of_member(i)`: the other group's i-th member.
+  template <typename GpuOfMember>
+  void relabel(const Cluster& cluster, GpuOfMember gpu_of_member) {
+    for (size_t i = 0; i < local_gpus_.size(); ++i)
+      local_gpus_[i] = local_of(cluster, gpu_of_member(member_of_position_.empty() ? static_cast<int>(i) : member_of_position_[i]));
+    note_same_locals_everywhere();
   }
   int size() const { return size_; }
   int node_count() const { return static_cast<int>(nodes_.size()); }
   const std::vector<int>& nodes() const { return nodes_; }
   int node(int index) const { return nodes_[static_cast<size_t>(index)]; }
+  // Every node holds as many of the group's GPUs.
+  bool same_count_everywhere() const { return same_count_everywhere_; }
   int gpus_on(int index) const { return group_begin_[static_cast<size_t>(index) + 1] - group_begin_[static_cast<size_t>(index)]; }
   int local_gpu(int index, int k) const { return local_gpus_[static_cast<size_t>(group_begin_[static_cast<size_t>(index)] + k)]; }
   std::pair<int, int> edge(int index) const { return {node(index), node((index + 1) % node_count())}; }
@@ -141,13 +157,18 @@ class NodeRing {
   // enough rails.
   // `subrings`: subrings(), which the caller has at hand.
   bool hop_on_one_rail(const Cluster& cluster, int index, int subrings) const {
+    if (same_locals_everywhere_) return true;  // what the usual case below finds on every hop
     const int next = (index + 1) % node_count();
     const int count = gpus_on(index);
     if (count == 1 && gpus_on(next) == 1) return cluster.rail_of(local_gpu(index, 0)) == cluster.rail_of(local_gpu(next, 0));
     // The usual case: the same local GPUs on both nodes (every node's GPUs in one order).
     const auto here = local_gpus_.begin() + group_begin_[static_cast<size_t>(index)];
     const auto there = local_gpus_.begin() + group_begin_[static_cast<size_t>(next)];
-    if (count == gpus_on(next) && std::equal(here, here + count, there)) return true;
+    // A plain loop: std::equal on ints becomes a memcmp call, dearer than comparing two or four
+    // ints, and the placement search asks this for every hop of several rings per move.
+    bool same_locals = count == gpus_on(next);
+    for (int k = 0; k < count && same_locals; ++k) same_locals = here[k] == there[k];
+    if (same_locals) return true;
     return std::popcount(rails_on(cluster, index) & rails_on(cluster, next)) >= subrings;
   }
   bool on_one_rail_throughout(const Cluster& cluster) const {
@@ -167,6 +188,17 @@ class NodeRing {
   }
 
  private:
+  // Whether every node holds the same local GPUs in the same order (every node's GPUs in one
+  // order, the usual case): then every hop stays on one rail, which the placement search would
+  // otherwise establish hop by hop for several rings per move.
+  void note_same_locals_everywhere() {
+    same_locals_everywhere_ = same_count_everywhere_;
+    if (!same_locals_everywhere_ || node_count() < 2) return;
+    const auto count = static_cast<size_t>(gpus_on(0));  // every node's: nodes hold consecutive runs
+    for (size_t first = count; first < local_gpus_.size() && same_locals_everywhere_; first += count)
+      for (size_t k = 0; k < count && same_locals_everywhere_; ++k) same_locals_everywhere_ = local_gpus_[first + k] == local_gpus_[k];
+  }
+
   bool revisits_a_node(const Cluster& cluster) const {
     constexpr size_t kPairwiseUpTo = 32;  // cheaper than a bitmap of every node of the cluster
     if (nodes_.size() <= kPairwiseUpTo) {
@@ -204,6 +236,7 @@ class NodeRing {
         group_begin_.push_back(static_cast<int>(i));
       }
       local_gpus_.push_back(local_of(cluster, gpus[static_cast<size_t>(order[i].second)]));
+      member_of_position_.push_back(order[i].second);
     }
     group_begin_.push_back(static_cast<int>(order.size()));
   }
@@ -219,6 +252,9 @@ class NodeRing {
   std::vector<int> nodes_;
   std::vector<int> group_begin_;  // node_count() + 1 offsets into local_gpus_
   std::vector<int> local_gpus_;   // grouped by node, rank order within a node
+  std::vector<int> member_of_position_;  // which member local_gpus_[i] is; empty: member i
+  bool same_count_everywhere_ = false;
+  bool same_locals_everywhere_ = false;
 };
 
 // The ring through g GPUs of one node, `local_gpu_at(k)` the k-th in rank order.
@@ -240,6 +276,20 @@ CollectiveCost single_node_ring_cost(int g, const RingBottleneck& links) {
 // and steps. Nodes run in parallel; the slowest bandwidth and latency are taken separately (they
 // differ only on mixed nodes).
 CollectiveCost intra_node_cost(const Cluster& cluster, const NodeRing& ring) {
+  if (ring.same_count_everywhere() && ring.node_count() > 0) {
+    // The usual case: one g on every node, and a node's cost falls as its bottleneck bandwidth
+    // rises and grows with its bottleneck latency. Division and multiplication round
+    // monotonically, so the slowest node's costs are the costs at the bottleneck of all nodes'
+    // links, bit for bit: one division instead of one per node (the placement search prices
+    // several of these rings per move).
+    const int g = ring.gpus_on(0);
+    RingBottleneck all;
+    for (int i = 0; i < ring.node_count() && g > 1; ++i) {
+      const LinkMatrix& links = cluster.intra_node[static_cast<size_t>(ring.node(i))];
+      for (int k = 0; k < g; ++k) all.add(links.at(ring.local_gpu(i, k), ring.local_gpu(i, (k + 1) % g)));
+    }
+    return single_node_ring_cost(g, all);
+  }
   CollectiveCost cost;
   for (int i = 0; i < ring.node_count(); ++i) {
     const int g = ring.gpus_on(i);
@@ -466,7 +516,7 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
   // The usual case (TP groups inside nodes): every tp index's group visits the same nodes in the
   // same order, so all cross every edge of one node ring and only their intra-node rings differ.
   const std::vector<int> first_gpus = gpus_of_dp_group(config, map, stage, 0);
-  const NodeRing first(cluster, first_gpus);
+  NodeRing first(cluster, first_gpus);
   bool same_node_ring = true;
   for (int t = 1; t < config.tp && same_node_ring; ++t)
     for (int d = 0; d < config.dp && same_node_ring; ++d)
@@ -502,7 +552,10 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
         slowest = std::max(slowest, inter.seconds(work.gradient_bytes_per_gpu));
         continue;
       }
-      const NodeRing ring(cluster, gpus_of_dp_group(config, map, stage, t));
+      // The same nodes in the same order as tp index 0's group (same_node_ring): its ring becomes
+      // this one (what the rest of the loop needs of it is in `inter` and first_on_one_rail).
+      NodeRing& ring = first;
+      ring.relabel(cluster, [&](int d) { return map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, d, stage}))]; });
       const bool same_inter = !rails_matter || (first_on_one_rail && ring.on_one_rail_throughout(cluster));
       const CollectiveCost own_inter = same_inter ? inter : inter_node_cost(cluster, ring, flows_on_edge);
       const CollectiveCost intra = intra_phase ? intra_node_cost(cluster, ring) : CollectiveCost{};
