@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "pipette/core/gpu_catalog.hpp"
@@ -25,19 +26,30 @@ namespace {
 
 constexpr int kGpusPerNode = 8;
 
-const ModelSpec& model() {
-  static const ModelSpec spec = [] {
-    const Result<ModelSpec> loaded = load_model("llama2-70b", default_model_dirs());
+const ModelSpec& load(const char* name) {
+  static std::map<std::string, ModelSpec> loaded_models;
+  if (const auto found = loaded_models.find(name); found != loaded_models.end()) return found->second;
+  return loaded_models[name] = [name] {
+    const Result<ModelSpec> loaded = load_model(name, default_model_dirs());
     if (!loaded.ok()) {
       std::fprintf(stderr, "jobstart_bench: %s\n", loaded.error().message.c_str());
       std::exit(1);
     }
     return loaded.value();
   }();
-  return spec;
 }
 
-void BM_JobStartPlan(benchmark::State& state) {
+const ModelSpec& model() { return load("llama2-70b"); }
+
+void job_start_plan(benchmark::State& state, const ModelSpec& model);
+
+void BM_JobStartPlan(benchmark::State& state) { job_start_plan(state, model()); }
+
+// Issue 17: an MoE preset, whose search adds the expert layouts (ep x etp) to every dense family
+// and whose placement prices every expert group's all-to-all.
+void BM_JobStartPlanMoe(benchmark::State& state) { job_start_plan(state, load("qwen3-235b-a22b")); }
+
+void job_start_plan(benchmark::State& state, const ModelSpec& model) {
   const int gpus = static_cast<int>(state.range(0));
   SyntheticFabric fabric;
   fabric.nodes = gpus / kGpusPerNode;
@@ -55,7 +67,7 @@ void BM_JobStartPlan(benchmark::State& state) {
   double move_budget = 0;
   std::string hash;        // plan_hash of the chosen plan: an optimisation must leave it unchanged
   for (auto _ : state) {
-    const Result<SearchResult> result = search_plans(model(), training, cluster, options);
+    const Result<SearchResult> result = search_plans(model, training, cluster, options);
     if (!result.ok() || result.value().plans.empty()) {
       state.SkipWithError(result.ok() ? "no plan" : result.error().message.c_str());
       return;
@@ -77,6 +89,8 @@ void BM_JobStartPlan(benchmark::State& state) {
   state.counters["moves"] = moves;
   state.counters["move_budget"] = move_budget;
 }
+
+BENCHMARK(BM_JobStartPlanMoe)->Arg(1024)->Arg(8192)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Every power of two from 32 to 8192 GPUs, and 3072 and 6144 between the largest (issue 18: the
 // cost must grow smoothly, not only at powers of two).

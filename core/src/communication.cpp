@@ -507,8 +507,10 @@ double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& confi
          cost.latency_seconds * work.tp_collectives_per_microbatch;
 }
 
-double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
-                            const StageWork& work, int stage) {
+namespace {
+
+double dense_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                                  const StageWork& work, int stage) {
   if (config.dp <= 1) return 0;
   // Every tp index of the stage reduces its own shard over its own DP group, all at once, so
   // groups that cross the same node pair share its rails. A distributed optimizer's
@@ -591,6 +593,104 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
   return slowest;
 }
 
+// The expert gradients' reduction: every (etp, ep) position of the stage reduces its experts'
+// shard over its expert-dp group, ep·etp groups at once sharing the node pairs' rails.
+double expert_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                                   const StageWork& work, int stage) {
+  const int edp = config.expert_dp();
+  if (edp <= 1 || work.expert_gradient_bytes_per_gpu <= 0) return 0;
+  std::vector<int> gpus(static_cast<size_t>(edp));
+  double slowest = 0;
+  for (int i = 0; i < config.etp; ++i) {
+    for (int e = 0; e < config.ep; ++e) {
+      for (int g = 0; g < edp; ++g)
+        gpus[static_cast<size_t>(g)] =
+            map.gpu_of_rank[static_cast<size_t>(rank_of_expert_position(config, stage, {i, e, g}))];
+      const NodeRing ring(cluster, gpus);
+      const int flows = ring.subrings() * config.ep * config.etp;
+      slowest = std::max(slowest, ring_allreduce_cost(cluster, ring, [flows](int, int) { return flows; })
+                                      .seconds(work.expert_gradient_bytes_per_gpu));
+    }
+  }
+  return slowest;
+}
+
+}  // namespace
+
+double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                            const StageWork& work, int stage) {
+  // Dense and expert gradient buffers are reduced on their own communicators, one after the other.
+  return dense_dp_reduction_seconds(cluster, config, map, work, stage) +
+         expert_dp_reduction_seconds(cluster, config, map, work, stage);
+}
+
+double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                             const StageWork& work, int stage, int group) {
+  if (work.ep_all_to_alls_per_microbatch == 0) return 0;
+  const int etp_index = group % config.etp;
+  const int edp_index = group / config.etp;
+  const int ep = config.ep;
+  double slowest = 0;
+  if (ep > 1) {
+    // One all-to-all: every member sends ep_bytes_per_peer to each other member at once. Inside a
+    // node the sends to its peers share the sender's NVLink/PCIe port (NVSwitch gives one GPU its
+    // pair bandwidth to all peers together, not to each), so they add up; between nodes every
+    // member on node A sends to every member on node B, n_A·n_B flows sharing the node pair on
+    // min(n_A, rails) of its rails, and one node's sends to all other nodes share its NICs. The
+    // intra- and inter-node parts use different links and run together; each of the other nodes
+    // adds one latency (NCCL posts the peers' sends together but each remote peer pays one).
+    std::vector<int> gpus(static_cast<size_t>(ep));
+    std::vector<int> nodes;
+    for (int e = 0; e < ep; ++e) {
+      gpus[static_cast<size_t>(e)] =
+          map.gpu_of_rank[static_cast<size_t>(rank_of_expert_position(config, stage, {etp_index, e, edp_index}))];
+      const int node = node_of(cluster, gpus[static_cast<size_t>(e)]);
+      if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+    }
+    const auto members_on = [&](int node) {
+      int count = 0;
+      for (const int gpu : gpus) count += node_of(cluster, gpu) == node;
+      return count;
+    };
+    const double bytes = work.ep_bytes_per_peer;
+    for (const int gpu : gpus) {
+      const int node = node_of(cluster, gpu);
+      double intra = 0, intra_latency = 0;
+      for (const int peer : gpus) {
+        if (peer == gpu || node_of(cluster, peer) != node) continue;
+        const Link& link = cluster.intra_node[static_cast<size_t>(node)].at(local_of(cluster, gpu), local_of(cluster, peer));
+        intra += bytes / link.bandwidth_bytes_per_second;
+        intra_latency = std::max(intra_latency, link.latency_seconds);
+      }
+      double inter = 0;
+      const int senders = members_on(node);
+      for (const int other : nodes) {
+        if (other == node) continue;
+        const int receivers = members_on(other);
+        const Link& pair = cluster.inter_node.at(node, other);
+        const int rails = std::max(1, cluster.nics_per_node);
+        const double node_pair_bandwidth = pair.bandwidth_bytes_per_second * std::min(senders, rails) / rails;
+        // This member's share: its receivers' bytes, at its share of the node pair's rails.
+        inter += receivers * bytes / (node_pair_bandwidth / senders) + pair.latency_seconds;
+      }
+      slowest = std::max(slowest, std::max(intra + intra_latency, inter));
+    }
+  }
+  double gather = 0;
+  if (config.etp > 1 && work.etp_gather_bytes > 0) {
+    // The all-gather over etp of the tokens the ep all-to-all delivered, and the reduce-scatter
+    // before combine: half an all-reduce each, over the etp group of every ep member; the slowest.
+    std::vector<int> etp_gpus(static_cast<size_t>(config.etp));
+    for (int e = 0; e < ep; ++e) {
+      for (int i = 0; i < config.etp; ++i)
+        etp_gpus[static_cast<size_t>(i)] =
+            map.gpu_of_rank[static_cast<size_t>(rank_of_expert_position(config, stage, {i, e, edp_index}))];
+      gather = std::max(gather, 0.5 * ring_allreduce_seconds(cluster, etp_gpus, work.etp_gather_bytes));
+    }
+  }
+  return work.ep_all_to_alls_per_microbatch * (slowest + gather);
+}
+
 }  // namespace detail
 
 CommunicationTimes communication_times(const Cluster& cluster, const ParallelConfig& config,
@@ -612,6 +712,21 @@ CommunicationTimes communication_times(const Cluster& cluster, const ParallelCon
           detail::tp_collective_seconds(cluster, config, map, stage, s, d);
     }
     times.dp_seconds[static_cast<size_t>(s)] = detail::dp_reduction_seconds(cluster, config, map, stage, s);
+  }
+  if (!work.stages.empty() && std::any_of(work.stages.begin(), work.stages.end(), [](const StageWork& stage) {
+        return stage.ep_all_to_alls_per_microbatch > 0;
+      })) {
+    const auto groups = static_cast<size_t>(expert_groups_per_stage(config));
+    times.ep_group_seconds.assign(pp, std::vector<double>(groups, 0.0));
+    times.ep_seconds.assign(pp, 0.0);
+    for (int s = 0; s < config.pp; ++s) {
+      for (size_t g = 0; g < groups; ++g) {
+        const double seconds = detail::ep_all_to_all_seconds(cluster, config, map, work.stages[static_cast<size_t>(s)],
+                                                             s, static_cast<int>(g));
+        times.ep_group_seconds[static_cast<size_t>(s)][g] = seconds;
+        times.ep_seconds[static_cast<size_t>(s)] = std::max(times.ep_seconds[static_cast<size_t>(s)], seconds);
+      }
+    }
   }
   if (config.virtual_stages > 1 && config.pp > 1) {
     times.wraparound_p2p_seconds.resize(dp);

@@ -63,4 +63,9 @@ double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& confi
 double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
                             const StageWork& work, int stage);
 
+// MoE: the all-to-alls (and etp gathers) of one micro-batch, forward + backward, of expert group
+// `group` (etp_index + etp·edp_index) of stage `stage`.
+double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                             const StageWork& work, int stage, int group);
+
 }  // namespace pipette::detail

@@ -101,6 +101,46 @@ std::string torchtitan_problem(const ModelSpec& model, const ParallelConfig& con
   return {};
 }
 
+// Megatron-core's expert-parallel rules, shared by every framework (each framework's own are below).
+std::string expert_problem(const ModelSpec& model, const ParallelConfig& config) {
+  if (!model.is_moe()) {
+    return config.ep == 1 && config.etp == 1 ? std::string() : "ep and etp need a model with experts (num_experts)";
+  }
+  // arguments.py @d98e8a64 l.1655-1658.
+  if (model.num_experts % config.ep != 0) {
+    return "ep=" + std::to_string(config.ep) + " does not divide the " + std::to_string(model.num_experts) + " experts";
+  }
+  // parallel_state.py @d98e8a64 l.874-884: world % (etp·ep·pp) == 0, i.e. ep·etp divides a stage.
+  if (config.stage_ranks() % (config.ep * config.etp) != 0) {
+    return "ep x etp = " + std::to_string(config.ep * config.etp) + " does not divide the " +
+           std::to_string(config.stage_ranks()) + " ranks of a pipeline stage";
+  }
+  // The expert MLP's column- and row-parallel split over etp (experts.py: moe_ffn_hidden_size / etp).
+  if (model.moe_ffn_hidden_size % config.etp != 0) {
+    return "etp=" + std::to_string(config.etp) + " does not divide moe_ffn_hidden_size " +
+           std::to_string(model.moe_ffn_hidden_size);
+  }
+  // moe_layer.py @d98e8a64 l.636-640: training with TP and experts without SP raises.
+  if (config.tp > 1 && !config.sequence_parallel) return "MoE layers with tp > 1 need sequence parallelism";
+  return {};
+}
+
+std::string torchtitan_expert_problem(const ModelSpec& model, const ParallelConfig& config) {
+  if (!model.is_moe()) return {};
+  // torchtitan models/common/moe_sharding.py @b5bcd76c l.201-238: without EP the experts are
+  // split over the TP mesh (etp = tp), with EP they are whole on the sparse (efsdp, ep) mesh;
+  // distributed/parallel_dims.py l.186-192: ep divides dp_shard·cp·tp, and efsdp =
+  // dp_shard·cp·tp / ep shards the experts with FSDP (config/configs.py l.282-290).
+  if (config.ep == 1) {
+    return config.etp == config.tp ? std::string() : "torchtitan splits experts over tp without ep (etp must be tp)";
+  }
+  if (config.etp != 1) return "torchtitan has no expert tensor parallelism with ep (etp must be 1)";
+  if (config.ep != config.tp) {
+    return "torchtitan's ep borrows the tp ranks here (dp_shard = 1): ep must equal tp, or experts are FSDP-sharded";
+  }
+  return {};
+}
+
 std::string boolean(bool value) { return value ? "true" : "false"; }
 
 std::string or_null(int value, bool present) { return present ? std::to_string(value) : "null"; }
@@ -127,6 +167,17 @@ SplitFlags split_flags(const LaunchDescription& launch) {
   return SplitFlags::layout;
 }
 
+// --moe-layer-freq as an explicit list (1: MoE layer, 0: dense), without the "*" of Megatron's
+// "([0]*k+[1]*n)" form so that an unquoted expansion cannot glob.
+std::string layer_pattern(const LaunchDescription& launch) {
+  std::string text = "[";
+  for (int layer = 0; layer < launch.num_layers; ++layer) {
+    if (layer > 0) text += ',';
+    text += layer < launch.first_dense_layers ? '0' : '1';
+  }
+  return text + "]";
+}
+
 std::string fixed(double value, int decimals) {
   char text[64];
   std::snprintf(text, sizeof text, "%.*f", decimals, value);
@@ -149,6 +200,17 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
   launch.tp = config.tp;
   launch.pp = config.pp;
   launch.dp = config.dp;
+  if (model.is_moe()) {
+    launch.ep = config.ep;
+    launch.etp = config.etp;
+    launch.num_experts = model.num_experts;
+    launch.router_topk = model.router_topk;
+    launch.moe_ffn_hidden_size = model.moe_ffn_hidden_size;
+    launch.shared_expert_ffn_hidden_size = model.shared_expert_ffn_hidden_size;
+    launch.num_layers = model.num_layers;
+    launch.first_dense_layers = model.first_dense_layers;
+    launch.router_load_balancing = to_string(model.router_load_balancing);
+  }
   launch.micro_batch = config.micro_batch;
   launch.num_microbatches = plan.num_microbatches;
   launch.global_batch = static_cast<std::int64_t>(config.micro_batch) * config.dp * plan.num_microbatches;
@@ -178,10 +240,14 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
 std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
                            int num_microbatches) {
   if (static_cast<int>(config.layers_per_stage.size()) != config.pp) return "layers_per_stage must have pp entries";
+  if (const std::string problem = expert_problem(model, config); !problem.empty()) return problem;
   switch (target.framework) {
     case Framework::megatron_core:
     case Framework::nemo: return megatron_problem(target, config, num_microbatches);
-    case Framework::torchtitan: return torchtitan_problem(model, config, num_microbatches);
+    case Framework::torchtitan: {
+      if (const std::string problem = torchtitan_expert_problem(model, config); !problem.empty()) return problem;
+      return torchtitan_problem(model, config, num_microbatches);
+    }
   }
   return "unknown framework";
 }
@@ -222,6 +288,20 @@ std::string megatron_arguments(const LaunchDescription& launch) {
   if (launch.distributed_optimizer) args += " --use-distributed-optimizer";
   if (launch.overlap_grad_reduce) args += " --overlap-grad-reduce";
   if (launch.overlap_param_gather) args += " --overlap-param-gather";
+  if (launch.num_experts > 0) {
+    // The MoE layer as priced: the alltoall dispatcher and grouped expert GEMMs (Megatron's
+    // defaults are the allgather dispatcher and per-expert GEMMs: transformer_config.py
+    // @d98e8a64 l.850, 891), no a2a or shared-expert overlap (their defaults, l.717).
+    args += " --expert-model-parallel-size " + std::to_string(launch.ep) + " --expert-tensor-parallel-size " +
+            std::to_string(launch.etp) + " --num-experts " + std::to_string(launch.num_experts) +
+            " --moe-router-topk " + std::to_string(launch.router_topk) + " --moe-ffn-hidden-size " +
+            std::to_string(launch.moe_ffn_hidden_size) + " --moe-router-load-balancing-type " +
+            launch.router_load_balancing + " --moe-token-dispatcher-type alltoall --moe-grouped-gemm";
+    if (launch.shared_expert_ffn_hidden_size > 0) {
+      args += " --moe-shared-expert-intermediate-size " + std::to_string(launch.shared_expert_ffn_hidden_size);
+    }
+    if (launch.first_dense_layers > 0) args += " --moe-layer-freq " + layer_pattern(launch);
+  }
   return args;
 }
 
@@ -262,6 +342,22 @@ std::string nemo_overrides(const LaunchDescription& launch) {
   set("ddp.overlap_grad_reduce", boolean(launch.overlap_grad_reduce));
   set("ddp.overlap_param_gather", boolean(launch.overlap_param_gather));
   set("optimizer.overlap_param_gather", boolean(launch.overlap_param_gather));
+  if (launch.num_experts > 0) {
+    // Megatron-Bridge's GPT providers are Megatron-core TransformerConfigs: the same fields.
+    set("model.expert_model_parallel_size", std::to_string(launch.ep));
+    set("model.expert_tensor_parallel_size", std::to_string(launch.etp));
+    set("model.num_moe_experts", std::to_string(launch.num_experts));
+    set("model.moe_router_topk", std::to_string(launch.router_topk));
+    set("model.moe_ffn_hidden_size", std::to_string(launch.moe_ffn_hidden_size));
+    set("model.moe_router_load_balancing_type", launch.router_load_balancing);
+    set("model.moe_token_dispatcher_type", "alltoall");
+    set("model.moe_grouped_gemm", "true");
+    set("model.moe_shared_expert_overlap", "false");
+    set("model.overlap_moe_expert_parallel_comm", "false");
+    set("model.moe_shared_expert_intermediate_size",
+        or_null(launch.shared_expert_ffn_hidden_size, launch.shared_expert_ffn_hidden_size > 0));
+    if (launch.first_dense_layers > 0) set("model.moe_layer_freq", "'" + layer_pattern(launch) + "'");
+  }
   return text;
 }
 
@@ -273,6 +369,7 @@ std::string torchtitan_arguments(const LaunchDescription& launch) {
                      " --parallelism.pipeline_parallel_degree " + std::to_string(launch.pp) +
                      " --parallelism.data_parallel_replicate_degree " + std::to_string(launch.dp) +
                      " --parallelism.data_parallel_shard_degree 1";
+  if (launch.num_experts > 0) args += " --parallelism.expert_parallel_degree " + std::to_string(launch.ep);
   if (launch.pp > 1) {
     const std::vector<int>& layers = launch.layers_per_stage;
     const bool interleaved = launch.virtual_stages > 1;
@@ -323,6 +420,8 @@ EnvironmentVariables plan_variables(const ModelSpec& model, const TrainingSpec& 
       {"PIPETTE_TP", std::to_string(launch.tp)},
       {"PIPETTE_PP", std::to_string(launch.pp)},
       {"PIPETTE_DP", std::to_string(launch.dp)},
+      {"PIPETTE_EP", std::to_string(launch.ep)},
+      {"PIPETTE_ETP", std::to_string(launch.etp)},
       {"PIPETTE_VPP", std::to_string(plan.config.virtual_stages)},
       {"PIPETTE_MICRO_BATCH", std::to_string(launch.micro_batch)},
       {"PIPETTE_GLOBAL_BATCH", std::to_string(launch.global_batch)},
@@ -344,7 +443,7 @@ EnvironmentVariables plan_variables(const ModelSpec& model, const TrainingSpec& 
 
 const std::vector<std::string>& plan_variable_names() {
   static const std::vector<std::string> names = {
-      "PIPETTE_TP", "PIPETTE_PP", "PIPETTE_DP", "PIPETTE_VPP", "PIPETTE_MICRO_BATCH", "PIPETTE_GLOBAL_BATCH",
+      "PIPETTE_TP", "PIPETTE_PP", "PIPETTE_DP", "PIPETTE_EP", "PIPETTE_ETP", "PIPETTE_VPP", "PIPETTE_MICRO_BATCH", "PIPETTE_GLOBAL_BATCH",
       "PIPETTE_NUM_MICROBATCHES", "PIPETTE_RECOMPUTE", "PIPETTE_SEQUENCE_PARALLEL", "PIPETTE_DISTRIBUTED_OPTIMIZER",
       "PIPETTE_RANK_ORDER", "PIPETTE_NODE_ORDER", "PIPETTE_PREDICTED_ITER_MS", "PIPETTE_PREDICTED_MEM_GIB", "PIPETTE_PLAN_HASH",
       "PIPETTE_MEGATRON_ARGS", "PIPETTE_NEMO_OVERRIDES", "PIPETTE_TORCHTITAN_ARGS"};

@@ -36,6 +36,7 @@ struct LayerShape {
   FfnKind ffn = FfnKind::gelu;
   bool dropout = true;
   bool rotary = false;
+  double q = 0;  // width of Q and of the attention output; 0: h
 };
 
 LayerActivationElements layer_activation_elements(const LayerShape& shape, bool keep_attention_scores,
@@ -45,13 +46,14 @@ LayerActivationElements layer_activation_elements(const LayerShape& shape, bool 
   LayerActivationElements e;
   e.replicated_values = tokens * h * 4;  // two norm inputs, QKV input, MLP input
   e.replicated_masks = shape.dropout ? tokens * h * 2 : 0;  // dropout after attention and after the MLP
-  e.split_values = tokens * (2 * h + 2 * shape.kv) + tokens * shape.f * (shape.ffn == FfnKind::swiglu ? 3 : 2);
+  const double q = shape.q > 0 ? shape.q : h;
+  e.split_values = tokens * (2 * q + 2 * shape.kv) + tokens * shape.f * (shape.ffn == FfnKind::swiglu ? 3 : 2);
   if (shape.rotary) {
     // Megatron-core splits the fused QKV output into views (attention.py get_query_key_value_tensors,
     // torch.split / TE SplitAlongDim, @d98e8a64 l.1898-1914) and applies RoPE out of place to Q and K
     // (l.1508-1535, rope_utils.py apply_rotary_pos_emb): attention saves the rotated copies while V,
     // a view, keeps the whole QKV buffer alive. Rotary models keep Q and K twice.
-    e.split_values += tokens * (h + shape.kv);
+    e.split_values += tokens * (q + shape.kv);
   }
   if (flash_attention) e.split_fp32_bytes = 4 * shape.a * tokens;
   if (keep_attention_scores) {
@@ -61,7 +63,7 @@ LayerActivationElements layer_activation_elements(const LayerShape& shape, bool 
   }
   e.layer_input_values = tokens * h;
   e.replicated_gemm_inputs = tokens * h * 2;
-  e.split_gemm_inputs = tokens * (h + shape.f);
+  e.split_gemm_inputs = tokens * (q + shape.f);
   return e;
 }
 
@@ -84,17 +86,61 @@ int num_microbatches_of(const TrainingSpec& training, const ParallelConfig& conf
   return static_cast<int>(training.global_batch_sequences / (static_cast<std::int64_t>(config.dp) * config.micro_batch));
 }
 
+double layers_of_stage_count(const ModelSpec& model, const ParallelConfig& config, int stage) {
+  return config.layers_per_stage.empty()
+             ? static_cast<double>(balanced_layers_per_stage(model.num_layers, config.pp)[static_cast<size_t>(stage)])
+             : config.layers_per_stage[static_cast<size_t>(stage)];
+}
+
 // TP-split parameters of one layer: QKV (weights and biases), output projection weight, the MLP's
 // column-parallel weights and biases and its row-parallel weight. The rest (norms, the row-parallel
 // biases) is replicated on every TP rank.
-double split_parameters_per_layer(const ModelSpec& model) {
+double split_mlp_parameters(const ModelSpec& model, double f) {
   const double h = model.hidden_size;
-  const double kv = model.kv_hidden_size();
-  const double f = model.ffn_hidden_size;
   const bool bias = model.linear_bias;
-  const double qkv = h * (h + 2 * kv) + (bias ? h + 2 * kv : 0);
-  const double mlp = model.ffn_kind == FfnKind::swiglu ? 3 * h * f + (bias ? 2 * f : 0) : 2 * h * f + (bias ? f : 0);
-  return qkv + h * h + mlp;
+  return model.ffn_kind == FfnKind::swiglu ? 3 * h * f + (bias ? 2 * f : 0) : 2 * h * f + (bias ? f : 0);
+}
+
+double split_attention_parameters(const ModelSpec& model) {
+  const double h = model.hidden_size;
+  const double q = model.query_hidden_size();
+  const double kv = model.kv_hidden_size();
+  const double qkv = h * (q + 2 * kv) + (model.linear_bias ? q + 2 * kv : 0);
+  return qkv + q * h;
+}
+
+double split_parameters_per_layer(const ModelSpec& model) {
+  return split_attention_parameters(model) + split_mlp_parameters(model, model.ffn_hidden_size);
+}
+
+// MoE layers on pipeline rank `stage` (the model's layers first_dense_layers … L − 1).
+double moe_layers_of_stage(const ModelSpec& model, const ParallelConfig& config, int stage) {
+  if (!model.is_moe()) return 0;
+  int first = 0;
+  for (int s = 0; s < stage; ++s) first += static_cast<int>(layers_of_stage_count(model, config, s));
+  const int last = first + static_cast<int>(layers_of_stage_count(model, config, stage));
+  return std::max(0, last - std::max(first, model.first_dense_layers));
+}
+
+// Bytes one rank holds for its backward of one MoE layer's routed tokens, beyond what the dense
+// formula counts for its attention half and shared expert. The alltoall dispatcher
+// (token_dispatcher.py MoEAlltoAllTokenDispatcher @d98e8a64 l.375-890) sends each of the rank's
+// tokens (s·b/tp of them with the sequence parallelism MoE needs under TP) to router_topk experts;
+// an expert rank receives, over its ep group and after the all-gather over its etp group,
+// etp · topk · s·b/tp copies on average, times the assumed load imbalance. Per copy it keeps: the
+// received buffer and its sort by local expert (fc1's input), the expert fc1 output(s) and
+// activation output (moe_ffn/etp wide), and the fc2 output before the weighted un-permute. Router
+// logits and probabilities (fp32, num_experts per token) come on top.
+double routed_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                               double value_bytes) {
+  if (!model.is_moe() || config.recompute == RecomputeMode::full) return 0;
+  const double tokens_in = static_cast<double>(training.sequence_length) * config.micro_batch /
+                           (config.sequence_parallel ? config.tp : 1);
+  const double copies = tokens_in * model.router_topk * config.etp * training.expert_load_imbalance_factor;
+  const double h = model.hidden_size;
+  const double f_shard = static_cast<double>(model.moe_ffn_hidden_size) / config.etp;
+  const double ffn_wide = model.ffn_kind == FfnKind::swiglu ? 3 : 2;
+  return copies * (3 * h + ffn_wide * f_shard) * value_bytes + tokens_in * model.num_experts * 8.0;
 }
 
 double layers_of_stage(const ModelSpec& model, const ParallelConfig& config, int stage) {
@@ -105,7 +151,9 @@ double layers_of_stage(const ModelSpec& model, const ParallelConfig& config, int
 
 int communicators_of_stage(const ParallelConfig& config, int stage) {
   const bool end_stage = stage == 0 || stage == config.pp - 1;
-  return (config.tp > 1) + (config.dp > 1) + (config.pp > 1) + (config.pp > 1 && end_stage);
+  // MoE layouts add the ep, etp and expert-dp communicators.
+  return (config.tp > 1) + (config.dp > 1) + (config.pp > 1) + (config.pp > 1 && end_stage) + (config.ep > 1) +
+         (config.etp > 1) + (config.ep * config.etp > 1 && config.expert_dp() > 1);
 }
 
 }  // namespace
@@ -125,7 +173,7 @@ LayerShape layer_shape_of(const ModelSpec& model, const TrainingSpec& training, 
           static_cast<double>(model.hidden_size),        static_cast<double>(model.kv_hidden_size()),
           static_cast<double>(model.ffn_hidden_size),    static_cast<double>(model.num_attention_heads),
           model.ffn_kind,                                model.dropout,
-          model.learned_position_embeddings == 0};
+          model.learned_position_embeddings == 0,        static_cast<double>(model.query_hidden_size())};
 }
 
 // What one layer keeps for its backward when nothing is recomputed (the recompute mode only picks
@@ -145,6 +193,15 @@ double saved_layer_bytes(const ModelSpec& model, const TrainingSpec& training, c
 
 double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
   return saved_layer_bytes(model, training, config, config.recompute);
+}
+
+double moe_layer_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
+  // The attention half and the shared expert (a TP-split MLP of its width, none without one) as a
+  // dense layer keeps them, plus the routed tokens.
+  ModelSpec attention_and_shared = model;
+  attention_and_shared.ffn_hidden_size = model.shared_expert_ffn_hidden_size;
+  return saved_layer_bytes(attention_and_shared, training, config, config.recompute) +
+         routed_activation_bytes(model, training, config, activation_value_bytes(training.precision));
 }
 
 double layer_working_set_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
@@ -195,11 +252,34 @@ BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distrib
   return bytes;
 }
 
+double expert_parameters_on_stage(const ModelSpec& model, const ParallelConfig& config, int stage) {
+  if (!model.is_moe()) return 0;
+  // A rank holds num_experts/ep experts, each split over etp (fc1 column-, fc2 row-parallel: all
+  // but fc2's bias, which every etp rank keeps).
+  const double per_expert = static_cast<double>(expert_parameters_per_expert(model));
+  const double row_bias = model.linear_bias ? model.hidden_size : 0;
+  const double experts_per_rank = static_cast<double>(model.num_experts) / config.ep;
+  return moe_layers_of_stage(model, config, stage) * experts_per_rank * ((per_expert - row_bias) / config.etp + row_bias);
+}
+
 double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config, int stage) {
   const double h = model.hidden_size;
   const double split = split_parameters_per_layer(model);
   const double replicated = static_cast<double>(parameters_per_layer(model)) - split;
-  double parameters = layers_of_stage(model, config, stage) * (split / config.tp + replicated);
+  const double moe_layers = moe_layers_of_stage(model, config, stage);
+  double parameters = (layers_of_stage(model, config, stage) - moe_layers) * (split / config.tp + replicated);
+  if (moe_layers > 0) {
+    // The non-expert part of an MoE layer: attention and the shared expert split over tp; norms,
+    // the router (replicated on every rank: router.py @d98e8a64 l.60-72) and row biases whole.
+    const double moe_layer = static_cast<double>(parameters_of_layer(model, model.num_layers - 1)) -
+                             model.num_experts * static_cast<double>(expert_parameters_per_expert(model));
+    const double moe_split = split_attention_parameters(model) +
+                             (model.shared_expert_ffn_hidden_size > 0
+                                  ? split_mlp_parameters(model, model.shared_expert_ffn_hidden_size)
+                                  : 0.0);
+    parameters += moe_layers * (moe_split / config.tp + (moe_layer - moe_split)) +
+                  expert_parameters_on_stage(model, config, stage);
+  }
   const double word_embedding_shard = static_cast<double>(model.vocab_size) * h / config.tp;
   if (stage == 0) parameters += word_embedding_shard + static_cast<double>(model.learned_position_embeddings) * h;
   if (stage == config.pp - 1) {
@@ -219,6 +299,7 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
   const int microbatches = std::max(1, num_microbatches_of(training, config));
   const BytesPerParameter per_parameter = bytes_per_parameter(training, config.distributed_optimizer, config.dp);
   const double per_layer_activation = layer_activation_bytes(model, training, config);
+  const double per_moe_layer_activation = model.is_moe() ? moe_layer_activation_bytes(model, training, config) : 0.0;
   const double working_set = layer_working_set_bytes(model, training, config);
   const double value_bytes = activation_value_bytes(training.precision);
   const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
@@ -239,15 +320,37 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
       // row-wise and its transpose for the backward (module/linear.py @d0067d0d l.1958-2071,
       // `_fp8_workspaces`; Megatron passes is_first_microbatch, extensions/transformer_engine.py
       // @d98e8a64 l.1338): one byte each per weight element of the layers.
-      memory.weights_bytes += 2 * layers_of_stage(model, config, stage) * split_parameters_per_layer(model) / config.tp;
+      const double moe_layers = moe_layers_of_stage(model, config, stage);
+      const double moe_gemm_weights =
+          moe_layers * (split_attention_parameters(model) +
+                        (model.shared_expert_ffn_hidden_size > 0
+                             ? split_mlp_parameters(model, model.shared_expert_ffn_hidden_size)
+                             : 0.0)) / config.tp +
+          expert_parameters_on_stage(model, config, stage);
+      memory.weights_bytes += 2 * ((layers_of_stage(model, config, stage) - moe_layers) *
+                                       split_parameters_per_layer(model) / config.tp +
+                                   moe_gemm_weights);
     }
     memory.gradients_bytes = parameters * per_parameter.gradients;
     memory.optimizer_state_bytes = parameters * per_parameter.optimizer;
+    const double expert_parameters = expert_parameters_on_stage(model, config, stage);
+    if (expert_parameters > 0 && config.distributed_optimizer) {
+      // The distributed optimizer shards expert parameters over the expert-dp group, not dp
+      // (distributed/param_and_grad_buffer and the expert-dp groups of parallel_state.py
+      // @d98e8a64 l.1448-1484): their optimizer state is divided by expert_dp instead.
+      const BytesPerParameter unsharded = bytes_per_parameter(training, false, 1);
+      memory.optimizer_state_bytes += expert_parameters * (unsharded.optimizer / config.expert_dp() - per_parameter.optimizer);
+    }
 
     const int chunks = in_flight_microbatch_chunks(stage, config.pp, microbatches, config.virtual_stages);
     const double layers_per_chunk = static_cast<double>(layers[static_cast<size_t>(stage)]) / config.virtual_stages;
+    const double moe_share = layers[static_cast<size_t>(stage)] > 0
+                                 ? moe_layers_of_stage(model, config, stage) / layers[static_cast<size_t>(stage)]
+                                 : 0.0;
+    const double mean_layer_activation =
+        (1 - moe_share) * per_layer_activation + moe_share * per_moe_layer_activation;
     memory.activations_bytes =
-        overheads.activation_memory_factor * (chunks * layers_per_chunk * per_layer_activation + working_set);
+        overheads.activation_memory_factor * (chunks * layers_per_chunk * mean_layer_activation + working_set);
 
     if (stage == config.pp - 1) {
       // One micro-batch at a time reaches the loss (its backward follows at once): the final norm's

@@ -11,18 +11,54 @@ std::int64_t norm_parameters(const ModelSpec& model) {
 
 }  // namespace
 
-std::int64_t parameters_per_layer(const ModelSpec& model) {
-  const std::int64_t h = model.hidden_size;
-  const std::int64_t kv = model.kv_hidden_size();
-  const std::int64_t ffn = model.ffn_hidden_size;
-  const bool bias = model.linear_bias;
+namespace {
 
-  const std::int64_t qkv = h * (h + 2 * kv) + (bias ? h + 2 * kv : 0);
-  const std::int64_t attention_output = h * h + (bias ? h : 0);
-  const std::int64_t mlp = model.ffn_kind == FfnKind::swiglu
-                               ? 3 * h * ffn + (bias ? 2 * ffn + h : 0)
-                               : 2 * h * ffn + (bias ? ffn + h : 0);
-  return qkv + attention_output + mlp + 2 * norm_parameters(model);
+// QKV, output projection (Q and the attention output are query_hidden_size wide), the per-head
+// Q and K norms (Qwen3) and the per-head softmax offsets (GPT-OSS).
+std::int64_t attention_parameters(const ModelSpec& model) {
+  const std::int64_t h = model.hidden_size;
+  const std::int64_t q = model.query_hidden_size();
+  const std::int64_t kv = model.kv_hidden_size();
+  const bool bias = model.linear_bias;
+  const std::int64_t qkv = h * (q + 2 * kv) + (bias ? q + 2 * kv : 0);
+  const std::int64_t attention_output = q * h + (bias ? h : 0);
+  const std::int64_t qk_norm = model.qk_layernorm ? 2 * static_cast<std::int64_t>(model.head_dim()) : 0;
+  return qkv + attention_output + qk_norm + (model.attention_sink ? model.num_attention_heads : 0);
+}
+
+std::int64_t mlp_parameters(const ModelSpec& model, std::int64_t width) {
+  const std::int64_t h = model.hidden_size;
+  const bool bias = model.linear_bias;
+  return model.ffn_kind == FfnKind::swiglu ? 3 * h * width + (bias ? 2 * width + h : 0)
+                                           : 2 * h * width + (bias ? width + h : 0);
+}
+
+std::int64_t router_parameters(const ModelSpec& model) {
+  return static_cast<std::int64_t>(model.hidden_size) * model.num_experts + (model.linear_bias ? model.num_experts : 0);
+}
+
+bool is_moe_layer(const ModelSpec& model, int layer) { return model.is_moe() && layer >= model.first_dense_layers; }
+
+}  // namespace
+
+std::int64_t parameters_per_layer(const ModelSpec& model) {
+  return attention_parameters(model) + mlp_parameters(model, model.ffn_hidden_size) + 2 * norm_parameters(model);
+}
+
+std::int64_t expert_parameters_per_expert(const ModelSpec& model) {
+  return model.is_moe() ? mlp_parameters(model, model.moe_ffn_hidden_size) : 0;
+}
+
+std::int64_t expert_parameters(const ModelSpec& model) {
+  return static_cast<std::int64_t>(model.moe_layers()) * model.num_experts * expert_parameters_per_expert(model);
+}
+
+std::int64_t parameters_of_layer(const ModelSpec& model, int layer) {
+  if (!is_moe_layer(model, layer)) return parameters_per_layer(model);
+  const std::int64_t shared =
+      model.shared_expert_ffn_hidden_size > 0 ? mlp_parameters(model, model.shared_expert_ffn_hidden_size) : 0;
+  return attention_parameters(model) + 2 * norm_parameters(model) + router_parameters(model) + shared +
+         static_cast<std::int64_t>(model.num_experts) * expert_parameters_per_expert(model);
 }
 
 std::int64_t embedding_parameters(const ModelSpec& model) {
@@ -36,8 +72,26 @@ std::int64_t output_layer_parameters(const ModelSpec& model) {
 }
 
 std::int64_t total_parameters(const ModelSpec& model) {
-  return parameters_per_layer(model) * model.num_layers + embedding_parameters(model) +
-         output_layer_parameters(model) + norm_parameters(model);
+  const std::int64_t dense_layers = model.num_layers - model.moe_layers();
+  const std::int64_t layers = parameters_per_layer(model) * dense_layers +
+                              (model.is_moe() ? parameters_of_layer(model, model.num_layers - 1) * model.moe_layers() : 0);
+  return layers + embedding_parameters(model) + output_layer_parameters(model) + norm_parameters(model);
+}
+
+std::int64_t active_parameters(const ModelSpec& model) {
+  const std::int64_t idle_experts = static_cast<std::int64_t>(model.num_experts - model.router_topk);
+  return total_parameters(model) - model.moe_layers() * idle_experts * expert_parameters_per_expert(model);
+}
+
+const char* to_string(RouterLoadBalancing balancing) {
+  switch (balancing) {
+    case RouterLoadBalancing::aux_loss: return "aux_loss";
+    case RouterLoadBalancing::seq_aux_loss: return "seq_aux_loss";
+    case RouterLoadBalancing::global_aux_loss: return "global_aux_loss";
+    case RouterLoadBalancing::sinkhorn: return "sinkhorn";
+    case RouterLoadBalancing::none: return "none";
+  }
+  return "aux_loss";
 }
 
 std::string validate(const ModelSpec& model) {
@@ -50,15 +104,31 @@ std::string validate(const ModelSpec& model) {
         positive(model.ffn_hidden_size, "ffn_hidden_size"), positive(model.vocab_size, "vocab_size")}) {
     if (!message.empty()) return message;
   }
-  if (model.hidden_size % model.num_attention_heads != 0) {
-    return "hidden_size " + std::to_string(model.hidden_size) + " is not divisible by num_attention_heads " +
-           std::to_string(model.num_attention_heads);
-  }
   if (model.num_attention_heads % model.num_kv_heads != 0) {
     return "num_attention_heads " + std::to_string(model.num_attention_heads) +
            " is not divisible by num_kv_heads " + std::to_string(model.num_kv_heads);
   }
   if (model.learned_position_embeddings < 0) return "learned_position_embeddings must be 0 (rotary) or positive";
+  if (model.kv_channels < 0) return "kv_channels must be 0 (hidden_size / num_attention_heads) or positive";
+  if (model.kv_channels == 0 && model.hidden_size % model.num_attention_heads != 0) {
+    return "hidden_size " + std::to_string(model.hidden_size) + " is not divisible by num_attention_heads " +
+           std::to_string(model.num_attention_heads);
+  }
+  if (!model.is_moe()) {
+    if (model.router_topk != 0 || model.moe_ffn_hidden_size != 0 || model.shared_expert_ffn_hidden_size != 0 ||
+        model.first_dense_layers != 0) {
+      return "router_topk, moe_ffn_hidden_size, shared_expert_ffn_hidden_size and first_dense_layers need num_experts > 0";
+    }
+    return {};
+  }
+  if (model.router_topk < 1 || model.router_topk > model.num_experts) {
+    return "router_topk must be from 1 to num_experts (" + std::to_string(model.num_experts) + ")";
+  }
+  if (model.moe_ffn_hidden_size < 1) return "moe_ffn_hidden_size must be a positive integer for an MoE model";
+  if (model.first_dense_layers < 0 || model.first_dense_layers >= model.num_layers) {
+    return "first_dense_layers must be from 0 to num_layers - 1 (" + std::to_string(model.num_layers - 1) + ")";
+  }
+  if (model.shared_expert_ffn_hidden_size < 0) return "shared_expert_ffn_hidden_size must be 0 (none) or positive";
   return {};
 }
 

@@ -109,23 +109,26 @@ struct LayerCost {
   double column_parallel_backward_seconds = 0;
 };
 
+// `mlp_width`: the TP-split MLP's width (the dense MLP, or an MoE layer's shared expert; 0 for an
+// MoE layer without one, whose routed experts moe_layer_cost prices).
 LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
-                     const Roofs& roofs, const ComputeEfficiency& efficiency) {
+                     const Roofs& roofs, const ComputeEfficiency& efficiency, double mlp_width) {
   const double t = config.tp;
   const double s = training.sequence_length;
   const double tokens = s * config.micro_batch;
   const double h = model.hidden_size;
+  const double q = model.query_hidden_size();
   const double kv = model.kv_hidden_size();
-  const double f = model.ffn_hidden_size;
+  const double f = mlp_width;
   const double a = model.num_attention_heads;
   const double value_bytes = activation_bytes_of(training.precision);
   const bool swiglu = model.ffn_kind == FfnKind::swiglu;
 
   PassSeconds gemms;
-  const PassSeconds qkv = linear_seconds(tokens, (h + 2 * kv) / t, h, roofs, value_bytes);
-  const PassSeconds fc1 = linear_seconds(tokens, (swiglu ? 2 : 1) * f / t, h, roofs, value_bytes);
-  for (const PassSeconds& linear :
-       {qkv, linear_seconds(tokens, h, h / t, roofs, value_bytes), fc1, linear_seconds(tokens, h, f / t, roofs, value_bytes)}) {
+  const PassSeconds qkv = linear_seconds(tokens, (q + 2 * kv) / t, h, roofs, value_bytes);
+  const PassSeconds fc1 = f > 0 ? linear_seconds(tokens, (swiglu ? 2 : 1) * f / t, h, roofs, value_bytes) : PassSeconds{};
+  const PassSeconds fc2 = f > 0 ? linear_seconds(tokens, h, f / t, roofs, value_bytes) : PassSeconds{};
+  for (const PassSeconds& linear : {qkv, linear_seconds(tokens, h, q / t, roofs, value_bytes), fc1, fc2}) {
     gemms.forward += linear.forward;
     gemms.backward += linear.backward;
   }
@@ -133,7 +136,7 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   // Attention core of a/t heads.
   PassSeconds attention;
   const double score_elements = config.micro_batch * (a / t) * s * s;
-  const double core_flops = 2 * 2 * score_elements * (h / a);  // QK^T and attention·V
+  const double core_flops = 2 * 2 * score_elements * (q / a);  // QK^T and attention·V
   if (training.attention == AttentionKernel::flash) {
     // Causal flash attention skips the masked half; its backward recomputes the scores (2.5×).
     attention.forward = 0.5 * core_flops / roofs.attention_flop_per_second;
@@ -162,6 +165,45 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   cost.column_parallel_backward_seconds = qkv.backward + fc1.backward;
   if (config.recompute == RecomputeMode::full) cost.recompute_seconds = cost.total.forward;
   if (config.recompute == RecomputeMode::selective) cost.recompute_seconds = attention.forward;
+  return cost;
+}
+
+// The routed half of an MoE layer on one rank for one micro-batch, beyond the attention and shared
+// expert layer_cost prices:
+//  - the router GEMM (h → num_experts over the rank's s·b/tp tokens, fp32 logits) and its top-k;
+//  - the permutation before dispatch and the weighted un-permutation after combine (read and write
+//    every routed copy, forward and backward);
+//  - the experts as Megatron's grouped GEMM runs them (--moe-grouped-gemm, TEGroupedMLP /
+//    GroupedMLP in experts.py): num_experts/ep GEMMs of the tokens routed to each expert. Each is
+//    priced by the same additive roofline as a dense GEMM, so small per-expert token counts are
+//    bound by reading the expert's weights: the grouped GEMM's efficiency loss at many experts and
+//    few tokens is that weight traffic, not a fitted factor. The busiest rank receives
+//    expert_load_imbalance_factor times the mean.
+LayerCost moe_layer_cost(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+                         const Roofs& roofs) {
+  LayerCost cost;
+  if (!model.is_moe()) return cost;
+  const double tokens_in =
+      static_cast<double>(training.sequence_length) * config.micro_batch / (config.sequence_parallel ? config.tp : 1);
+  const double h = model.hidden_size;
+  const double value_bytes = activation_bytes_of(training.precision);
+  const bool swiglu = model.ffn_kind == FfnKind::swiglu;
+  const double copies = tokens_in * model.router_topk * config.etp * training.expert_load_imbalance_factor;
+  const double local_experts = static_cast<double>(model.num_experts) / config.ep;
+  const double per_expert_tokens = copies / local_experts;
+  const double f_shard = static_cast<double>(model.moe_ffn_hidden_size) / config.etp;
+  const PassSeconds fc1 = linear_seconds(per_expert_tokens, (swiglu ? 2 : 1) * f_shard, h, roofs, value_bytes);
+  const PassSeconds fc2 = linear_seconds(per_expert_tokens, h, f_shard, roofs, value_bytes);
+  // The router runs in fp32 on 16-bit inputs (--moe-router-dtype fp32 in the recipes): roofed by
+  // reading its input and writing fp32 logits, a sliver of the layer either way.
+  const double router_flops = 2 * tokens_in * h * model.num_experts;
+  const double router_bytes = tokens_in * (h * value_bytes + model.num_experts * 4.0 * 3);
+  const double router = router_flops / roofs.gemm_flop_per_second + router_bytes / roofs.memory_bytes_per_second;
+  const double permutation = 2 * 2 * copies * h * value_bytes / roofs.memory_bytes_per_second;  // permute + unpermute
+  const double activation = copies * f_shard * (swiglu ? 3 : 2) * value_bytes / roofs.memory_bytes_per_second;
+  cost.total.forward = local_experts * (fc1.forward + fc2.forward) + router + permutation + activation;
+  cost.total.backward = local_experts * (fc1.backward + fc2.backward) + 2 * (router + permutation + activation);
+  if (config.recompute == RecomputeMode::full) cost.recompute_seconds = cost.total.forward;
   return cost;
 }
 
@@ -199,8 +241,27 @@ constexpr double optimizer_bytes_per_parameter = 38;
 // projection and the two (GeLU) or three (SwiGLU) MLP matrices.
 double weight_elements_per_layer(const ModelSpec& model) {
   const double h = model.hidden_size;
+  const double q = model.query_hidden_size();
   const double f = model.ffn_hidden_size;
-  return h * (h + 2.0 * model.kv_hidden_size()) + h * h + (model.ffn_kind == FfnKind::swiglu ? 3 : 2) * h * f;
+  return h * (q + 2.0 * model.kv_hidden_size()) + q * h + (model.ffn_kind == FfnKind::swiglu ? 3 : 2) * h * f;
+}
+
+// An MoE layer's weight elements one token multiplies: attention, router, shared expert and its
+// router_topk routed experts.
+double active_weight_elements_per_moe_layer(const ModelSpec& model) {
+  const double h = model.hidden_size;
+  const double mlp_matrices = model.ffn_kind == FfnKind::swiglu ? 3 : 2;
+  ModelSpec attention_only = model;
+  attention_only.ffn_hidden_size = 0;
+  return weight_elements_per_layer(attention_only) + h * model.num_experts +
+         mlp_matrices * h * (model.shared_expert_ffn_hidden_size + static_cast<double>(model.router_topk) * model.moe_ffn_hidden_size);
+}
+
+// Mean over the model's layers (dense and MoE).
+double mean_active_weight_elements_per_layer(const ModelSpec& model) {
+  if (!model.is_moe()) return weight_elements_per_layer(model);
+  const double moe_share = static_cast<double>(model.moe_layers()) / model.num_layers;
+  return (1 - moe_share) * weight_elements_per_layer(model) + moe_share * active_weight_elements_per_moe_layer(model);
 }
 
 }  // namespace
@@ -208,8 +269,8 @@ double weight_elements_per_layer(const ModelSpec& model) {
 double layer_forward_flops(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
   const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
   const double causal_share = training.attention == AttentionKernel::flash ? 0.5 : 1.0;
-  const double attention = 4 * tokens * training.sequence_length * model.hidden_size * causal_share;
-  return (2 * tokens * weight_elements_per_layer(model) + attention) / config.tp;
+  const double attention = 4 * tokens * training.sequence_length * model.query_hidden_size() * causal_share;
+  return (2 * tokens * mean_active_weight_elements_per_layer(model) + attention) / config.tp;
 }
 
 WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, const GpuSpec& gpu,
@@ -223,7 +284,17 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
                                       ? balanced_layers_per_stage(model.num_layers, config.pp)
                                       : config.layers_per_stage;
   const Roofs roofs = roofs_of(gpu, training.precision, efficiency);
-  const LayerCost layer = layer_cost(model, training, config, roofs, efficiency);
+  const LayerCost layer = layer_cost(model, training, config, roofs, efficiency, model.ffn_hidden_size);
+  // An MoE layer: attention and shared expert as a dense layer of the shared width, then the
+  // routed experts.
+  LayerCost moe_layer;
+  if (model.is_moe()) {
+    moe_layer = layer_cost(model, training, config, roofs, efficiency, model.shared_expert_ffn_hidden_size);
+    const LayerCost routed = moe_layer_cost(model, training, config, roofs);
+    moe_layer.total.forward += routed.total.forward;
+    moe_layer.total.backward += routed.total.backward;
+    moe_layer.recompute_seconds += routed.recompute_seconds;
+  }
   const PassSeconds head = head_cost(model, training, config, gpu, efficiency);
   const PassSeconds embedding = embedding_cost(model, training, config, roofs);
   const double value_bytes = activation_bytes_of(training.precision);
@@ -261,13 +332,32 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     StageWork& work_of_stage = work.stages.emplace_back();
     work_of_stage.first_layer = first_layer;
     work_of_stage.num_layers = stage_layers;
+    const int moe_layers =
+        model.is_moe() ? std::max(0, first_layer + stage_layers - std::max(first_layer, model.first_dense_layers)) : 0;
+    const int dense_layers = stage_layers - moe_layers;
     first_layer += stage_layers;
     const double chunk_passes = config.pp > 1 ? config.virtual_stages : 0;
-    work_of_stage.forward_compute_seconds =
-        stage_layers * layer.total.forward + chunk_passes * efficiency.chunk_pass_overhead_seconds;
-    work_of_stage.recompute_seconds = stage_layers * layer.recompute_seconds;
-    work_of_stage.backward_compute_seconds = stage_layers * layer.total.backward + work_of_stage.recompute_seconds +
+    work_of_stage.forward_compute_seconds = dense_layers * layer.total.forward + moe_layers * moe_layer.total.forward +
+                                            chunk_passes * efficiency.chunk_pass_overhead_seconds;
+    work_of_stage.recompute_seconds = dense_layers * layer.recompute_seconds + moe_layers * moe_layer.recompute_seconds;
+    work_of_stage.backward_compute_seconds = dense_layers * layer.total.backward + moe_layers * moe_layer.total.backward +
+                                             work_of_stage.recompute_seconds +
                                              chunk_passes * efficiency.chunk_pass_overhead_seconds;
+    if (moe_layers > 0) {
+      // The alltoall dispatcher's four all-to-alls per MoE layer and micro-batch (dispatch and
+      // combine forward, their gradients backward: token_dispatcher.py @d98e8a64 l.705, 864) each
+      // send this rank's s·b/tp tokens' top-k copies, h wide, spread over the ep group; with etp > 1
+      // the received tokens are all-gathered over the etp group before the experts and
+      // reduce-scattered after (four more, half an all-reduce each).
+      const double tokens_in = static_cast<double>(training.sequence_length) * config.micro_batch /
+                               (config.sequence_parallel ? config.tp : 1);
+      const double routed_bytes =
+          tokens_in * model.router_topk * model.hidden_size * value_bytes * training.expert_load_imbalance_factor;
+      work_of_stage.moe_layers = moe_layers;
+      work_of_stage.ep_all_to_alls_per_microbatch = 4 * moe_layers;
+      work_of_stage.ep_bytes_per_peer = routed_bytes / config.ep;
+      work_of_stage.etp_gather_bytes = config.etp > 1 ? routed_bytes : 0.0;
+    }
     int all_reduces = stage_layers * layer_all_reduces;
     if (stage == 0) {
       work_of_stage.forward_compute_seconds += embedding.forward;
@@ -295,13 +385,20 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       work_of_stage.tp_forward_share = forward / all_reduces;
       if (!overlapped && training.overlap_tensor_parallel_backward) {
         work_of_stage.tp_hideable_share = stage_layers * hideable_per_layer / all_reduces;
-        work_of_stage.tp_overlap_window_seconds = stage_layers * layer.column_parallel_backward_seconds;
+        work_of_stage.tp_overlap_window_seconds = dense_layers * layer.column_parallel_backward_seconds +
+                                                  moe_layers * moe_layer.column_parallel_backward_seconds;
       }
     }
     const double parameters = parameters_on_stage(model, config, stage);
-    work_of_stage.gradient_bytes_per_gpu = parameters * gradient_bytes;
-    work_of_stage.optimizer_seconds =
-        parameters * optimizer_shard * optimizer_bytes_per_parameter / roofs.memory_bytes_per_second;
+    // Expert gradients are reduced over the expert-dp group, the rest over dp; the distributed
+    // optimizer shards each over its own group.
+    const double expert_parameters = expert_parameters_on_stage(model, config, stage);
+    work_of_stage.gradient_bytes_per_gpu = (parameters - expert_parameters) * gradient_bytes;
+    work_of_stage.expert_gradient_bytes_per_gpu = expert_parameters * gradient_bytes;
+    const double expert_optimizer_shard = config.distributed_optimizer ? 1.0 / config.expert_dp() : 1.0;
+    work_of_stage.optimizer_seconds = ((parameters - expert_parameters) * optimizer_shard +
+                                       expert_parameters * expert_optimizer_shard) *
+                                      optimizer_bytes_per_parameter / roofs.memory_bytes_per_second;
   }
   return work;
 }
@@ -319,7 +416,8 @@ double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& tra
   const double h = model.hidden_size;
   const double attention_share = attention == AttentionFlops::causal ? 0.5 : 1.0;
   const double per_token_forward =
-      model.num_layers * (2 * weight_elements_per_layer(model) + attention_share * 4 * s * h) + 2 * h * model.vocab_size;
+      model.num_layers * (2 * mean_active_weight_elements_per_layer(model) + attention_share * 4 * s * model.query_hidden_size()) +
+      2 * h * model.vocab_size;
   return 3 * per_token_forward * s * static_cast<double>(training.global_batch_sequences);
 }
 
@@ -439,8 +537,10 @@ void fill_replica_pipeline(const ParallelConfig& config, const WorkProfile& work
     const double total = stage_work.forward_compute_seconds + stage_work.backward_compute_seconds;
     const double removed = with_embedding_and_head || total <= 0 ? 0.0 : stage_work.embedding_and_head_seconds / total;
     const TpPassSeconds exposed = exposed_tp_seconds(stage_work, tp);
-    pipe.forward.push_back((stage_work.forward_compute_seconds * (1 - removed) + exposed.forward) / chunks);
-    pipe.backward.push_back((stage_work.backward_compute_seconds * (1 - removed) + exposed.backward) / chunks);
+    // The MoE all-to-alls: half in the forward (dispatch, combine), half in the backward.
+    const double ep = communication.ep_seconds.empty() ? 0.0 : communication.ep_seconds[static_cast<size_t>(stage)];
+    pipe.forward.push_back((stage_work.forward_compute_seconds * (1 - removed) + exposed.forward + 0.5 * ep) / chunks);
+    pipe.backward.push_back((stage_work.backward_compute_seconds * (1 - removed) + exposed.backward + 0.5 * ep) / chunks);
     if (stage + 1 < config.pp) {
       pipe.link.push_back(with_links ? communication.p2p_seconds[static_cast<size_t>(stage)][static_cast<size_t>(replica)] : 0.0);
     }
@@ -576,6 +676,7 @@ PipelineTimes IncrementalIterationSeconds::replica_times(const CommunicationTime
   const auto d = static_cast<size_t>(replica);
   entries_.clear();
   for (const auto& stage : communication.tp_seconds) entries_.push_back(stage[d]);
+  for (const double ep : communication.ep_seconds) entries_.push_back(ep);
   for (const auto& boundary : communication.p2p_seconds) entries_.push_back(boundary[d]);
   if (!communication.wraparound_p2p_seconds.empty()) entries_.push_back(communication.wraparound_p2p_seconds[d]);
   if (has_previous_ && entries_ == previous_entries_) return previous_times_;
@@ -588,6 +689,8 @@ PipelineTimes IncrementalIterationSeconds::replica_times(const CommunicationTime
 
 double IncrementalIterationSeconds::of(const CommunicationTimes& communication) {
   saved_.clear();
+  ep_seconds_ = communication.ep_seconds;
+  ep_changed_ = false;
   for (int replica = 0; replica < config_.dp; ++replica) {
     replica_times_[static_cast<size_t>(replica)] = replica_times(communication, replica);
   }
@@ -597,6 +700,18 @@ double IncrementalIterationSeconds::of(const CommunicationTimes& communication) 
 double IncrementalIterationSeconds::after_change(const CommunicationTimes& communication,
                                                  const std::vector<int>& changed_replicas) {
   saved_.clear();
+  if (communication.ep_seconds != ep_seconds_) {
+    // The stages' all-to-all times enter every replica: recompute them all (undo restores them).
+    for (int replica = 0; replica < config_.dp; ++replica)
+      saved_.emplace_back(replica, replica_times_[static_cast<size_t>(replica)]);
+    saved_ep_seconds_ = ep_seconds_;
+    ep_seconds_ = communication.ep_seconds;
+    ep_changed_ = true;
+    for (int replica = 0; replica < config_.dp; ++replica)
+      replica_times_[static_cast<size_t>(replica)] = replica_times(communication, replica);
+    return finish(communication);
+  }
+  ep_changed_ = false;
   for (const int replica : changed_replicas) {
     PipelineTimes& times = replica_times_[static_cast<size_t>(replica)];
     saved_.emplace_back(replica, times);
@@ -606,6 +721,7 @@ double IncrementalIterationSeconds::after_change(const CommunicationTimes& commu
 }
 
 void IncrementalIterationSeconds::undo_change() {
+  if (ep_changed_) ep_seconds_ = saved_ep_seconds_, ep_changed_ = false;
   for (const auto& [replica, times] : saved_) replica_times_[static_cast<size_t>(replica)] = times;
   saved_.clear();
 }
@@ -655,10 +771,15 @@ TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& wor
     const double tp = communication.tp_seconds.empty()
                           ? 0.0
                           : communication.tp_seconds[static_cast<size_t>(stage)][static_cast<size_t>(slowest.replica)];
-    const double seconds =
-        stage_work.forward_compute_seconds + stage_work.backward_compute_seconds + exposed_tp_seconds(stage_work, tp).total();
+    const double ep = communication.ep_seconds.empty() ? 0.0 : communication.ep_seconds[static_cast<size_t>(stage)];
+    const double seconds = stage_work.forward_compute_seconds + stage_work.backward_compute_seconds +
+                           exposed_tp_seconds(stage_work, tp).total() + ep;
     if (seconds > busiest_seconds) busiest = stage, busiest_seconds = seconds, busiest_tp_seconds = tp;
   }
+  const double busiest_ep_seconds =
+      communication.ep_seconds.empty() ? 0.0 : communication.ep_seconds[static_cast<size_t>(busiest)];
+  busiest_seconds -= busiest_ep_seconds;
+  time.ep_communication_seconds = m * busiest_ep_seconds;
   const StageWork& busiest_work = work.stages[static_cast<size_t>(busiest)];
   time.compute_seconds = m * (busiest_work.forward_compute_seconds + busiest_work.backward_compute_seconds);
   time.recompute_seconds = m * busiest_work.recompute_seconds;
@@ -666,7 +787,8 @@ TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& wor
                                        busiest_work.backward_compute_seconds);
   time.tp_hidden_seconds = m * busiest_tp_seconds - time.tp_communication_seconds;
   time.pipeline_bubble_seconds =
-      std::max(0.0, without_links.times.total_seconds - time.compute_seconds - time.tp_communication_seconds);
+      std::max(0.0, without_links.times.total_seconds - time.compute_seconds - time.tp_communication_seconds -
+                        time.ep_communication_seconds);
   time.embedding_imbalance_seconds =
       pipeline - slowest_replica(config, work, communication, true, false).times.total_seconds;
   return time;

@@ -61,6 +61,10 @@ class IncrementalIterationSeconds final : public IncrementalObjective {
   std::vector<double> previous_entries_;  // of the latest replica replica_times computed, and its times
   PipelineTimes previous_times_;
   bool has_previous_ = false;
+  // The MoE stages' all-to-all seconds the kept replica times were computed with (empty: dense).
+  std::vector<double> ep_seconds_;
+  std::vector<double> saved_ep_seconds_;
+  bool ep_changed_ = false;
 };
 
 }  // namespace pipette::detail

@@ -15,13 +15,20 @@ int entry_index(const ParallelConfig& config, const PlacementEvaluator::EntryRef
       return (config.pp - 1 + entry.stage) * config.dp + entry.replica;
     case PlacementEvaluator::EntryRef::wraparound:
       return 2 * config.pp * config.dp + config.pp + entry.replica;
+    case PlacementEvaluator::EntryRef::ep:
+      return 2 * config.pp * config.dp + config.pp + config.dp + entry.stage * expert_groups_per_stage(config) +
+             entry.replica;
+    case PlacementEvaluator::EntryRef::ep_stage:
+      return 2 * config.pp * config.dp + config.pp + config.dp + config.pp * expert_groups_per_stage(config) + entry.stage;
     case PlacementEvaluator::EntryRef::dp:
       break;
   }
   return 2 * config.pp * config.dp + entry.stage;
 }
 
-int entry_count(const ParallelConfig& config) { return 2 * config.pp * config.dp + config.pp + config.dp; }
+int entry_count(const ParallelConfig& config) {
+  return 2 * config.pp * config.dp + config.pp + config.dp + config.pp * (expert_groups_per_stage(config) + 1);
+}
 
 bool has_wraparound(const ParallelConfig& config) { return config.virtual_stages > 1 && config.pp > 1; }
 
@@ -72,6 +79,19 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
       for (int t = 0; t < config.tp; ++t) ranks.push_back(rank_of_position(config, {t, d, s}));
     register_entry({EntryRef::dp, s, 0}, ranks);
   }
+  // MoE: each expert group's all-to-all touches its ep members and their etp groups.
+  has_ep_ = std::any_of(work.stages.begin(), work.stages.end(),
+                        [](const StageWork& stage) { return stage.ep_all_to_alls_per_microbatch > 0; });
+  for (int s = 0; s < config.pp && has_ep_; ++s) {
+    for (int g = 0; g < expert_groups_per_stage(config); ++g) {
+      ranks.clear();
+      for (int e = 0; e < config.ep; ++e)
+        for (int i = 0; i < config.etp; ++i)
+          ranks.push_back(rank_of_expert_position(config, s, {i, e, g / config.etp}));
+      std::sort(ranks.begin(), ranks.end());
+      register_entry({EntryRef::ep, s, g}, ranks);
+    }
+  }
   for (int d = 0; d < config.dp && has_wraparound(config); ++d) {
     ranks.clear();
     for (int t = 0; t < config.tp; ++t) {
@@ -97,6 +117,10 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
         return 2.0 * config.tp;
       case EntryRef::tp:
         return static_cast<double>(config.tp);
+      case EntryRef::ep:
+        return static_cast<double>(config.ep) * config.etp;
+      case EntryRef::ep_stage:
+        return 0.0;
       case EntryRef::dp:
         break;
     }
@@ -137,6 +161,10 @@ double PlacementEvaluator::compute_entry(const EntryRef& entry) {
                                     &boundary_prices_);
     case EntryRef::tp:
       return tp_collective_seconds(cluster_, config_, map_, stage, entry.stage, entry.replica);
+    case EntryRef::ep:
+      return ep_all_to_all_seconds(cluster_, config_, map_, stage, entry.stage, entry.replica);
+    case EntryRef::ep_stage:
+      return communication_.ep_seconds[static_cast<size_t>(entry.stage)];
     case EntryRef::dp:
       break;
   }
@@ -146,6 +174,7 @@ double PlacementEvaluator::compute_entry(const EntryRef& entry) {
 void PlacementEvaluator::recompute_after_move(std::span<const int> slots) {
   saved_.clear();
   changed_replicas_.clear();
+  changed_ep_stages_.clear();
   boundary_prices_.clear();
   ++stamp_;
   for (const int slot : slots) {
@@ -159,12 +188,26 @@ void PlacementEvaluator::recompute_after_move(std::span<const int> slots) {
       if (updated == seconds) continue;  // e.g. a swap of two equally linked nodes
       saved_.push_back({entry, seconds});
       seconds = updated;
+      if (entry.kind == EntryRef::ep) {
+        if (std::find(changed_ep_stages_.begin(), changed_ep_stages_.end(), entry.stage) == changed_ep_stages_.end())
+          changed_ep_stages_.push_back(entry.stage);
+        continue;
+      }
       if (entry.kind == EntryRef::dp) continue;
       auto& replica_stamp = replica_stamp_[static_cast<size_t>(entry.replica)];
       if (replica_stamp == stamp_) continue;
       replica_stamp = stamp_;
       changed_replicas_.push_back(entry.replica);
     }
+  }
+  for (const int stage : changed_ep_stages_) {
+    // The stage's slowest expert group, which every replica's pipeline reads.
+    const auto& groups = communication_.ep_group_seconds[static_cast<size_t>(stage)];
+    const double slowest = *std::max_element(groups.begin(), groups.end());
+    double& seconds = communication_.ep_seconds[static_cast<size_t>(stage)];
+    if (slowest == seconds) continue;
+    saved_.push_back({{EntryRef::ep_stage, stage, 0}, seconds});
+    seconds = slowest;
   }
   last_value_ = value_;
   value_ = objective_.after_change(communication_, changed_replicas_);

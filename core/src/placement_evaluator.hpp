@@ -55,9 +55,11 @@ class PlacementEvaluator {
 
   // One entry of a CommunicationTimes table.
   struct EntryRef {
-    enum Kind : std::uint8_t { p2p, tp, dp, wraparound } kind;
+    // ep: one MoE expert group's all-to-alls (replica holds the group index); ep_stage: the
+    // stage's slowest group, which the objective reads (kept up to date by the evaluator).
+    enum Kind : std::uint8_t { p2p, tp, dp, wraparound, ep, ep_stage } kind;
     int stage;    // unused for wraparound
-    int replica;  // unused for dp
+    int replica;  // unused for dp and ep_stage; the expert group for ep
   };
   // entries_decided_by_slot()[k]: the entries whose GPUs all lie in slots 0 … k and at least one
   // in slot k, i.e. those that assigning slot k (after slots 0 … k − 1) decides.
@@ -96,6 +98,8 @@ class PlacementEvaluator {
   std::vector<std::uint32_t> replica_stamp_;
   std::uint32_t stamp_ = 0;
   std::vector<int> changed_replicas_;
+  std::vector<int> changed_ep_stages_;
+  bool has_ep_ = false;  // an MoE layout: expert-group entries exist
   std::vector<int> active_slot_list_;  // 0 … active_slots_ − 1
   BoundaryPriceMemo boundary_prices_;  // of the current move's map
   // The latest move, for undo().
@@ -116,6 +120,10 @@ auto& entry_seconds(Times& times, const PlacementEvaluator::EntryRef& entry) {
       return times.tp_seconds[stage][static_cast<size_t>(entry.replica)];
     case PlacementEvaluator::EntryRef::wraparound:
       return times.wraparound_p2p_seconds[static_cast<size_t>(entry.replica)];
+    case PlacementEvaluator::EntryRef::ep:
+      return times.ep_group_seconds[stage][static_cast<size_t>(entry.replica)];
+    case PlacementEvaluator::EntryRef::ep_stage:
+      return times.ep_seconds[stage];
     case PlacementEvaluator::EntryRef::dp:
       break;
   }

@@ -33,6 +33,8 @@ std::string plan_hash(const Plan& plan) {
            ";recompute=" + to_string(c.recompute) + ";sp=" + (c.sequence_parallel ? "1" : "0") +
            ";distopt=" + (c.distributed_optimizer ? "1" : "0") + ";nmb=" + std::to_string(plan.num_microbatches) +
            ";layers=");
+  // Expert layouts hash apart; dense plans keep the hash they had.
+  if (c.ep != 1 || c.etp != 1) hash.add(";ep=" + std::to_string(c.ep) + ";etp=" + std::to_string(c.etp));
   for (const int layers : c.layers_per_stage) hash.add(std::to_string(layers) + ",");
   hash.add(";gpus=");
   for (const int gpu : plan.placement.gpu_of_rank) hash.add(std::to_string(gpu) + ",");

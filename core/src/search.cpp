@@ -27,8 +27,9 @@ std::string gib(double bytes) {
 std::string family_of(int tp, int pp) { return "tp=" + std::to_string(tp) + " pp=" + std::to_string(pp); }
 
 std::string describe(const ParallelConfig& config) {
-  std::string text = family_of(config.tp, config.pp) + " dp=" + std::to_string(config.dp) +
-                     " mbs=" + std::to_string(config.micro_batch);
+  std::string text = family_of(config.tp, config.pp) + " dp=" + std::to_string(config.dp);
+  if (config.ep > 1 || config.etp > 1) text += " ep=" + std::to_string(config.ep) + " etp=" + std::to_string(config.etp);
+  text += " mbs=" + std::to_string(config.micro_batch);
   if (config.virtual_stages > 1) text += " vpp=" + std::to_string(config.virtual_stages);
   text += std::string(" recompute=") + to_string(config.recompute);
   if (config.sequence_parallel) text += " sp";
@@ -193,6 +194,37 @@ std::vector<int> tensor_parallel_sizes(int gpus_per_node, int num_gpus) {
   return sizes;
 }
 
+// Expert layouts (ep, etp) to try for an MoE model on a stage of `stage_ranks` ranks with tensor
+// parallelism tp; {(1, 1)} for dense models. As Megatron-core requires: ep divides num_experts
+// (arguments.py @d98e8a64 l.1655-1658) and ep·etp divides the stage's ranks (parallel_state.py
+// l.874-884, world/pp there); etp divides the expert width. etp is 1 or tp (Megatron's default
+// etp = tp, arguments.py l.587-588): the recipes of the fidelity rows use one of the two, and a
+// larger etp only splits already small expert GEMMs further while adding etp gathers of every
+// routed token.
+std::vector<std::pair<int, int>> expert_layouts(const SearchSpace& space, int tp, int stage_ranks) {
+  const ModelSpec& model = space.model;
+  if (!model.is_moe()) return {{1, 1}};
+  std::vector<std::pair<int, int>> layouts;
+  std::vector<int> etps{1};
+  if (tp > 1) etps.push_back(tp);
+  for (const int etp : etps) {
+    if (!allowed(space.fixed.etp, etp) || model.moe_ffn_hidden_size % etp != 0) continue;
+    for (const int ep : divisors(model.num_experts)) {
+      if (!allowed(space.fixed.ep, ep) || stage_ranks % (ep * etp) != 0) continue;
+      layouts.emplace_back(ep, etp);
+    }
+  }
+  if (space.fixed.etp && std::none_of(etps.begin(), etps.end(), [&](int etp) { return etp == *space.fixed.etp; })) {
+    // A fixed etp outside the search's own choices: still honour it where it is legal.
+    const int etp = *space.fixed.etp;
+    for (const int ep : divisors(model.num_experts)) {
+      if (etp >= 1 && model.moe_ffn_hidden_size % etp == 0 && allowed(space.fixed.ep, ep) && stage_ranks % (ep * etp) == 0)
+        layouts.emplace_back(ep, etp);
+    }
+  }
+  return layouts;
+}
+
 Enumeration enumerate(const SearchSpace& space) {
   Enumeration result;
   const ModelSpec& model = space.model;
@@ -218,13 +250,25 @@ Enumeration enumerate(const SearchSpace& space) {
                                                  std::to_string(dp)});
         continue;
       }
+      const std::vector<std::vector<int>> splits = layer_splits(space, pp);
+      const std::vector<std::pair<int, int>> expert_options = expert_layouts(space, tp, tp * dp);
+      if (expert_options.empty()) {
+        result.rejections.push_back({family, "no expert layout: ep must divide " + std::to_string(model.num_experts) +
+                                                 " experts and ep x etp the " + std::to_string(tp * dp) +
+                                                 " ranks of a stage"});
+        continue;
+      }
+      for (const auto& [ep, etp] : expert_options) {
       ParallelConfig config;
       config.tp = tp;
       config.pp = pp;
       config.dp = dp;
+      config.ep = ep;
+      config.etp = etp;
       config.sequence_parallel = sequence_parallel_for(space, tp);
       config.distributed_optimizer = distributed_optimizer_for(space, dp);
-      const std::vector<std::vector<int>> splits = layer_splits(space, pp);
+      const std::string expert_family =
+          model.is_moe() ? family + " ep=" + std::to_string(ep) + " etp=" + std::to_string(etp) : family;
       std::optional<PeakMemory> family_leanest;
       std::optional<std::string> family_unbuildable;  // why the first candidate the framework cannot build was skipped
       bool family_fits = false;
@@ -264,10 +308,11 @@ Enumeration enumerate(const SearchSpace& space) {
         if (!micro_batch_fits && micro_batch_over_memory) break;
       }
       if (!family_fits && family_leanest) {
-        result.rejections.push_back({family, memory_reason(*family_leanest, space.usable_bytes)});
+        result.rejections.push_back({expert_family, memory_reason(*family_leanest, space.usable_bytes)});
       } else if (!family_fits && family_unbuildable) {
-        result.rejections.push_back({family, std::string(to_string(space.training.target.framework)) + " cannot build it: " +
-                                                 *family_unbuildable});
+        result.rejections.push_back({expert_family, std::string(to_string(space.training.target.framework)) +
+                                                        " cannot build it: " + *family_unbuildable});
+      }
       }
     }
   }
@@ -443,6 +488,8 @@ std::string smallest_change(const SearchSpace& space, int num_nodes) {
       {"pp", reset_knob<&FixedKnobs::pp>},
       {"tp", reset_knob<&FixedKnobs::tp>},
       {"dp", reset_knob<&FixedKnobs::dp>},
+      {"ep", reset_knob<&FixedKnobs::ep>},
+      {"etp", reset_knob<&FixedKnobs::etp>},
   };
   for (const Release& release : releases) {
     SearchSpace relaxed = space;
@@ -608,6 +655,7 @@ Result<Plan> evaluate_plan(const ModelSpec& requested_model, const TrainingSpec&
     return Error{shape + ": tp must divide the attention heads and the KV heads"};
   }
   if (config.sequence_parallel && config.tp == 1) return Error{shape + ": sequence parallelism needs tp > 1"};
+  if (config.ep < 1 || config.etp < 1) return Error{shape + ": ep and etp must be at least 1"};
   if (config.pp > model.num_layers) return Error{shape + ": more pipeline stages than layers"};
   if (training.global_batch_sequences % (static_cast<std::int64_t>(config.dp) * config.micro_batch) != 0) {
     return Error{shape + ": the global batch of " + std::to_string(training.global_batch_sequences) +

@@ -74,8 +74,10 @@ class ReplicaSimulation {
     for (int rank = 0; rank < pp_; ++rank) {
       const StageWork& stage = work.stages[rank];
       const TpPassSeconds tp = exposed_tp_seconds(stage, communication.tp_seconds[rank][replica]);
-      forward_seconds_.push_back((stage.forward_compute_seconds + tp.forward) / chunks_);
-      backward_seconds_.push_back((stage.backward_compute_seconds + tp.backward) / chunks_);
+      // MoE all-to-alls, half in each pass, as critical_path prices them.
+      const double ep = communication.ep_seconds.empty() ? 0.0 : communication.ep_seconds[static_cast<size_t>(rank)];
+      forward_seconds_.push_back((stage.forward_compute_seconds + tp.forward + 0.5 * ep) / chunks_);
+      backward_seconds_.push_back((stage.backward_compute_seconds + tp.backward + 0.5 * ep) / chunks_);
       programs_.push_back(pipeline_rank_program(pp_, rank, microbatches_, chunks_));
       parameter_gather_seconds_.push_back(parameter_gather_share(config, training) * communication.dp_seconds[rank]);
     }

@@ -86,7 +86,9 @@ SearchOptions grid_options() {
 // What the framework builds from the plan's string, or why it refuses; "" when it starts as priced.
 std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster, const Plan& plan) {
   const EnvironmentVariables environment = plan_variables(model, training, plan, cluster.node_names, plan_hash(plan));
-  const JobFacts facts{model.num_layers, model.num_attention_heads, model.num_kv_heads, cluster.num_gpus(), environment};
+  const JobFacts facts{model.num_layers,       model.num_attention_heads, model.num_kv_heads,
+                       cluster.num_gpus(),     environment,               model.num_experts,
+                       model.router_topk,      model.moe_ffn_hidden_size};
   const auto [variable, text] = framework_arguments(training.target.framework, describe_launch(model, training, plan));
   bool exported = false;
   for (const auto& [name, value] : environment) exported |= name == variable && value == text;
@@ -119,6 +121,8 @@ std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cl
   expect(built.overlap_grad_reduce == launch.overlap_grad_reduce, "gradient-reduce overlap");
   expect(built.overlap_param_gather == launch.overlap_param_gather, "param-gather overlap");
   expect(built.sequence_length == launch.sequence_length, "sequence length");
+  expect(built.ep == launch.ep, "ep");
+  expect(built.etp == launch.etp, "etp");
   expect(built.max_position_embeddings == launch.max_position_embeddings, "position table");
   return mismatch;
 }
@@ -171,6 +175,9 @@ TEST(Conformance, EveryGridPlanStartsAsPriced) {
     std::vector<Tally> tallies(run.judged.size());
     for (const ModelSpec& model : models) {
       for (const int nodes : node_counts) {
+        // MoE presets search ep x etp on top of the dense knobs; up to 64 nodes (512 GPUs, beyond
+        // every expert group) covers their rules and keeps the grid's runtime near the dense one.
+        if (model.is_moe() && nodes > 64) continue;
         for (const std::int64_t batch : batches) {
           for (const int sequence : sequences) {
             TrainingSpec training;
@@ -396,10 +403,22 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       const ModelSpec launched = model_for_sequence(model, c.sequence);
       const LaunchDescription launch = describe_launch(launched, training, *plan);
       // A new field fails to compile here until this test says how the model prices it.
-      const auto& [tp, pp, dp, micro_batch, global_batch, num_microbatches, virtual_stages, microbatch_group_size,
-                   layers_per_stage, recompute, sequence_parallel, distributed_optimizer, overlap_grad_reduce,
-                   overlap_param_gather, sequence_length, max_position_embeddings, environment] = launch;
+      const auto& [tp, pp, dp, ep, etp, num_experts, router_topk, moe_ffn_hidden_size, shared_expert_ffn_hidden_size,
+                   num_layers, first_dense_layers, router_load_balancing, micro_batch, global_batch, num_microbatches,
+                   virtual_stages, microbatch_group_size, layers_per_stage, recompute, sequence_parallel,
+                   distributed_optimizer, overlap_grad_reduce, overlap_param_gather, sequence_length,
+                   max_position_embeddings, environment] = launch;
       const ParallelConfig& priced = plan->config;
+      // The expert layout and MoE layer as priced (zero / one for dense models).
+      EXPECT_EQ(ep, model.is_moe() ? priced.ep : 1);
+      EXPECT_EQ(etp, model.is_moe() ? priced.etp : 1);
+      EXPECT_EQ(num_experts, model.num_experts);
+      EXPECT_EQ(router_topk, model.router_topk);
+      EXPECT_EQ(moe_ffn_hidden_size, model.moe_ffn_hidden_size);
+      EXPECT_EQ(shared_expert_ffn_hidden_size, model.shared_expert_ffn_hidden_size);
+      EXPECT_EQ(num_layers, model.is_moe() ? model.num_layers : 0);
+      EXPECT_EQ(first_dense_layers, model.first_dense_layers);
+      EXPECT_EQ(router_load_balancing, model.is_moe() ? to_string(model.router_load_balancing) : "");
       const WorkProfile work = profile_work(launched, training, cluster.gpu, priced);
       EXPECT_EQ(tp, priced.tp);
       EXPECT_EQ(pp, priced.pp);

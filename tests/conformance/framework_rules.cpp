@@ -57,7 +57,50 @@ struct CoreConfig {
   bool sequence_parallel = false, distributed_optimizer = false, overlap_grad_reduce = false,
        overlap_param_gather = false;
   int sequence_length = 0;
+  // MoE: absent unless given.
+  std::optional<int> num_experts, ep, etp, router_topk, moe_ffn_hidden_size;
+  std::string dispatcher;  // "" = the default
+  bool grouped_gemm = false;
 };
+
+// Megatron-core's expert rules, shared by Megatron-LM and Bridge (both end in TransformerConfig and
+// initialize_model_parallel). What Pipette priced, where the framework would start otherwise, is
+// checked in the same place and marked "priced".
+std::string check_experts(const CoreConfig& c, const JobFacts& facts, BuiltLayout& built) {
+  const int ep = c.ep.value_or(1);
+  // M:training/arguments.py:587-588: etp defaults to tp.
+  const int etp = c.etp.value_or(c.tp);
+  if (!c.num_experts) {
+    if (facts.num_experts > 0) return "an MoE model launched without its experts (priced)";
+    // M:training/arguments.py:1655-1656, M:core/transformer/transformer_config.py:1595.
+    if (ep > 1) return "expert parallelism without num_experts (M:training/arguments.py:1656)";
+    built.ep = 1;
+    built.etp = 1;
+    return {};
+  }
+  if (*c.num_experts != facts.num_experts || c.router_topk.value_or(2) != facts.router_topk ||
+      c.moe_ffn_hidden_size.value_or(-1) != facts.moe_ffn_hidden_size) {
+    return "the string's experts, top-k or expert width differ from the model's (priced)";
+  }
+  // M:training/arguments.py:1657.
+  if (*c.num_experts % ep != 0) return "num_experts % ep (M:training/arguments.py:1657)";
+  // M:core/parallel_state.py:874-884: world % (etp * ep * pp).
+  if (facts.world_size % (etp * ep * c.pp) != 0) return "world size % (etp x ep x pp) (M:core/parallel_state.py:881)";
+  // M:core/extensions/transformer_engine.py:1265-1267: the grouped expert linears divide their
+  // width by the expert tp size.
+  if (facts.moe_ffn_hidden_size % etp != 0) return "moe_ffn_hidden_size % etp (M:core/extensions/transformer_engine.py:1265)";
+  // M:core/transformer/moe/moe_layer.py:636-640: training with TP > 1 and experts without SP raises.
+  if (c.tp > 1 && !c.sequence_parallel) return "MoE with tp > 1 without sequence parallelism (M:core/transformer/moe/moe_layer.py:636)";
+  // M:core/transformer/transformer_config.py:891: the dispatcher is allgather, alltoall or flex.
+  const std::string dispatcher = c.dispatcher.empty() ? "allgather" : c.dispatcher;
+  if (dispatcher != "allgather" && dispatcher != "alltoall" && dispatcher != "flex") {
+    return "unknown token dispatcher " + dispatcher + " (M:core/transformer/transformer_config.py:891)";
+  }
+  if (dispatcher != "alltoall" || !c.grouped_gemm) return "not the alltoall dispatcher with grouped GEMMs that was priced";
+  built.ep = ep;
+  built.etp = etp;
+  return {};
+}
 
 // The same Megatron-core settings under Megatron-LM's argument names and Bridge's config keys.
 struct SizeNames {
@@ -197,7 +240,7 @@ std::string check_core(const CoreConfig& c, const JobFacts& facts, BuiltLayout& 
   if (c.tp > 1 && environment_value(facts, "CUDA_DEVICE_MAX_CONNECTIONS") != "1") {
     return "tp > 1 without CUDA_DEVICE_MAX_CONNECTIONS=1 (M:training/arguments.py:1477)";
   }
-  return {};
+  return check_experts(c, facts, built);
 }
 
 }  // namespace
@@ -222,7 +265,12 @@ Verdict check_megatron(const std::string& arguments, const JobFacts& facts) {
       "num-virtual-stages-per-pipeline-rank", "pipeline-model-parallel-layout", "decoder-first-pipeline-num-layers",
       "decoder-last-pipeline-num-layers", "microbatch-group-size-per-virtual-pipeline-stage", "recompute-granularity",
       "recompute-method", "recompute-num-layers", "sequence-parallel", "use-distributed-optimizer",
-      "overlap-grad-reduce", "overlap-param-gather"};
+      "overlap-grad-reduce", "overlap-param-gather",
+      // MoE (M:training/arguments.py:3518-3536 and the TransformerConfig fields arguments.py turns
+      // into flags: expert_model_parallel_size, moe_router_topk, moe_ffn_hidden_size, ...).
+      "expert-model-parallel-size", "expert-tensor-parallel-size", "num-experts", "moe-router-topk",
+      "moe-ffn-hidden-size", "moe-router-load-balancing-type", "moe-token-dispatcher-type", "moe-grouped-gemm",
+      "moe-shared-expert-intermediate-size", "moe-layer-freq"};
   for (const auto& [flag, value] : values) {
     if (std::find(known.begin(), known.end(), flag) == known.end()) {
       verdict.refusal = "argparse: unrecognized argument --" + flag;
@@ -264,6 +312,22 @@ Verdict check_megatron(const std::string& arguments, const JobFacts& facts) {
   c.overlap_grad_reduce = present("overlap-grad-reduce");
   c.overlap_param_gather = present("overlap-param-gather");
   c.sequence_length = number("seq-length").value_or(0);
+  c.num_experts = number("num-experts");
+  c.ep = number("expert-model-parallel-size");
+  c.etp = number("expert-tensor-parallel-size");
+  c.router_topk = number("moe-router-topk");
+  c.moe_ffn_hidden_size = number("moe-ffn-hidden-size");
+  c.dispatcher = present("moe-token-dispatcher-type") ? values["moe-token-dispatcher-type"] : "";
+  c.grouped_gemm = present("moe-grouped-gemm");
+  // M:training/arguments.py:3532-3534: the load-balancing choices.
+  if (present("moe-router-load-balancing-type")) {
+    static const std::vector<std::string> choices = {"aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn",
+                                                     "quantile_balancing", "none"};
+    if (std::find(choices.begin(), choices.end(), values["moe-router-load-balancing-type"]) == choices.end()) {
+      verdict.refusal = "argparse: invalid choice for --moe-router-load-balancing-type (M:training/arguments.py:3533)";
+      return verdict;
+    }
+  }
   // The job script sets the model and usually --seq-length and --max-position-embeddings itself;
   // Pipette's come last and win. arguments.py:1354.
   const std::optional<int> positions = number("max-position-embeddings");
@@ -325,6 +389,15 @@ Verdict check_nemo(const std::string& overrides, const JobFacts& facts) {
   c.overlap_grad_reduce = flag("ddp.overlap_grad_reduce");
   c.overlap_param_gather = flag("ddp.overlap_param_gather") || flag("optimizer.overlap_param_gather");
   c.sequence_length = number("model.seq_length").value_or(0);
+  // MoE: the TransformerConfig fields themselves (M:core/transformer/transformer_config.py:239,
+  // 740-760, 850, 891; parallel sizes in model_parallel_config.py).
+  c.num_experts = number("model.num_moe_experts");
+  c.ep = number("model.expert_model_parallel_size");
+  c.etp = number("model.expert_tensor_parallel_size");
+  c.router_topk = number("model.moe_router_topk");
+  c.moe_ffn_hidden_size = number("model.moe_ffn_hidden_size");
+  c.dispatcher = is_null("model.moe_token_dispatcher_type") ? "" : values["model.moe_token_dispatcher_type"];
+  c.grouped_gemm = flag("model.moe_grouped_gemm");
   // B:training/config.py:1644: model and dataset sequence lengths must match.
   if (number("dataset.seq_length") != number("model.seq_length")) {
     verdict.refusal = "model.seq_length != dataset.seq_length (B:training/config.py:1644)";
@@ -389,6 +462,27 @@ Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
     verdict.refusal = "tp must divide the heads (the model's colwise split)";
     return verdict;
   }
+  // T:config/configs.py:282-290, T:distributed/parallel_dims.py:186-192: ep divides
+  // dp_shard * cp * tp (cp = 1 here); efsdp = dp_shard * cp * tp / ep shards the experts with FSDP
+  // when above 1 (parallel_dims.py _mesh_exist "efsdp"), which Pipette does not price.
+  // T:models/common/moe_sharding.py:201-238: without EP the experts are split over TP.
+  const int ep = static_cast<int>(number("parallelism.expert_parallel_degree", 1));
+  if (ep < 1 || (shard * tp) % ep != 0) {  // parallel_dims.py:188
+    verdict.refusal = "expert_parallel_degree must divide dp_shard * cp * tp (T:distributed/parallel_dims.py:190)";
+    return verdict;
+  }
+  if (ep > 1 && shard * tp / ep > 1) {
+    verdict.refusal = "experts FSDP-sharded over efsdp > 1: not what Pipette priced";
+    return verdict;
+  }
+  if (ep > 1 && facts.num_experts == 0) {
+    verdict.refusal = "expert parallelism on a dense model (priced)";
+    return verdict;
+  }
+  if (facts.num_experts > 0 && facts.num_experts % ep != 0) {
+    verdict.refusal = "num_experts % expert_parallel_degree (T:models/common/decoder.py:204)";
+    return verdict;
+  }
   const std::int64_t tokens_per_microbatch = number("training.num_tokens_per_microbatch_per_dp_rank", 16384);
   const int microbatches_per_pp = pp > 1 ? static_cast<int>(number("parallelism.num_pp_microbatches", 1)) : 1;
   const std::int64_t step_tokens = number("training.num_tokens_per_train_step", -1);
@@ -412,6 +506,8 @@ Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
   built.tp = tp;
   built.pp = pp;
   built.dp = replicate;
+  built.ep = facts.num_experts > 0 ? ep : 1;
+  built.etp = facts.num_experts > 0 ? (ep > 1 ? 1 : tp) : 1;
   built.sequence_length = context;
   built.max_position_embeddings = context;
   built.micro_batch = static_cast<int>(tokens_per_microbatch / context);

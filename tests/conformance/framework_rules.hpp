@@ -26,6 +26,10 @@ struct JobFacts {
   int num_kv_heads = 0;
   int world_size = 0;
   std::vector<std::pair<std::string, std::string>> environment;  // everything the plugin exports
+  // Mixture of experts (0: a dense model): what the model file says, to hold the string to.
+  int num_experts = 0;
+  int router_topk = 0;
+  int moe_ffn_hidden_size = 0;
 };
 
 // What the framework will build, read back from the string (for the tie to the plan).
@@ -45,6 +49,8 @@ struct BuiltLayout {
   bool overlap_param_gather = false;
   int sequence_length = 0;
   int max_position_embeddings = 0;
+  int ep = 1;   // expert model parallel
+  int etp = 1;  // expert tensor parallel (1 for dense models)
 };
 
 struct Verdict {

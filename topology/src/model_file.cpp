@@ -61,6 +61,12 @@ constexpr int kMaxAttentionHeads = 2048;
 constexpr int kMaxFfnHiddenSize = 1 << 20;
 constexpr int kMaxVocabulary = 1 << 22;
 constexpr int kMaxLearnedPositions = 1 << 24;
+//  - head width (kv_channels) ≤ 4096: 256 in Gemma, 128 in Qwen3 and Llama (16×);
+//  - routed experts ≤ 4096: 256 in DeepSeek-V3, 128 in Qwen3-235B-A22B and GPT-OSS (16×); their
+//    width and the shared experts' are MLP widths (≤ kMaxFfnHiddenSize); top-k ≤ the experts
+//    (validate()); dense leading layers < the layers (validate()).
+constexpr int kMaxHeadWidth = 4096;
+constexpr int kMaxExperts = 4096;
 
 KeyParser boolean(bool ModelSpec::*field) {
   return [field](const YAML::Node& value, ModelSpec& model) -> std::string {
@@ -108,6 +114,20 @@ const std::map<std::string, KeyParser>& key_parsers() {
       {"linear_bias", boolean(&ModelSpec::linear_bias)},
       {"learned_position_embeddings", integer_in(&ModelSpec::learned_position_embeddings, 0, kMaxLearnedPositions)},
       {"dropout", boolean(&ModelSpec::dropout)},
+      {"kv_channels", integer_in(&ModelSpec::kv_channels, 1, kMaxHeadWidth)},
+      {"qk_layernorm", boolean(&ModelSpec::qk_layernorm)},
+      {"attention_sink", boolean(&ModelSpec::attention_sink)},
+      {"num_experts", integer_in(&ModelSpec::num_experts, 1, kMaxExperts)},
+      {"router_topk", integer_in(&ModelSpec::router_topk, 1, kMaxExperts)},
+      {"moe_ffn_hidden_size", integer_in(&ModelSpec::moe_ffn_hidden_size, 1, kMaxFfnHiddenSize)},
+      {"shared_expert_ffn_hidden_size", integer_in(&ModelSpec::shared_expert_ffn_hidden_size, 0, kMaxFfnHiddenSize)},
+      {"first_dense_layers", integer_in(&ModelSpec::first_dense_layers, 0, kMaxLayers)},
+      {"router_load_balancing",
+       choice(&ModelSpec::router_load_balancing, {{"aux_loss", RouterLoadBalancing::aux_loss},
+                                                  {"seq_aux_loss", RouterLoadBalancing::seq_aux_loss},
+                                                  {"global_aux_loss", RouterLoadBalancing::global_aux_loss},
+                                                  {"sinkhorn", RouterLoadBalancing::sinkhorn},
+                                                  {"none", RouterLoadBalancing::none}})},
   };
   return parsers;
 }
@@ -163,6 +183,13 @@ Result<ModelSpec> parse_model_file(std::string_view text, const std::string& pat
       return Error{path + ": missing key 'ffn_hidden_size'; swiglu models have no default MLP width, add it"};
     }
     model.ffn_hidden_size = 4 * model.hidden_size;
+  }
+  if (model.is_moe()) {
+    for (const char* required : {"router_topk", "moe_ffn_hidden_size"}) {
+      if (!seen.count(required)) {
+        return Error{path + ": missing key '" + required + "'; a model with num_experts needs it (a positive integer)"};
+      }
+    }
   }
   const std::string problem = validate(model);
   if (!problem.empty()) return Error{path + ": " + problem};

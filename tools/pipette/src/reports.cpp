@@ -149,6 +149,15 @@ std::string plans_table(const PlanningOutcome& outcome) {
                    strprintf("%.0f", plan.tokens_per_second), strprintf("%.1f%%", 100 * plan.model_flops_utilization),
                    memory_cell(plan, outcome.cluster)});
   }
+  if (outcome.model.is_moe()) {
+    // MoE plans: the expert layout of each, beside the table (dense plans have none).
+    std::string experts = table.render("  ");
+    for (size_t i = 0; i < outcome.plans.size(); ++i) {
+      const ParallelConfig& c = outcome.plans[i].config;
+      experts += strprintf("  plan %zu experts: ep=%d etp=%d (expert-dp %d)\n", i + 1, c.ep, c.etp, c.expert_dp());
+    }
+    return experts;
+  }
   return table.render("  ");
 }
 
@@ -164,6 +173,7 @@ void write_time(JsonWriter& json, const TimeBreakdown& time) {
       .value("optimizer_seconds", time.optimizer_seconds)
       .value("embedding_imbalance_seconds", time.embedding_imbalance_seconds)
       .value("tp_hidden_seconds", time.tp_hidden_seconds)
+      .value("ep_communication_seconds", time.ep_communication_seconds)
       .end_object();
 }
 
@@ -183,6 +193,7 @@ void write_plan(JsonWriter& json, const Plan& plan, const PlanningOutcome& outco
   json.begin_object();
   json.value("plan_hash", plan_hash(plan));
   json.value("tp", c.tp).value("pp", c.pp).value("dp", c.dp).value("virtual_stages", c.virtual_stages);
+  json.value("ep", c.ep).value("etp", c.etp);
   json.value("micro_batch", c.micro_batch).value("num_microbatches", plan.num_microbatches);
   json.value("recompute", to_string(c.recompute));
   json.value("sequence_parallel", c.sequence_parallel).value("distributed_optimizer", c.distributed_optimizer);
@@ -270,12 +281,15 @@ void write_preamble(JsonWriter& json, const PlanningOutcome& outcome, const char
 
 // Component name and seconds of a breakdown, in the order people read them.
 std::vector<std::pair<std::string, double>> components(const TimeBreakdown& time) {
-  return {{"compute (incl. recompute)", time.compute_seconds},
-          {"pipeline bubble", time.pipeline_bubble_seconds},
-          {"TP communication", time.tp_communication_seconds},
-          {"PP communication (exposed)", time.pp_communication_seconds},
-          {"DP communication (exposed)", time.dp_communication_seconds},
-          {"optimizer step", time.optimizer_seconds}};
+  std::vector<std::pair<std::string, double>> parts = {{"compute (incl. recompute)", time.compute_seconds},
+                                                       {"pipeline bubble", time.pipeline_bubble_seconds},
+                                                       {"TP communication", time.tp_communication_seconds},
+                                                       {"PP communication (exposed)", time.pp_communication_seconds},
+                                                       {"DP communication (exposed)", time.dp_communication_seconds},
+                                                       {"optimizer step", time.optimizer_seconds}};
+  // MoE plans only: the expert all-to-alls, not overlapped.
+  if (time.ep_communication_seconds > 0) parts.insert(parts.begin() + 3, {"EP all-to-all (MoE dispatch + combine)", time.ep_communication_seconds});
+  return parts;
 }
 
 std::string time_breakdown_report(const Plan& plan) {
@@ -422,6 +436,67 @@ std::string rails_report(const Plan& plan, const Cluster& cluster) {
   return out;
 }
 
+// MoE models: why plan 1 has its ep and etp. Each expert layout the frameworks allow at plan 1's
+// other knobs, evaluated as the search evaluates it (Slurm's node order, so that the layouts
+// compare on equal terms), with what the all-to-all costs and where its groups run.
+std::string experts_report(const PlanningOutcome& outcome) {
+  const ModelSpec& model = outcome.model;
+  if (!model.is_moe() || outcome.plans.empty()) return {};
+  const Plan& best = outcome.plans.front();
+  const ParallelConfig& c = best.config;
+  const int gpus_per_node = std::max(1, outcome.cluster.gpus_per_node);
+  std::set<int> group_nodes;
+  for (int e = 0; e < c.ep; ++e) {
+    const int rank = rank_of_expert_position(c, 0, {0, e, 0});
+    group_nodes.insert(best.placement.gpu_of_rank[static_cast<size_t>(rank)] / gpus_per_node);
+  }
+  std::string out = strprintf("experts (MoE): %d experts, top-%d, expert width %d", model.num_experts, model.router_topk,
+                              model.moe_ffn_hidden_size);
+  if (model.shared_expert_ffn_hidden_size > 0) out += strprintf(", shared expert %d", model.shared_expert_ffn_hidden_size);
+  out += strprintf("\n  plan 1: ep=%d etp=%d: %d experts per GPU, expert-dp %d; an all-to-all group spans %zu node(s)",
+                   c.ep, c.etp, model.num_experts / c.ep, c.expert_dp(), group_nodes.size());
+  out += "\n  all-to-alls " + human_seconds(best.time.ep_communication_seconds) + " per iteration (" +
+         strprintf("%.1f%%", 100 * best.time.ep_communication_seconds / best.time.iteration_seconds) +
+         "), not overlapped (Megatron-core's default); assumed expert load imbalance " +
+         strprintf("%.2f", outcome.training.expert_load_imbalance_factor) + "x the mean\n";
+  out += "  other expert layouts at plan 1's tp/pp/dp/mbs (Slurm's node order):\n";
+  SearchOptions options;
+  options.optimize_placement = false;
+  TextTable table({{"ep"}, {"etp"}, {"iteration"}, {"all-to-all"}, {"peak memory / GPU"}, {"", TextTable::Align::left}});
+  double chosen_seconds = 0;
+  std::vector<std::vector<std::string>> rows;
+  for (const int etp : std::set<int>{1, c.tp, c.etp}) {
+    for (int ep = 1; ep <= model.num_experts; ++ep) {
+      if (model.num_experts % ep != 0 || c.stage_ranks() % (ep * etp) != 0) continue;
+      ParallelConfig alternative = c;
+      alternative.ep = ep;
+      alternative.etp = etp;
+      const Result<Plan> evaluated = evaluate_plan(model, outcome.training, outcome.cluster, alternative, options);
+      const bool chosen = ep == c.ep && etp == c.etp;
+      if (!evaluated) {
+        const std::string& message = evaluated.error().message;
+        const size_t colon = message.find(": ");
+        rows.push_back({std::to_string(ep), std::to_string(etp), "-", "-", "-",
+                        colon == std::string::npos ? message : message.substr(colon + 2)});
+        continue;
+      }
+      if (chosen) chosen_seconds = evaluated->time.iteration_seconds;
+      rows.push_back({std::to_string(ep), std::to_string(etp), human_seconds(evaluated->time.iteration_seconds),
+                      human_seconds(evaluated->time.ep_communication_seconds), memory_cell(*evaluated, outcome.cluster),
+                      chosen ? "chosen" : strprintf("%.4f", evaluated->time.iteration_seconds)});
+    }
+  }
+  for (auto& row : rows) {
+    if (row[5] == "chosen" || row[2] == "-" || chosen_seconds <= 0) {
+      table.add_row(row);
+      continue;
+    }
+    row[5] = strprintf("%+.1f%%", 100 * (std::stod(row[5]) / chosen_seconds - 1));
+    table.add_row(row);
+  }
+  return out + table.render("    ");
+}
+
 std::string runners_up_report(const PlanningOutcome& outcome) {
   std::string out;
   const Plan& best = outcome.plans.front();
@@ -454,7 +529,9 @@ std::string runners_up_report(const PlanningOutcome& outcome) {
 
 std::string plan_label(const ParallelConfig& config) {
   std::string label = "tp=" + std::to_string(config.tp) + " pp=" + std::to_string(config.pp) +
-                      " dp=" + std::to_string(config.dp) + " mbs=" + std::to_string(config.micro_batch);
+                      " dp=" + std::to_string(config.dp);
+  if (config.ep > 1 || config.etp > 1) label += " ep=" + std::to_string(config.ep) + " etp=" + std::to_string(config.etp);
+  label += " mbs=" + std::to_string(config.micro_batch);
   if (config.virtual_stages > 1) label += " vpp=" + std::to_string(config.virtual_stages);
   label += std::string(" recompute=") + to_string(config.recompute);
   if (config.sequence_parallel) label += " sp";
@@ -510,6 +587,7 @@ std::string explain_report(const PlanningOutcome& outcome) {
   out += time_breakdown_report(best) + "\n";
   out += calibration_report(outcome) + "\n";
   out += memory_report(best.config, best.memory_per_stage, outcome.cluster, "plan 1") + "\n";
+  if (const std::string experts = experts_report(outcome); !experts.empty()) out += experts + "\n";
   out += links_report(best, outcome) + "\n";
   out += rails_report(best, outcome.cluster) + "\n";
   out += runners_up_report(outcome);

@@ -18,6 +18,17 @@ struct LaunchDescription {
   int tp = 1;
   int pp = 1;
   int dp = 1;
+  // Mixture of experts (num_experts == 0: a dense model, nothing exported): the expert layout and
+  // the MoE layer as priced, with Megatron-core's alltoall dispatcher and grouped GEMM.
+  int ep = 1;
+  int etp = 1;
+  int num_experts = 0;
+  int router_topk = 0;
+  int moe_ffn_hidden_size = 0;
+  int shared_expert_ffn_hidden_size = 0;
+  int num_layers = 0;                    // with first_dense_layers, the MoE layer pattern
+  int first_dense_layers = 0;
+  std::string router_load_balancing;     // Megatron's spelling
   int micro_batch = 1;
   std::int64_t global_batch = 0;
   int num_microbatches = 0;              // per DP replica per iteration
@@ -59,6 +70,12 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
 //    (its first/last "less layers"); Interleaved1F1B with an even split, at least pp micro-batches
 //    (what the schedule model prices) and the micro-batches a multiple of PyTorch's rounds
 //    max(1, m / pp), each round then being the priced group size.
+//  - Mixture of experts, every framework: ep divides the experts, ep x etp the ranks of a stage,
+//    etp the expert width; with tp > 1 sequence parallelism (Megatron's MoE layer refuses training
+//    without it). Dense models: ep = etp = 1. torchtitan has no expert tensor parallelism of its
+//    own: without ep its experts are split over tp (etp = tp), with ep they are whole and ep must
+//    equal tp here (its ep borrows dp_shard x cp x tp ranks and Pipette's torchtitan plans have
+//    dp_shard = 1; ep < tp leaves an expert-FSDP sharding the model does not price).
 std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
                            int num_microbatches);
 

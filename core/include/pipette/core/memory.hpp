@@ -75,6 +75,16 @@ BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distrib
 // row-parallel biases; the word embedding (vocab/t rows) and learned positions on rank 0; the output
 // layer on the last rank (a copy of the tied embedding when pp > 1) and the final norm.
 double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config, int stage);
+// Of those, the routed experts' parameters: num_experts/ep experts per MoE layer of the stage,
+// each split over etp (fc2's bias whole). Zero for dense models.
+double expert_parameters_on_stage(const ModelSpec& model, const ParallelConfig& config, int stage);
+
+// layer_activation_bytes of an MoE layer: its attention half and shared expert as a dense layer
+// keeps them, plus the routed tokens (top-k copies per token received over the ep group and
+// gathered over etp, times TrainingSpec::expert_load_imbalance_factor: the dispatch buffer, its
+// sort by expert, the expert MLP's ffn-wide tensors and the pre-combine output) and the fp32
+// router logits and probabilities.
+double moe_layer_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 
 // Per pipeline stage (rank-level; size pp): model state, activations of the in-flight
 // micro-batches (1F1B: stage i of p holds min(p − i, m); interleaved holds more), embedding on the

@@ -34,7 +34,16 @@ struct StageWork {
   double tp_forward_share = 0.5;
   double tp_hideable_share = 0;
   double tp_overlap_window_seconds = 0;
-  double gradient_bytes_per_gpu = 0;     // what this stage's DP reduction moves per GPU
+  double gradient_bytes_per_gpu = 0;     // what this stage's DP reduction moves per GPU (expert gradients excluded)
+  // Mixture of experts (zero for dense stages): the stage's MoE layers; its all-to-alls per
+  // micro-batch (dispatch and combine, forward and backward) and the bytes each rank sends each
+  // peer of its ep group in one of them; the bytes all-gathered (and reduce-scattered) over the
+  // etp group around the experts per all-to-all; the expert gradients reduced over expert-dp.
+  int moe_layers = 0;
+  int ep_all_to_alls_per_microbatch = 0;
+  double ep_bytes_per_peer = 0;
+  double etp_gather_bytes = 0;
+  double expert_gradient_bytes_per_gpu = 0;
   double optimizer_seconds = 0;
   // Part of forward + backward compute spent in the embedding (first stage) and the LM head with
   // its cross entropy (last stage); the reason end stages are slower than the rest.
@@ -100,8 +109,17 @@ struct CommunicationTimes {
   std::vector<std::vector<double>> p2p_seconds;
   // tp_seconds[s][d]: TP collective time per micro-batch (fwd + bwd) of stage s, replica d.
   std::vector<std::vector<double>> tp_seconds;
-  // dp_seconds[s]: the slowest DP group's gradient reduction of stage s.
+  // dp_seconds[s]: the slowest DP group's gradient reduction of stage s (then its slowest
+  // expert-dp group's, for MoE stages).
   std::vector<double> dp_seconds;
+  // MoE: ep_group_seconds[s][g]: the all-to-alls (and etp gathers) of one micro-batch, forward +
+  // backward, of expert group g of stage s (expert_groups_per_stage of them; empty for dense
+  // models); ep_seconds[s]: the slowest group's, which every rank of the stage waits for (the
+  // all-to-all is synchronous and the groups chain all replicas of the stage). Not overlapped:
+  // Megatron-core's --overlap-moe-expert-parallel-comm and --moe-shared-expert-overlap are off by
+  // default (transformer_config.py @d98e8a64 l.717) and the exports do not set them.
+  std::vector<std::vector<double>> ep_group_seconds;
+  std::vector<double> ep_seconds;
   // wraparound_p2p_seconds[d]: one message from stage pp − 1 to stage 0 of replica d, the hop to
   // the next model chunk of the interleaved schedule (size dp when virtual_stages > 1 and pp > 1,
   // else empty). The same message size as p2p_seconds; gradients travel it back the other way.

@@ -12,6 +12,12 @@ struct ParallelConfig {
   int tp = 1;
   int pp = 1;
   int dp = 1;
+  // Expert parallelism of MoE layers (1 for dense models). Megatron-core regroups the ranks of a
+  // pipeline stage for the expert layers, etp fastest, then ep, then expert-dp
+  // (parallel_state.py initialize_model_parallel @d98e8a64 l.871-894, RankGenerator(tp=etp,
+  // ep=ep, dp=world/(etp·ep·pp), order tp-cp-ep-dp-pp)): ep·etp divides the stage's ranks.
+  int ep = 1;   // --expert-model-parallel-size
+  int etp = 1;  // --expert-tensor-parallel-size
   int micro_batch = 1;        // sequences per micro-batch
   int virtual_stages = 1;     // model chunks per pipeline rank (1 = plain 1F1B)
   RecomputeMode recompute = RecomputeMode::none;
@@ -20,7 +26,29 @@ struct ParallelConfig {
   std::vector<int> layers_per_stage;  // size pp, pipeline rank order; sums to the model's layers
 
   int world_size() const { return tp * pp * dp; }
+  int stage_ranks() const { return world_size() / pp; }                 // ranks of one pipeline stage
+  int expert_dp() const { return stage_ranks() / (ep * etp); }          // expert-data-parallel size
 };
+
+// A rank's place in its stage's expert grid: local = rank % stage_ranks (its index inside its
+// pipeline stage, whatever dense groups make it up) = etp_index + etp·(ep_index + ep·edp_index).
+struct ExpertPosition {
+  int etp_index = 0;
+  int ep_index = 0;
+  int edp_index = 0;
+};
+inline ExpertPosition expert_position_of_rank(const ParallelConfig& config, int rank) {
+  const int local = rank % config.stage_ranks();
+  return {local % config.etp, (local / config.etp) % config.ep, local / (config.etp * config.ep)};
+}
+// The rank of an expert position in stage `stage`.
+inline int rank_of_expert_position(const ParallelConfig& config, int stage, const ExpertPosition& position) {
+  return stage * config.stage_ranks() + position.etp_index +
+         config.etp * (position.ep_index + config.ep * position.edp_index);
+}
+// Expert-model-parallel groups of one stage (the ranks of one all-to-all), numbered
+// etp_index + etp·edp_index.
+inline int expert_groups_per_stage(const ParallelConfig& config) { return config.stage_ranks() / config.ep; }
 
 // The most even split of num_layers over pp stages that every framework can build: equal middle
 // stages and two ends that share the rest, the last (which carries the LM head) taking the fewer.
@@ -57,6 +85,7 @@ struct TimeBreakdown {
   double optimizer_seconds = 0;
   double embedding_imbalance_seconds = 0;  // extra time of first/last stage for embedding and LM head
   double tp_hidden_seconds = 0;  // TP collectives of the busiest stage run beside backward GEMMs: not in the iteration
+  double ep_communication_seconds = 0;  // MoE token dispatch/combine all-to-alls (and etp gathers) on the critical path
 };
 
 struct StageMemory {

@@ -16,6 +16,8 @@ struct FixedKnobs {
   std::optional<int> tp;
   std::optional<int> pp;
   std::optional<int> dp;
+  std::optional<int> ep;   // expert model parallel (MoE models)
+  std::optional<int> etp;  // expert tensor parallel (MoE models)
   std::optional<int> micro_batch;
   std::optional<int> virtual_stages;  // interleaved schedule chunks per pipeline rank
   std::optional<RecomputeMode> recompute;
@@ -59,6 +61,12 @@ struct TrainingSpec {
   // @067f987d): the GEMM weights live as fp8 tensors (a byte and its transpose) instead of 16-bit
   // weights beside Transformer Engine's cached fp8 casts.
   bool fp8_parameters = false;
+  // Assumption, not a measurement: the busiest expert rank receives this many times the average
+  // routed tokens (Megatron's dropless default, --moe-expert-capacity-factor unset, drops none, so
+  // the imbalance the aux loss leaves lands on the expert GEMMs, the all-to-alls and the routed
+  // activations). 1.1 (a named assumption, not fitted: the busiest rank 10% over the mean once an
+  // auxiliary loss has balanced the router); 1 is perfect balance.
+  double expert_load_imbalance_factor = 1.1;
   FixedKnobs fixed;
   FrameworkTarget target;
 };

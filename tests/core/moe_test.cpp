@@ -1,0 +1,222 @@
+// Issue 17: mixture-of-experts layouts (ep, etp) in memory, time, placement and the search.
+#include <gtest/gtest.h>
+
+#include "../../core/src/communication_internal.hpp"
+#include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/launch.hpp"
+#include "pipette/core/memory.hpp"
+#include "pipette/core/performance.hpp"
+#include "pipette/core/search.hpp"
+#include "pipette/core/units.hpp"
+
+namespace pipette {
+namespace {
+
+// etc/models/qwen3-235b-a22b.yaml (its config.json values).
+ModelSpec qwen3_235b() {
+  ModelSpec model;
+  model.name = "qwen3-235b-a22b";
+  model.num_layers = 94;
+  model.hidden_size = 4096;
+  model.num_attention_heads = 64;
+  model.num_kv_heads = 4;
+  model.kv_channels = 128;
+  model.qk_layernorm = true;
+  model.ffn_hidden_size = 12288;
+  model.ffn_kind = FfnKind::swiglu;
+  model.norm_kind = NormKind::rmsnorm;
+  model.vocab_size = 151936;
+  model.linear_bias = false;
+  model.dropout = false;
+  model.num_experts = 128;
+  model.router_topk = 8;
+  model.moe_ffn_hidden_size = 1536;
+  return model;
+}
+
+Cluster h100_cluster(int nodes, double inter_node_gigabytes_per_second = 400) {
+  Cluster cluster;
+  for (int node = 0; node < nodes; ++node) cluster.node_names.push_back('n' + std::to_string(node));
+  cluster.gpus_per_node = 8;
+  cluster.nics_per_node = 8;
+  cluster.gpu = *find_gpu("H100-SXM");
+  cluster.intra_node.assign(static_cast<size_t>(nodes), LinkMatrix(8, Link{360 * units::gigabyte, 3 * units::microsecond, true}));
+  cluster.inter_node = LinkMatrix(nodes, Link{inter_node_gigabytes_per_second * units::gigabyte, 8 * units::microsecond, true});
+  return cluster;
+}
+
+TrainingSpec training_of(std::int64_t batch, int sequence) {
+  TrainingSpec training;
+  training.global_batch_sequences = batch;
+  training.sequence_length = sequence;
+  return training;
+}
+
+ParallelConfig moe_layout(int tp, int pp, int dp, int ep, int etp) {
+  ParallelConfig config;
+  config.tp = tp, config.pp = pp, config.dp = dp, config.ep = ep, config.etp = etp;
+  config.sequence_parallel = tp > 1;
+  config.distributed_optimizer = true;
+  config.recompute = RecomputeMode::full;
+  config.layers_per_stage = balanced_layers_per_stage(94, pp);
+  return config;
+}
+
+TEST(MoeLayout, ExpertGridRegroupsAStageEtpFastestThenEp) {
+  // Megatron-core's expert RankGenerator (order tp-cp-ep-dp-pp with tp = etp): a stage's 16 ranks
+  // are etp (2) x ep (4) x expert-dp (2).
+  const ParallelConfig config = moe_layout(2, 2, 8, 4, 2);
+  EXPECT_EQ(config.stage_ranks(), 16);
+  EXPECT_EQ(config.expert_dp(), 2);
+  const ExpertPosition position = expert_position_of_rank(config, 16 + 11);  // stage 1, local 11
+  EXPECT_EQ(position.etp_index, 1);
+  EXPECT_EQ(position.ep_index, 1);
+  EXPECT_EQ(position.edp_index, 1);
+  EXPECT_EQ(rank_of_expert_position(config, 1, position), 27);
+  EXPECT_EQ(expert_groups_per_stage(config), 4);
+}
+
+TEST(MoeMemory, ExpertStateShardsOverEpTimesEtpAndTheOptimizerOverExpertDp) {
+  const ModelSpec model = qwen3_235b();
+  const TrainingSpec training = training_of(2048, 4096);
+  const ParallelConfig one = moe_layout(1, 16, 16, 1, 1);
+  const ParallelConfig eight = moe_layout(1, 16, 16, 8, 1);
+  // A middle stage of 6 MoE layers: 128 experts of 3·4096·1536 each, /8 with ep = 8.
+  const double per_layer_experts = 128.0 * 3 * 4096 * 1536;
+  EXPECT_DOUBLE_EQ(expert_parameters_on_stage(model, one, 1), 6 * per_layer_experts);
+  EXPECT_DOUBLE_EQ(expert_parameters_on_stage(model, eight, 1), 6 * per_layer_experts / 8);
+  EXPECT_DOUBLE_EQ(parameters_on_stage(model, one, 1) - parameters_on_stage(model, eight, 1),
+                   6 * per_layer_experts * 7 / 8);
+  // etp splits the experts too.
+  EXPECT_DOUBLE_EQ(expert_parameters_on_stage(model, moe_layout(2, 16, 8, 4, 2), 1), 6 * per_layer_experts / 8);
+  const RuntimeOverheads overheads;
+  const StageMemory m1 = estimate_memory(model, training, one, overheads)[1];
+  const StageMemory m8 = estimate_memory(model, training, eight, overheads)[1];
+  EXPECT_GT(m1.weights_bytes, 7 * m8.weights_bytes * 0.9);
+  // Optimizer state: dense part over dp = 16, expert part over expert-dp (16 with ep = 1, 2 with
+  // ep = 8): 12 bytes per parameter (fp32 master weights, m, v).
+  const double dense = parameters_on_stage(model, eight, 1) - expert_parameters_on_stage(model, eight, 1);
+  EXPECT_NEAR(m8.optimizer_state_bytes, dense * 12 / 16 + expert_parameters_on_stage(model, eight, 1) * 12 / 2, 1.0);
+  // The routed tokens' activations grow with top-k and the assumed imbalance.
+  TrainingSpec balanced = training;
+  balanced.expert_load_imbalance_factor = 1.0;
+  ParallelConfig no_recompute = eight;
+  no_recompute.recompute = RecomputeMode::none;
+  EXPECT_GT(moe_layer_activation_bytes(model, training, no_recompute),
+            moe_layer_activation_bytes(model, balanced, no_recompute));
+}
+
+TEST(MoeTime, AllToAllInsideANodeIsCheaperThanAcrossNodes) {
+  const ModelSpec model = qwen3_235b();
+  const TrainingSpec training = training_of(2048, 4096);
+  const Cluster cluster = h100_cluster(4);
+  // ep = 8 with tp = 1: each expert group is one node's 8 GPUs; ep = 16 spans two nodes.
+  const ParallelConfig inside = moe_layout(1, 2, 16, 8, 1);
+  const ParallelConfig across = moe_layout(1, 2, 16, 16, 1);
+  const WorkProfile inside_work = profile_work(model, training, cluster.gpu, inside);
+  const WorkProfile across_work = profile_work(model, training, cluster.gpu, across);
+  const CommunicationTimes inside_times = communication_times(cluster, inside, inside_work, default_placement(inside));
+  const CommunicationTimes across_times = communication_times(cluster, across, across_work, default_placement(across));
+  ASSERT_EQ(inside_times.ep_seconds.size(), 2u);
+  // Per a2a each rank sends 8 top-k copies of its 4096 tokens, 4096 wide in bf16, imbalance 1.1,
+  // spread over its ep peers; inside the node its 7 peers share its NVLink port.
+  const double routed_bytes = 4096.0 * 8 * 4096 * 2 * 1.1;
+  const double intra = 7 * (routed_bytes / 8) / (360 * units::gigabyte) + 3 * units::microsecond;
+  EXPECT_NEAR(inside_times.ep_seconds[0], 4 * 47 * intra, 1e-9);
+  // Across: half the peers on the other node, 8 senders sharing the node pair's 400 GB/s.
+  const double inter = 8 * (routed_bytes / 16) / (400 * units::gigabyte / 8) + 8 * units::microsecond;
+  EXPECT_NEAR(across_times.ep_seconds[0], 4 * 47 * inter, 1e-9);
+  EXPECT_GT(across_times.ep_seconds[0], 3 * inside_times.ep_seconds[0]);
+  // And the iteration pays it: not overlapped.
+  EXPECT_GT(critical_path(across, across_work, across_times, training).ep_communication_seconds, 0);
+  // A slower fabric costs only the groups that cross it.
+  const Cluster slow = h100_cluster(4, 100);
+  EXPECT_DOUBLE_EQ(communication_times(slow, inside, inside_work, default_placement(inside)).ep_seconds[0],
+                   inside_times.ep_seconds[0]);
+  EXPECT_GT(communication_times(slow, across, across_work, default_placement(across)).ep_seconds[0],
+            across_times.ep_seconds[0]);
+}
+
+TEST(MoeTime, RoutedExpertsCostTopKNotAllExperts) {
+  const ModelSpec model = qwen3_235b();
+  const TrainingSpec training = training_of(2048, 4096);
+  const GpuSpec gpu = *find_gpu("H100-SXM");
+  ModelSpec top1 = model;
+  top1.router_topk = 1;
+  const ParallelConfig config = moe_layout(1, 16, 16, 8, 1);
+  const double top8_seconds = profile_work(model, training, gpu, config).stages[1].forward_compute_seconds;
+  const double top1_seconds = profile_work(top1, training, gpu, config).stages[1].forward_compute_seconds;
+  EXPECT_GT(top8_seconds, 2 * top1_seconds);
+  // Model FLOPs count the active experts: far below a dense model of the same total.
+  EXPECT_LT(model_flops_per_iteration(model, training), 0.2 * 6.0 * total_parameters(model) * 2048 * 4096);
+}
+
+TEST(MoeSearch, Qwen3OnThirtyTwoNodesChoosesExpertParallelismInsideNodes) {
+  const ModelSpec model = qwen3_235b();
+  SearchOptions options;
+  options.memory_safety_margin_bytes = 0;
+  const Result<SearchResult> result = search_plans(model, training_of(2048, 4096), h100_cluster(32), options);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const Plan& best = result->plans.front();
+  // Without ep the experts do not fit (128 experts x 6 layers per stage); ep groups stay inside
+  // a node, where the all-to-all is cheapest.
+  EXPECT_GT(best.config.ep, 1);
+  EXPECT_LE(best.config.ep * best.config.etp, 8);
+  EXPECT_EQ(model.num_experts % best.config.ep, 0);
+  EXPECT_GT(best.time.ep_communication_seconds, 0);
+  // A fixed ep is kept; ep = 1 does not fit at plan 1's layout.
+  TrainingSpec fixed = training_of(2048, 4096);
+  fixed.fixed.ep = 16;
+  const Result<SearchResult> sixteen = search_plans(model, fixed, h100_cluster(32), options);
+  ASSERT_TRUE(sixteen.ok()) << sixteen.error().message;
+  for (const Plan& plan : sixteen->plans) EXPECT_EQ(plan.config.ep, 16);
+  EXPECT_GT(sixteen->plans.front().time.iteration_seconds, best.time.iteration_seconds);
+  ParallelConfig no_ep = best.config;
+  no_ep.ep = 1;
+  no_ep.etp = 1;
+  EXPECT_FALSE(evaluate_plan(model, training_of(2048, 4096), h100_cluster(32), no_ep, options).ok());
+}
+
+TEST(MoeLaunch, ExportsCarryTheExpertLayoutAndFrameworkRulesRefuseBadOnes) {
+  const ModelSpec model = qwen3_235b();
+  ParallelConfig config = moe_layout(2, 4, 32, 8, 1);
+  EXPECT_EQ(launch_problem({Framework::megatron_core, false}, model, config, 64), "");
+  config.ep = 3;
+  EXPECT_EQ(launch_problem({Framework::megatron_core, false}, model, config, 64), "ep=3 does not divide the 128 experts");
+  config.ep = 128;
+  EXPECT_EQ(launch_problem({Framework::megatron_core, false}, model, config, 64),
+            "ep x etp = 128 does not divide the 64 ranks of a pipeline stage");
+  config.ep = 8;
+  config.sequence_parallel = false;
+  EXPECT_EQ(launch_problem({Framework::megatron_core, false}, model, config, 64),
+            "MoE layers with tp > 1 need sequence parallelism");
+  config.sequence_parallel = true;
+  config.distributed_optimizer = false;
+  EXPECT_EQ(launch_problem({Framework::torchtitan, false}, model, config, 64),
+            "torchtitan's ep borrows the tp ranks here (dp_shard = 1): ep must equal tp, or experts are FSDP-sharded");
+  config.ep = 2;
+  EXPECT_EQ(launch_problem({Framework::torchtitan, false}, model, config, 64), "");
+  ModelSpec dense = model;
+  dense.num_experts = 0, dense.router_topk = 0, dense.moe_ffn_hidden_size = 0;
+  EXPECT_EQ(launch_problem({Framework::megatron_core, false}, dense, config, 64),
+            "ep and etp need a model with experts (num_experts)");
+
+  Plan plan;
+  plan.config = moe_layout(2, 4, 32, 8, 1);
+  plan.num_microbatches = 8;
+  const LaunchDescription launch = describe_launch(model, training_of(512, 4096), plan);
+  const std::string megatron = megatron_arguments(launch);
+  EXPECT_NE(megatron.find("--expert-model-parallel-size 8 --expert-tensor-parallel-size 1 --num-experts 128 "
+                          "--moe-router-topk 8 --moe-ffn-hidden-size 1536"),
+            std::string::npos)
+      << megatron;
+  EXPECT_NE(megatron.find("--moe-token-dispatcher-type alltoall --moe-grouped-gemm"), std::string::npos) << megatron;
+  const std::string nemo = nemo_overrides(launch);
+  EXPECT_NE(nemo.find("model.expert_model_parallel_size=8 model.expert_tensor_parallel_size=1"), std::string::npos) << nemo;
+  EXPECT_NE(torchtitan_arguments(launch).find("--parallelism.expert_parallel_degree 8"), std::string::npos);
+  // Dense plans export nothing of it.
+  EXPECT_EQ(megatron_arguments(describe_launch(dense, training_of(512, 4096), plan)).find("expert"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipette
