@@ -57,6 +57,11 @@ RecordedLayout layout_of(const Plan& plan, const std::string& plan_hash, const s
   knobs.recompute = config.recompute;
   knobs.sequence_parallel = config.sequence_parallel;
   knobs.distributed_optimizer = config.distributed_optimizer;
+  // A dense model has no expert knobs to fix; an MoE plan keeps its expert groups.
+  if (config.ep > 1 || config.etp > 1) {
+    knobs.ep = config.ep;
+    knobs.etp = config.etp;
+  }
   return {format_fixed_knobs(knobs), config.layers_per_stage, config.world_size(), plan_hash, request};
 }
 
@@ -143,6 +148,8 @@ Result<RestartKnobs> restart_knobs(const RecordedLayout& recorded, const std::st
   keep_user_choice(merged.tp, user->tp);
   keep_user_choice(merged.pp, user->pp);
   keep_user_choice(merged.dp, user->dp);
+  keep_user_choice(merged.ep, user->ep);
+  keep_user_choice(merged.etp, user->etp);
   keep_user_choice(merged.micro_batch, user->micro_batch);
   keep_user_choice(merged.virtual_stages, user->virtual_stages);
   keep_user_choice(merged.recompute, user->recompute);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <vector>
 
+#include "pipette/topology/job_planner.hpp"
 #include "rank_table.hpp"
 #include "step_plan.hpp"
 #include "synthetic_step.hpp"
@@ -91,6 +92,29 @@ TEST(LayoutRecord, TheUsersFixWinsAndAnotherPpDropsTheSplit) {
   ASSERT_TRUE(knobs.ok());
   EXPECT_EQ(knobs->fix, "tp=4,pp=4,dp=2,mbs=1,vpp=1,recompute=none,sp=on,distopt=on");
   EXPECT_TRUE(knobs->layers_per_stage.empty());
+}
+
+// An MoE job's restart keeps its expert groups, unless the user fixes others.
+TEST(LayoutRecord, AnMoeRestartKeepsItsExpertGroups) {
+  Plan plan;
+  plan.config.tp = 2;
+  plan.config.pp = 2;
+  plan.config.dp = 4;
+  plan.config.ep = 4;
+  plan.config.etp = 1;
+  plan.config.layers_per_stage = {24, 24};
+  const RecordedLayout recorded = layout_of(plan, "abc", first_start.request);
+  Result<RestartKnobs> knobs = restart_knobs(recorded, "");
+  ASSERT_TRUE(knobs.ok()) << knobs.error().message;
+  const Result<FixedKnobs> kept = parse_fixed_knobs(knobs->fix);
+  ASSERT_TRUE(kept.ok()) << kept.error().message;
+  EXPECT_EQ(kept->ep, 4);
+  EXPECT_EQ(kept->etp, 1);
+  knobs = restart_knobs(recorded, "ep=2");
+  ASSERT_TRUE(knobs.ok());
+  EXPECT_EQ(parse_fixed_knobs(knobs->fix)->ep, 2);
+  plan.config.ep = 1;
+  EXPECT_FALSE(parse_fixed_knobs(layout_of(plan, "abc", first_start.request).fix)->ep) << "a dense plan fixes no ep";
 }
 
 // The restart of a job plans exactly the first start's layout, even where a fresh plan differs.
