@@ -25,6 +25,7 @@
 #include "baselines.hpp"
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/performance.hpp"
+#include "pipette/core/placement.hpp"
 #include "pipette/core/search.hpp"
 #include "pipette/core/simulator.hpp"
 #include "pipette/core/synthetic_fabric.hpp"
@@ -41,55 +42,6 @@ struct ModelCase {
   const char* preset;
   int min_nodes;  // below this even the leanest layout does not fit 80 GB GPUs
 };
-
-struct FabricCase {
-  const char* name;
-  const char* description;
-  SyntheticFabric (*make)(int nodes);
-};
-
-// Every fabric below starts from uniform_fabric: H100 SXM nodes with 8 NDR rails
-// (SyntheticFabric's defaults: 8 × 46 GB/s per node pair, NVSwitch 370 GB/s inside, per
-// ground_truth_data/nccl_bandwidth_measurements.csv).
-
-// The spread of 2-node all-reduce bandwidth on H100 (ultrascale_collective_bandwidth_vs_nodes.csv:
-// p5 302, median 362, p95 436 GB/s: σ(ln) ≈ ln(436/302)/3.29 ≈ 0.11) and leaf switches of 8
-// nodes whose cross-leaf pairs run ~9% slower (the bundled example cluster's generator).
-SyntheticFabric measured_fabric(int nodes) {
-  SyntheticFabric fabric = uniform_fabric(nodes);
-  fabric.spread_sigma = 0.11;
-  fabric.rack_size = 8;
-  fabric.cross_rack_factor = 0.91;
-  fabric.scatter_racks = true;
-  return fabric;
-}
-
-// The measured fabric with faults a probe finds: one node pair in eight nodes at a quarter speed
-// (a bad spine port or a cable trained down), at least two.
-SyntheticFabric degraded_fabric(int nodes) {
-  SyntheticFabric fabric = measured_fabric(nodes);
-  fabric.degraded_pairs = std::max(2, nodes / 8);
-  fabric.degraded_factor = 0.25;
-  return fabric;
-}
-
-// 2:1 oversubscribed spine: cross-rack pairs get half the rails' bandwidth; racks of 8 nodes
-// scattered over the job's node order.
-SyntheticFabric oversubscribed_fabric(int nodes) {
-  SyntheticFabric fabric = measured_fabric(nodes);
-  fabric.cross_rack_factor = 0.5;
-  return fabric;
-}
-
-const std::vector<FabricCase>& fabrics() {
-  static const std::vector<FabricCase> all{
-      {"uniform", "every node pair at the 8-rail median", uniform_fabric},
-      {"measured", "log-normal spread σ=0.11, leaves of 8 at 0.91 across", measured_fabric},
-      {"degraded", "measured + max(2, nodes/8) pairs at 25%", degraded_fabric},
-      {"oversubscribed", "measured + 2:1 spine: cross-rack pairs at 50%", oversubscribed_fabric},
-  };
-  return all;
-}
 
 // The full matrix runs (c) and (d) at the plugin's default effort, i.e. ours as shipped.
 struct Matrix {
@@ -171,15 +123,17 @@ struct CaseResult {
   std::string fabric;
   Score scores[kMethods];
   double ours_plan_seconds = 0;  // wall time of search_plans with placement
+  // Ours' inter-node DP and pipeline neighbours, and those on different local GPU indices (issue 18).
+  RailAlignment ours_rails;
+  bool ours_gpu_order_gain_shown = false;  // GPUs permuted inside nodes for a predicted gain
 };
 
-CaseResult run_case(const ModelSpec& model, int nodes, const FabricCase& fabric, const Matrix& matrix,
-                    std::uint64_t seed) {
-  Cluster cluster = synthetic_cluster(fabric.make(nodes), seed);
-  cluster.gpu = *find_gpu("H100-SXM");
+CaseResult run_case(const ModelSpec& model, int nodes, std::size_t fabric_index, const Matrix& matrix) {
+  const Cluster cluster = comparison_cluster(fabric_index, nodes);
+  const ComparisonFabric& fabric = comparison_fabrics()[fabric_index];
   const TrainingSpec training = training_of();
   const SiteKnowledge site = site_of(cluster);
-  CaseResult result{model.name, nodes, fabric.name, {}, 0};
+  CaseResult result{model.name, nodes, fabric.name, {}, 0, {}, false};
 
   const BaselinePick common = common_practice(model, training, cluster, site);
   const AmpPicks amp_picks = amp(model, training, cluster, site);
@@ -203,6 +157,8 @@ CaseResult run_case(const ModelSpec& model, int nodes, const FabricCase& fabric,
   if (ours.ok() && !ours.value().plans.empty()) {
     const Plan& plan = ours.value().plans.front();
     result.scores[kOurs] = score(model, training, cluster, site, plan.config, plan.placement);
+    result.ours_rails = rail_alignment(cluster, plan.config, plan.placement);
+    result.ours_gpu_order_gain_shown = plan.placement_search.gpu_orders_gained(plan.time.iteration_seconds);
   } else {
     std::cerr << model.name << " on " << nodes << " nodes (" << fabric.name
               << "): search_plans found nothing: " << (ours.ok() ? "empty result" : ours.error().message) << "\n";
@@ -265,7 +221,7 @@ std::string markdown(const std::vector<CaseResult>& cases, const Matrix& matrix,
   out << " × 8 H100-SXM (80 GB, 2 GiB margin), 8 NDR rails per node; global batch "
       << training_of().global_batch_sequences << " × " << training_of().sequence_length
       << " tokens, bf16, flash attention; fabrics:\n";
-  for (const FabricCase& fabric : fabrics()) out << "- `" << fabric.name << "`: " << fabric.description << "\n";
+  for (const ComparisonFabric& fabric : comparison_fabrics()) out << "- `" << fabric.name << "`: " << fabric.description << "\n";
   out << "\nPlacement effort for (c) and (d): at most " << matrix.effort.max_moves
       << " moves per annealing (it stops earlier on convergence), exact search up to "
       << matrix.effort.exact_up_to_nodes << " nodes; (d) re-ranks its best " << matrix.placement_candidates
@@ -277,7 +233,7 @@ std::string markdown(const std::vector<CaseResult>& cases, const Matrix& matrix,
   for (int method = 0; method < kOurs; ++method) {
     for (const std::string& fabric : [] {
            std::vector<std::string> names{""};
-           for (const FabricCase& one : fabrics()) names.emplace_back(one.name);
+           for (const ComparisonFabric& one : comparison_fabrics()) names.emplace_back(one.name);
            return names;
          }()) {
       const Summary summary = summarise(cases, method, fabric);
@@ -290,6 +246,17 @@ std::string markdown(const std::vector<CaseResult>& cases, const Matrix& matrix,
   double slowest_plan = 0;
   for (const CaseResult& one : cases) slowest_plan = std::max(slowest_plan, one.ours_plan_seconds);
   out << "\nSlowest planning (search + placement) of (d) in the matrix: " << fixed(slowest_plan, "%.2f") << " s.\n";
+  int neighbours = 0, misaligned = 0, over_share = 0;
+  double worst_share = 0;
+  for (const CaseResult& one : cases) {
+    neighbours += one.ours_rails.inter_node_neighbours;
+    misaligned += one.ours_rails.on_different_local_gpus;
+    worst_share = std::max(worst_share, one.ours_rails.misaligned_share());
+    if (one.ours_rails.misaligned_share() > kMaxMisalignedNeighbourShare && !one.ours_gpu_order_gain_shown) ++over_share;
+  }
+  out << "Rails (issue 18): of (d)'s " << neighbours << " inter-node DP and pipeline neighbours, " << misaligned
+      << " are on different local GPUs; worst case " << fixed(100 * worst_share, "%.1f") << "%; cases over "
+      << fixed(100 * kMaxMisalignedNeighbourShare, "%.0f") << "% without a predicted gain: " << over_share << ".\n";
   return out.str();
 }
 
@@ -299,7 +266,7 @@ void write_csv(const std::string& path, const std::vector<CaseResult>& cases) {
   for (const char* key : kMethodKeys) {
     csv << "," << key << "_config," << key << "_outcome," << key << "_simulated_seconds," << key << "_predicted_seconds";
   }
-  csv << ",ours_planning_seconds\n";
+  csv << ",ours_planning_seconds,ours_inter_node_neighbours,ours_on_different_local_gpus\n";
   for (const CaseResult& one : cases) {
     csv << one.model << "," << one.nodes << "," << one.fabric;
     for (const Score& method : one.scores) {
@@ -309,7 +276,8 @@ void write_csv(const std::string& path, const std::vector<CaseResult>& cases) {
           << (method.outcome == Outcome::scored ? fixed(method.simulated_seconds, "%.6f") : "") << ","
           << (method.outcome == Outcome::scored ? fixed(method.predicted_seconds, "%.6f") : "");
     }
-    csv << "," << fixed(one.ours_plan_seconds, "%.3f") << "\n";
+    csv << "," << fixed(one.ours_plan_seconds, "%.3f") << "," << one.ours_rails.inter_node_neighbours << ","
+        << one.ours_rails.on_different_local_gpus << "\n";
   }
 }
 
@@ -348,10 +316,8 @@ int run(int argc, char** argv) {
     }
     for (const int nodes : matrix.node_counts) {
       if (nodes < preset.min_nodes || (only_nodes != 0 && nodes != only_nodes)) continue;
-      for (size_t fabric = 0; fabric < fabrics().size(); ++fabric) {
-        // The same cluster for every model: the seed depends on the size and the fabric only.
-        const std::uint64_t seed = 1000003ULL * static_cast<std::uint64_t>(nodes) + fabric;
-        cases.push_back(run_case(model.value(), nodes, fabrics()[fabric], matrix, seed));
+      for (size_t fabric = 0; fabric < comparison_fabrics().size(); ++fabric) {
+        cases.push_back(run_case(model.value(), nodes, fabric, matrix));
         const CaseResult& last = cases.back();
         std::fprintf(stderr, "%-11s %4d nodes %-15s", last.model.c_str(), nodes, last.fabric.c_str());
         for (int method = 0; method < kMethods; ++method) {

@@ -1,9 +1,11 @@
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/synthetic_fabric.hpp"
 #include "placement_random.hpp"
 
@@ -17,7 +19,53 @@ double standard_normal(detail::Random& random) {
   return radius * std::cos(2.0 * std::numbers::pi * random.unit());
 }
 
+// The spread of 2-node all-reduce bandwidth on H100 (ultrascale_collective_bandwidth_vs_nodes.csv:
+// p5 302, median 362, p95 436 GB/s: σ(ln) ≈ ln(436/302)/3.29 ≈ 0.11) and leaf switches of 8
+// nodes whose cross-leaf pairs run ~9% slower (the bundled example cluster's generator).
+SyntheticFabric measured_fabric(int nodes) {
+  SyntheticFabric fabric = uniform_fabric(nodes);
+  fabric.spread_sigma = 0.11;
+  fabric.rack_size = 8;
+  fabric.cross_rack_factor = 0.91;
+  fabric.scatter_racks = true;
+  return fabric;
+}
+
+// The measured fabric with faults a probe finds: one node pair in eight nodes at a quarter speed
+// (a bad spine port or a cable trained down), at least two.
+SyntheticFabric degraded_fabric(int nodes) {
+  SyntheticFabric fabric = measured_fabric(nodes);
+  fabric.degraded_pairs = std::max(2, nodes / 8);
+  fabric.degraded_factor = 0.25;
+  return fabric;
+}
+
+// 2:1 oversubscribed spine: cross-rack pairs get half the rails' bandwidth; racks of 8 nodes
+// scattered over the job's node order.
+SyntheticFabric oversubscribed_fabric(int nodes) {
+  SyntheticFabric fabric = measured_fabric(nodes);
+  fabric.cross_rack_factor = 0.5;
+  return fabric;
+}
+
 }  // namespace
+
+const std::vector<ComparisonFabric>& comparison_fabrics() {
+  static const std::vector<ComparisonFabric> all{
+      {"uniform", "every node pair at the 8-rail median", uniform_fabric},
+      {"measured", "log-normal spread σ=0.11, leaves of 8 at 0.91 across", measured_fabric},
+      {"degraded", "measured + max(2, nodes/8) pairs at 25%", degraded_fabric},
+      {"oversubscribed", "measured + 2:1 spine: cross-rack pairs at 50%", oversubscribed_fabric},
+  };
+  return all;
+}
+
+Cluster comparison_cluster(std::size_t fabric_index, int nodes) {
+  const std::uint64_t seed = 1000003ULL * static_cast<std::uint64_t>(nodes) + fabric_index;
+  Cluster cluster = synthetic_cluster(comparison_fabrics().at(fabric_index).make(nodes), seed);
+  cluster.gpu = *find_gpu("H100-SXM");
+  return cluster;
+}
 
 SyntheticFabric uniform_fabric(int nodes) {
   SyntheticFabric fabric;

@@ -8,7 +8,6 @@
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/performance.hpp"
 #include "pipette/core/placement.hpp"
-#include "pipette/core/synthetic_fabric.hpp"
 #include "pipette/core/units.hpp"
 
 namespace pipette {
@@ -414,48 +413,6 @@ TEST(Search, RunnerUpsKeepSlurmsOrderWhenPlacementRecoversLittleOfItsBound) {
     if (bound < best_placed) ++kept_in_slurms_order;
   }
   EXPECT_GE(kept_in_slurms_order, 1);
-}
-
-// Issue 18's acceptance check on bench/compare's four fabrics (bench/compare/compare.cpp builds
-// them the same way from uniform_fabric): the plan's inter-node DP and pipeline neighbours stay on
-// the same local GPU index (the same rail of a rail-optimized fabric) for at least 95% of pairs,
-// unless permuting GPUs inside nodes predicted a gain (what `pipette explain` prints as "why").
-SyntheticFabric compare_fabric(const std::string& name, int nodes) {
-  SyntheticFabric fabric = uniform_fabric(nodes);
-  if (name == "uniform") return fabric;
-  fabric.spread_sigma = 0.11;
-  fabric.rack_size = 8;
-  fabric.cross_rack_factor = name == "oversubscribed" ? 0.5 : 0.91;
-  fabric.scatter_racks = true;
-  if (name == "degraded") {
-    fabric.degraded_pairs = std::max(2, nodes / 8);
-    fabric.degraded_factor = 0.25;
-  }
-  return fabric;
-}
-
-TEST(RailAlignment, PlansOnTheComparisonFabricsKeepNeighboursOnOneRail) {
-  SearchOptions options;
-  options.memory_safety_margin_bytes = 2 * units::gibibyte;
-  options.top_k = 1;
-  for (const std::string fabric_name : {"uniform", "measured", "degraded", "oversubscribed"}) {
-    for (const int nodes : {4, 16}) {
-      for (const ModelSpec& model : {llama_like(32, 4096, 32, 32, 11008), llama3_70b()}) {
-        Cluster cluster = synthetic_cluster(compare_fabric(fabric_name, nodes), 20261202);
-        cluster.gpu = *find_gpu("H100-SXM");
-        const Result<SearchResult> result = search_plans(model, training_of(1024, 4096), cluster, options);
-        ASSERT_TRUE(result.ok()) << result.error().message;
-        const Plan& plan = result->plans.front();
-        const RailAlignment alignment = rail_alignment(cluster, plan.config, plan.placement);
-        const bool gain_shown = plan.placement_search.local_moves &&
-                                plan.placement_search.identity_local_order_iteration_seconds > plan.time.iteration_seconds;
-        EXPECT_TRUE(alignment.misaligned_share() <= 0.05 || gain_shown)
-            << fabric_name << ", " << nodes << " nodes, " << model.num_layers << " layers: tp=" << plan.config.tp
-            << " pp=" << plan.config.pp << " dp=" << plan.config.dp << ", " << alignment.on_different_local_gpus << " of "
-            << alignment.inter_node_neighbours << " neighbours on different local GPUs";
-      }
-    }
-  }
 }
 
 }  // namespace

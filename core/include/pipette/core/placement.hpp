@@ -40,6 +40,9 @@ struct RailAlignment {
   }
 };
 RailAlignment rail_alignment(const Cluster& cluster, const ParallelConfig& config, const Placement& placement);
+// Issue 18's bound: at most this share of a plan's inter-node neighbours on different local GPUs,
+// unless the GPU orders inside nodes predicted a gain (PlacementSearchSummary::gpu_orders_gained).
+inline constexpr double kMaxMisalignedNeighbourShare = 0.05;
 
 // Finds the rank → GPU map minimising critical_path(...).iteration_seconds. Deterministic: the
 // same inputs give the same placement on every node, process and thread count.

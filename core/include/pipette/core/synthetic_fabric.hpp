@@ -1,5 +1,7 @@
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "pipette/core/cluster.hpp"
 #include "pipette/core/units.hpp"
@@ -31,5 +33,19 @@ SyntheticFabric uniform_fabric(int nodes);
 
 // Links are symmetric; the same fabric and seed give the same cluster on every platform.
 Cluster synthetic_cluster(const SyntheticFabric& fabric, std::uint64_t seed);
+
+// The fabrics of bench/compare's matrix (bench/RESULTS.md "Plans against the alternatives"), here
+// so that the tests check the very clusters the bench reports on. Each starts from uniform_fabric:
+// H100 SXM nodes with 8 NDR rails.
+struct ComparisonFabric {
+  const char* name;
+  const char* description;
+  SyntheticFabric (*make)(int nodes);
+};
+const std::vector<ComparisonFabric>& comparison_fabrics();
+
+// The matrix's cluster of comparison_fabrics()[fabric_index] with `nodes` H100-SXM nodes. The seed
+// depends on the size and the fabric only, so every model of the matrix is planned on one cluster.
+Cluster comparison_cluster(std::size_t fabric_index, int nodes);
 
 }  // namespace pipette
