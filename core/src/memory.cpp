@@ -349,8 +349,10 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
                                  : 0.0;
     const double mean_layer_activation =
         (1 - moe_share) * per_layer_activation + moe_share * per_moe_layer_activation;
+    // A stage without layers (pp > layers) runs no layer backward: no layer working set.
+    const double stage_working_set = layers[static_cast<size_t>(stage)] > 0 ? working_set : 0.0;
     memory.activations_bytes =
-        overheads.activation_memory_factor * (chunks * layers_per_chunk * mean_layer_activation + working_set);
+        overheads.activation_memory_factor * (chunks * layers_per_chunk * mean_layer_activation + stage_working_set);
 
     if (stage == config.pp - 1) {
       // One micro-batch at a time reaches the loss (its backward follows at once): the final norm's

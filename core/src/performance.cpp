@@ -382,8 +382,9 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
           exposed_share * all_reduces * activation_message * 2.0 * (config.tp - 1) / config.tp;
       work_of_stage.tp_collectives_per_microbatch = all_reduces;
       const double forward = stage_layers * issued_forward_per_layer + (stage == 0 ? 1 : 0);
-      work_of_stage.tp_forward_share = forward / all_reduces;
-      if (!overlapped && training.overlap_tensor_parallel_backward) {
+      // A middle stage without layers (pp > layers) issues no collective at all.
+      work_of_stage.tp_forward_share = all_reduces > 0 ? forward / all_reduces : 0.0;
+      if (!overlapped && training.overlap_tensor_parallel_backward && all_reduces > 0) {
         work_of_stage.tp_hideable_share = stage_layers * hideable_per_layer / all_reduces;
         work_of_stage.tp_overlap_window_seconds = dense_layers * layer.column_parallel_backward_seconds +
                                                   moe_layers * moe_layer.column_parallel_backward_seconds;

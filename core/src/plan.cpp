@@ -50,6 +50,12 @@ namespace pipette {
 std::vector<int> balanced_layers_per_stage(int num_layers, int pp) {
   if (pp < 1) return {};
   if (pp == 1) return {num_layers};
+  if (pp > num_layers) {
+    std::vector<int> layers(static_cast<size_t>(pp), 0);
+    const int head_alone = pp >= num_layers + 2 ? 1 : 0;
+    for (int layer = 0; layer < num_layers; ++layer) layers[static_cast<size_t>(pp - 1 - head_alone - layer)] = 1;
+    return layers;
+  }
   // The form [a, b x (p-2), c] that Megatron's first/last-stage counts and torchtitan's
   // first/last "less layers" express: the middle stages get ceil(L/p) layers (fewer only where the
   // ends would otherwise be left without one), the ends share the rest, the last (with the LM

@@ -165,7 +165,7 @@ std::vector<std::vector<int>> layer_splits(const SearchSpace& space, int pp) {
     split.back() = last;
     add(std::move(split));
   }
-  if (!space.training.target.pipeline_layout) return splits;
+  if (!space.training.target.pipeline_layout || pp > num_layers) return splits;
   std::vector<int> layers(static_cast<size_t>(pp), 0);
   for (int layer = 0; layer < num_layers; ++layer) {
     // Every stage needs a layer; then the least loaded stage takes the next (interior first on ties).
@@ -241,7 +241,7 @@ Enumeration enumerate(const SearchSpace& space) {
     }
     for (const int pp : divisors(space.num_gpus / tp)) {
       if (space.num_gpus % tp != 0 || !allowed(space.fixed.pp, pp)) continue;
-      if (pp > model.num_layers) break;
+      if (pp > model.num_layers && !space.fixed.pp) break;  // stages without layers only when asked for
       const int dp = space.num_gpus / (tp * pp);
       if (!allowed(space.fixed.dp, dp)) continue;
       const std::string family = family_of(tp, pp);
@@ -444,9 +444,9 @@ std::string check_inputs(const ModelSpec& model, const TrainingSpec& training, c
   }
   const std::vector<int>& split = training.fixed.layers_per_stage;
   if (!split.empty()) {
-    const bool positive = std::all_of(split.begin(), split.end(), [](int layers) { return layers > 0; });
+    const bool counts = std::all_of(split.begin(), split.end(), [](int layers) { return layers >= 0; });
     const std::int64_t total = std::accumulate(split.begin(), split.end(), std::int64_t{0});
-    if (!positive || total != model.num_layers || !training.fixed.pp || *training.fixed.pp != static_cast<int>(split.size())) {
+    if (!counts || total != model.num_layers || !training.fixed.pp || *training.fixed.pp != static_cast<int>(split.size())) {
       return "the fixed split of " + std::to_string(split.size()) + " stages does not fit " + std::to_string(model.num_layers) +
              " layers on pp=" + (training.fixed.pp ? std::to_string(*training.fixed.pp) : std::string("(not fixed)"));
     }
@@ -656,7 +656,6 @@ Result<Plan> evaluate_plan(const ModelSpec& requested_model, const TrainingSpec&
   }
   if (config.sequence_parallel && config.tp == 1) return Error{shape + ": sequence parallelism needs tp > 1"};
   if (config.ep < 1 || config.etp < 1) return Error{shape + ": ep and etp must be at least 1"};
-  if (config.pp > model.num_layers) return Error{shape + ": more pipeline stages than layers"};
   if (training.global_batch_sequences % (static_cast<std::int64_t>(config.dp) * config.micro_batch) != 0) {
     return Error{shape + ": the global batch of " + std::to_string(training.global_batch_sequences) +
                  " sequences is not a multiple of dp x mbs"};
@@ -664,9 +663,9 @@ Result<Plan> evaluate_plan(const ModelSpec& requested_model, const TrainingSpec&
   if (config.layers_per_stage.empty()) config.layers_per_stage = balanced_layers_per_stage(model.num_layers, config.pp);
   if (static_cast<int>(config.layers_per_stage.size()) != config.pp ||
       std::accumulate(config.layers_per_stage.begin(), config.layers_per_stage.end(), 0) != model.num_layers ||
-      *std::min_element(config.layers_per_stage.begin(), config.layers_per_stage.end()) < 1) {
+      *std::min_element(config.layers_per_stage.begin(), config.layers_per_stage.end()) < 0) {
     return Error{shape + ": layers_per_stage must give each of the " + std::to_string(config.pp) +
-                 " stages at least one layer and sum to " + std::to_string(model.num_layers)};
+                 " stages zero or more layers and sum to " + std::to_string(model.num_layers)};
   }
   const int microbatches =
       static_cast<int>(training.global_batch_sequences / (static_cast<std::int64_t>(config.dp) * config.micro_batch));

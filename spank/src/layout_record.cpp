@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -21,9 +22,9 @@ constexpr std::size_t kMaxRecordBytes = 64 * 1024;  // a 1024-stage split is und
 constexpr int kMaxStages = 1024;                    // the model file's layer limit
 constexpr int kMaxGpus = 1 << 20;
 
-bool parse_positive(std::string_view text, int maximum, int& value) {
+bool parse_in_range(std::string_view text, int minimum, int maximum, int& value) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  return ec == std::errc{} && end == text.data() + text.size() && value > 0 && value <= maximum;
+  return ec == std::errc{} && end == text.data() + text.size() && value >= minimum && value <= maximum;
 }
 
 template <typename T>
@@ -117,14 +118,18 @@ Result<RecordedLayout> parse_layout_record(std::string_view text, const std::str
   while (!split.empty()) {
     const std::size_t comma = split.find(',');
     int layers = 0;
-    if (!parse_positive(split.substr(0, comma), 1 << 20, layers)) return bad("the split is not a list of positive layer counts");
+    // A stage may hold no layer (pp > layers, planned from Megatron's layout flag).
+    if (!parse_in_range(split.substr(0, comma), 0, 1 << 20, layers)) return bad("the split is not a list of layer counts");
     layout.layers_per_stage.push_back(layers);
     if (static_cast<int>(layout.layers_per_stage.size()) > kMaxStages) return bad("the split has more than 1024 stages");
     if (comma == std::string_view::npos) break;
     split.remove_prefix(comma + 1);
   }
   if (static_cast<int>(layout.layers_per_stage.size()) != *knobs->pp) return bad("the split does not have pp stages");
-  if (!parse_positive(fields["gpus"], kMaxGpus, layout.gpus)) return bad("gpus is not a positive count");
+  if (std::all_of(layout.layers_per_stage.begin(), layout.layers_per_stage.end(), [](int layers) { return layers == 0; })) {
+    return bad("the split has no layer");
+  }
+  if (!parse_in_range(fields["gpus"], 1, kMaxGpus, layout.gpus)) return bad("gpus is not a positive count");
   layout.plan_hash = fields["plan"];
   if (!version1) {
     layout.request = fields["request"];

@@ -269,6 +269,33 @@ TEST(Conformance, FixedKnobCornerCases) {
   }
 }
 
+// More stages than layers (issue 14): llama2-7b's 32 layers on pp=64. Megatron and NeMo start it
+// from the layout flag, whose empty stages their parser keeps (M:core/transformer/
+// pipeline_parallel_layer_layout.py:311-320); without the flag, and on torchtitan, it is refused
+// with the reason, never handed out.
+TEST(Conformance, MoreStagesThanLayersStartOnlyFromALayout) {
+  const ModelSpec model = *load_model("llama2-7b", {std::string(PIPETTE_SOURCE_DIR) + "/etc/models"});
+  TrainingSpec training;
+  training.global_batch_sequences = 256;
+  training.sequence_length = 4096;
+  training.fixed.tp = 1, training.fixed.pp = 64;
+  const Cluster cluster = uniform_cluster(8);
+  for (const Target& target : kTargets) {
+    training.target = target.target;
+    const Result<SearchResult> result = search_plans(model, training, cluster, grid_options());
+    if (!target.target.pipeline_layout) {
+      EXPECT_FALSE(result.ok()) << target.name;
+      continue;
+    }
+    ASSERT_TRUE(result.ok()) << target.name << ": " << result.error().message;
+    ASSERT_FALSE(result->plans.empty()) << target.name;
+    EXPECT_EQ(result->plans.front().config.pp, 64);
+    Tally tally;
+    judge_all(model, training, cluster, *result, tally);
+    EXPECT_EQ(tally.refused, 0) << target.name << ": " << (tally.examples.empty() ? "" : tally.examples.front());
+  }
+}
+
 TEST(Conformance, InterleavedCornerCaseEmitsTheGroupSize) {
   TrainingSpec training;
   training.global_batch_sequences = 24;

@@ -375,5 +375,28 @@ TEST(BalancedLayers, EndsGetFewerLayers) {
   EXPECT_TRUE(std::all_of(split.begin() + 1, split.end() - 1, [&](int layers) { return layers == split[1]; }));
 }
 
+TEST(BalancedLayers, MoreStagesThanLayersLeaveTheEmbeddingAndTheHeadAlone) {
+  EXPECT_EQ(balanced_layers_per_stage(4, 4), (std::vector<int>{1, 1, 1, 1}));
+  EXPECT_EQ(balanced_layers_per_stage(4, 5), (std::vector<int>{0, 1, 1, 1, 1}));
+  EXPECT_EQ(balanced_layers_per_stage(4, 6), (std::vector<int>{0, 1, 1, 1, 1, 0}));
+  // The stages left over sit right after the first, where 1F1B keeps the most micro-batches.
+  EXPECT_EQ(balanced_layers_per_stage(4, 8), (std::vector<int>{0, 0, 0, 1, 1, 1, 1, 0}));
+}
+
+TEST(StageMemory, AStageWithoutLayersHoldsNoLayerState) {
+  ModelSpec model = gpt3_175b();
+  model.num_layers = 4;
+  const TrainingSpec training = training_of(64, AttentionKernel::flash);
+  ParallelConfig config = config_of(1, 6, 1, false, RecomputeMode::none);
+  config.layers_per_stage = balanced_layers_per_stage(model.num_layers, config.pp);
+  const std::vector<StageMemory> stages = estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0});
+  ASSERT_EQ(stages.size(), 6u);
+  EXPECT_GT(stages[0].weights_bytes, 0);      // the embedding
+  EXPECT_DOUBLE_EQ(stages[0].activations_bytes, 0);
+  EXPECT_GT(stages[5].logits_and_loss_bytes, 0);  // the head and the loss
+  EXPECT_DOUBLE_EQ(stages[5].activations_bytes, 0);
+  EXPECT_GT(stages[1].activations_bytes, 0);
+}
+
 }  // namespace
 }  // namespace pipette

@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <numeric>
 
 #include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/launch.hpp"
 #include "pipette/core/performance.hpp"
 #include "pipette/core/placement.hpp"
 #include "pipette/core/units.hpp"
@@ -206,12 +208,18 @@ TEST(Search, AFixedSplitIsKeptOrRefused) {
   const Result<SearchResult> result = search_plans(llama3_70b(), training, uniform_cluster(8, 8), quick_options());
   ASSERT_TRUE(result.ok()) << result.error().message;
   for (const Plan& plan : result->plans) EXPECT_EQ(plan.config.layers_per_stage, training.fixed.layers_per_stage);
-  for (const std::vector<int>& bad : {std::vector<int>{21, 20, 20, 20}, std::vector<int>{40, 40}, std::vector<int>{80, 0, 0, 0}}) {
+  for (const std::vector<int>& bad : {std::vector<int>{21, 20, 20, 20}, std::vector<int>{40, 40}, std::vector<int>{81, 0, -1, 0}}) {
     training.fixed.layers_per_stage = bad;
     const Result<SearchResult> refused = search_plans(llama3_70b(), training, uniform_cluster(8, 8), quick_options());
     ASSERT_FALSE(refused.ok());
     EXPECT_NE(refused.error().message.find("does not fit 80 layers on pp=4"), std::string::npos) << refused.error().message;
   }
+  // Stages without layers are a split Megatron builds only from its layout flag.
+  training.fixed.layers_per_stage = {80, 0, 0, 0};
+  const Result<SearchResult> unbuildable = search_plans(llama3_70b(), training, uniform_cluster(8, 8), quick_options());
+  ASSERT_FALSE(unbuildable.ok());
+  EXPECT_NE(unbuildable.error().message.find("layer split 80,0,0,0 needs --pipeline-model-parallel-layout"), std::string::npos)
+      << unbuildable.error().message;
 }
 
 TEST(Search, TensorParallelMustDivideHeads) {
@@ -243,6 +251,59 @@ TEST(Search, UnevenPipelineGivesTheEndsFewerLayers) {
   EXPECT_EQ(layers[1], layers[2]);
   // With the head ignored, 30 layers on 4 stages give the ends the fewer layers.
   EXPECT_EQ(balanced_layers_per_stage(30, 4), (std::vector<int>{7, 8, 8, 7}));
+}
+
+// Issue 14: more pipeline stages than layers ran for real; such a split is priced when asked for.
+// Megatron builds it from --pipeline-model-parallel-layout, whose stages may hold no decoder layer
+// (pipeline_parallel_layer_layout.py @d98e8a64 parse_str_to_list l.311-320 keeps an empty stage,
+// validate_layer_layout l.86-110 counts E, L and t over the whole layout, never per stage), but not
+// from --decoder-first/last-pipeline-num-layers, which must be larger than 0
+// (transformer_config.py l.2304, 2323).
+TEST(EvaluatePlan, MoreStagesThanLayersArePricedWhereTheLayoutExpressesThem) {
+  const ModelSpec model = llama_like(4, 2048, 16, 8, 5632);
+  TrainingSpec training = training_of(64, 4096);
+  training.target.pipeline_layout = true;
+  const Cluster cluster = uniform_cluster(1, 8);
+  const Result<Plan> plan = evaluate_plan(model, training, cluster, layout_of(1, 8, 1), quick_options());
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_EQ(plan->config.layers_per_stage, (std::vector<int>{0, 0, 0, 1, 1, 1, 1, 0}));
+  EXPECT_TRUE(std::isfinite(plan->time.iteration_seconds));
+  EXPECT_GT(plan->time.iteration_seconds, 0);
+  const auto [variable, arguments] = framework_arguments(Framework::megatron_core, describe_launch(model, training, *plan));
+  EXPECT_NE(arguments.find("--pipeline-model-parallel-layout E|||t|t|t|t|L"), std::string::npos) << arguments;
+  EXPECT_EQ(arguments.find("--decoder-first-pipeline-num-layers"), std::string::npos) << arguments;
+
+  // Six stages already give the embedding and the head a stage each; the two more stages without
+  // anything only relay, and lengthen the pipeline's fill and drain.
+  const Result<Plan> six = evaluate_plan(model, training, uniform_cluster(1, 6), layout_of(1, 6, 1), quick_options());
+  ASSERT_TRUE(six.ok()) << six.error().message;
+  EXPECT_EQ(six->config.layers_per_stage, (std::vector<int>{0, 1, 1, 1, 1, 0}));
+  EXPECT_GT(plan->time.iteration_seconds, six->time.iteration_seconds);
+
+  training.target.pipeline_layout = false;
+  const Result<Plan> refused = evaluate_plan(model, training, cluster, layout_of(1, 8, 1), quick_options());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("needs --pipeline-model-parallel-layout"), std::string::npos)
+      << refused.error().message;
+  training.target.framework = Framework::torchtitan;
+  const Result<Plan> titan = evaluate_plan(model, training, cluster, layout_of(1, 8, 1), quick_options());
+  ASSERT_FALSE(titan.ok());
+  EXPECT_NE(titan.error().message.find("has a stage without layers"), std::string::npos) << titan.error().message;
+}
+
+TEST(Search, MoreStagesThanLayersOnlyWhenPpIsFixed) {
+  const ModelSpec model = llama_like(4, 2048, 16, 8, 5632);
+  TrainingSpec training = training_of(64, 4096);
+  training.target.pipeline_layout = true;
+  const Result<SearchResult> free = search_plans(model, training, uniform_cluster(1, 8), quick_options());
+  ASSERT_TRUE(free.ok()) << free.error().message;
+  for (const Plan& plan : free->plans) EXPECT_LE(plan.config.pp, 4);
+  training.fixed.pp = 8;
+  const Result<SearchResult> fixed = search_plans(model, training, uniform_cluster(1, 8), quick_options());
+  ASSERT_TRUE(fixed.ok()) << fixed.error().message;
+  ASSERT_FALSE(fixed->plans.empty());
+  EXPECT_EQ(fixed->plans.front().config.pp, 8);
+  EXPECT_EQ(fixed->plans.front().config.layers_per_stage, (std::vector<int>{0, 0, 0, 1, 1, 1, 1, 0}));
 }
 
 TEST(Search, NothingFitsNamesMoreNodes) {

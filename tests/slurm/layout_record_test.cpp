@@ -46,6 +46,15 @@ TEST(LayoutRecord, AVersion1RecordReadsWithoutARequest) {
       << "version 2 needs its request";
 }
 
+// More stages than layers: the embedding's and the head's stages hold no layer, and a restart
+// keeps that split.
+TEST(LayoutRecord, AStageWithoutLayersIsKept) {
+  const Result<RecordedLayout> parsed =
+      parse_layout_record("pipette_layout: 1\nfix: tp=1,pp=4\nsplit: 0,1,1,0\ngpus: 4\nplan: abc\n", "f");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(parsed->layers_per_stage, (std::vector<int>{0, 1, 1, 0}));
+}
+
 // The request names what the plan was asked for and nothing the user's --pipette-fix may change.
 TEST(LayoutRecord, TheRequestNamesModelBatchSequenceAndFramework) {
   Settings settings;
@@ -69,7 +78,8 @@ TEST(LayoutRecord, CorruptRecordsAreRefusedWithTheFixNamed) {
        std::string(), good.substr(0, good.size() - 1), "pipette_layout: 3\n" + good.substr(good.find('\n') + 1),
         good + "extra: 1\n", good + "gpus: 8\n", "pipette_layout: 1\nfix: tp=x\nsplit: 1\ngpus: 8\nplan: a\n",
         "pipette_layout: 1\nfix: tp=4,pp=2\nsplit: 17\ngpus: 8\nplan: a\n",
-        "pipette_layout: 1\nfix: tp=4,pp=2\nsplit: 17,0\ngpus: 8\nplan: a\n",
+        "pipette_layout: 1\nfix: tp=4,pp=2\nsplit: 17,-1\ngpus: 8\nplan: a\n",
+        "pipette_layout: 1\nfix: tp=4,pp=2\nsplit: 0,0\ngpus: 8\nplan: a\n",
         "pipette_layout: 1\nfix: tp=4,pp=2\nsplit: 17,15\ngpus: -8\nplan: a\n"};
   for (const std::string& bad : corrupt) {
     const Result<RecordedLayout> parsed = parse_layout_record(bad, "/d/.pipette-layout-7");

@@ -186,8 +186,7 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
     config.distributed_optimizer = *knobs->distributed_optimizer;
     auto plan = evaluate_plan(prepared->model, prepared->training, prepared->cluster, config, prepared->options);
     if (!plan) {
-      const bool shaped_for_this_job = config.world_size() == prepared->cluster.num_gpus() &&
-                                       config.pp <= prepared->model.num_layers;
+      const bool shaped_for_this_job = config.world_size() == prepared->cluster.num_gpus();
       if (!shaped_for_this_job) return Error{prefix + plan.error().message};
       config.layers_per_stage = balanced_layers_per_stage(prepared->model.num_layers, config.pp);
       outcome.fixed_memory = estimate_memory(prepared->model, prepared->training, config, prepared->options.overheads);

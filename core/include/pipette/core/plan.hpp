@@ -52,6 +52,10 @@ inline int expert_groups_per_stage(const ParallelConfig& config) { return config
 
 // The most even split of num_layers over pp stages that every framework can build: equal middle
 // stages and two ends that share the rest, the last (which carries the LM head) taking the fewer.
+// With more stages than layers, one layer a stage on the last stages before the LM head's, the
+// first stage the embedding alone, the head alone once pp >= layers + 2, and the stages left over
+// empty right after the first (where 1F1B keeps the most micro-batches in flight); only
+// --pipeline-model-parallel-layout expresses such a split (launch_problem).
 std::vector<int> balanced_layers_per_stage(int num_layers, int pp);
 
 // Ranks are in Megatron order: tp fastest, then dp, then pp:
