@@ -321,6 +321,27 @@ TEST(DeepSpeedLog, ATruncatedLogKeepsWhatItHas) {
   EXPECT_EQ(run->steady_iterations, 4);
 }
 
+// DeepSpeed prints no run header to tell two runs apart: a step counter that goes back is a restart
+// (a resumed run starts again below its last logged step), each one's warm-up is skipped and the
+// count is a warning, so lines of two runs interleaved show up as many restarts.
+TEST(DeepSpeedLog, StepsGoingBackAreRestartsAndSaySo) {
+  const std::string text = sample("deepspeed_pipe_7b.log");
+  const auto resumed = parse_deepspeed_log(text + text, "resumed.log");
+  ASSERT_TRUE(resumed.ok()) << resumed.error().message;
+  EXPECT_EQ(resumed->steady_iterations, 10);
+  ASSERT_EQ(resumed->warnings.size(), 1u);
+  EXPECT_EQ(resumed->warnings.front(), "resumed.log: the step counter restarted 1 time(s); each restart's warm-up is skipped");
+  std::string interleaved;
+  for (int step = 10; step <= 60; step += 10) {
+    interleaved += "steps: " + std::to_string(step) + " loss: 9.0000 iter time (s): 5.800 samples/sec: 11.034\n";
+    interleaved += "steps: " + std::to_string(step) + " loss: 7.0000 iter time (s): 2.100 samples/sec: 30.476\n";
+  }
+  const auto mixed = parse_deepspeed_log(interleaved, "mixed.log");
+  ASSERT_TRUE(mixed.ok()) << mixed.error().message;
+  ASSERT_EQ(mixed->warnings.size(), 1u);
+  EXPECT_EQ(mixed->warnings.front(), "mixed.log: the step counter restarted 6 time(s); each restart's warm-up is skipped");
+}
+
 TEST(MegatronDeepSpeedLog, ReadsTheArgumentsAndDeepSpeedMemory) {
   const auto runs = read_run_records(PIPETTE_SOURCE_DIR "/tests/data/run-records/megatron_deepspeed_llama2_7b_4nodes.log");
   ASSERT_TRUE(runs.ok()) << runs.error().message;
