@@ -1,7 +1,10 @@
 // Model fidelity against published measurements (../shared/ground_truth_data/):
 //  - megatron_sc21_table1.csv (Narayanan et al. SC21 Table 1, A100, fp16): iteration time;
 //  - korthikanti2022_tables.csv Table 5 (A100): iteration time, full recompute and SP + selective;
-//  - nvidia_nemo_megatron_bridge_perf_summary.csv, dense models on DGX-H100: tokens/s per GPU.
+//  - nvidia_nemo_megatron_bridge_perf_summary.csv, dense models on DGX-H100: tokens/s per GPU;
+//  - ultrascale_dp_tp_scaling.csv (nanotron, H100): the 1B DP throughput (extra, never fitted) and
+//    the memory panels, priced with framework nanotron's stack profile and, for comparison, with
+//    the Megatron-core one (stack_time_report, memory_report).
 // For each row the published configuration is evaluated exactly as the search evaluates plans
 // (profile_work → communication_times in Slurm's order → critical_path); rows the model cannot
 // represent (context parallelism, LoRA, mixture-of-experts, architectures not published) are
@@ -21,6 +24,7 @@
 #include "pipette/core/memory.hpp"
 #include "pipette/core/performance.hpp"
 #include "pipette/core/search.hpp"
+#include "pipette/core/stack_profile.hpp"
 #include "pipette/core/units.hpp"
 #include "pipette/topology/model_file.hpp"
 
@@ -430,6 +434,8 @@ std::vector<MemoryRow> ultrascale_memory_rows() {
     row.training.sequence_length = 4096;
     row.training.precision = Precision::bf16;
     row.training.gradients_in_fp32 = true;
+    row.training.target.framework = Framework::nanotron;
+    apply_stack_profile(row.training);
     const int degree = std::stoi(f[3]);
     row.published = std::stod(f[6]);
     if (f[0] == "dp_scaling") {
@@ -448,6 +454,43 @@ std::vector<MemoryRow> ultrascale_memory_rows() {
       row.metric = MemoryMetric::max_micro_batch;
       row.label = "3B tp" + std::to_string(degree) + (row.config.sequence_parallel ? " sp" : "") + ": largest micro-batch";
     }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// The Ultra-Scale Playbook's 1B DP-scaling throughput (ultrascale_dp_tp_scaling.csv, the same runs
+// as the DP memory rows: nanotron, H100, bench_cluster's template), never fitted. The fabric is
+// the one measured on that cluster (ultrascale_collective_bandwidth_vs_nodes.csv): all-reduce bus
+// bandwidth inside one node, and at the row's node count for the node pairs. The 3B TP rows'
+// throughput is left out: the batch it was measured at is not published.
+std::vector<Row> ultrascale_time_rows() {
+  std::map<int, double> allreduce_bytes_per_second;  // nodes → median bus bandwidth
+  const auto bandwidth = read_csv("ultrascale_collective_bandwidth_vs_nodes.csv");
+  for (size_t i = 1; i < bandwidth.size(); ++i) {
+    if (bandwidth[i][0] == "AllReduce") allreduce_bytes_per_second[std::stoi(bandwidth[i][1])] = std::stod(bandwidth[i][4]) * 1e9;
+  }
+  std::vector<Row> rows;
+  for (const MemoryRow& memory : ultrascale_memory_rows()) {
+    if (memory.metric != MemoryMetric::peak_bytes) continue;
+    Row row;
+    row.source = "Ultra-Scale Playbook DP throughput (nanotron 1B, extra)";
+    row.extra = true;
+    row.metric = Metric::tokens_per_second_per_gpu;
+    row.model = memory.model;
+    row.training = memory.training;
+    row.config = memory.config;
+    row.gpus = row.config.dp;
+    const int nodes = std::max(1, row.gpus / 8);
+    const auto measured = allreduce_bytes_per_second.find(nodes);
+    if (measured == allreduce_bytes_per_second.end()) continue;
+    row.system = System{"H100-SXM", allreduce_bytes_per_second.at(1), measured->second};
+    const auto table = read_csv("ultrascale_dp_tp_scaling.csv");
+    for (const auto& f : table) {
+      if (f[0] == "dp_scaling" && std::stoi(f[3]) == row.gpus) row.published = std::stod(f[4]);
+    }
+    row.label = "1B dp" + std::to_string(row.gpus) + " mbs2 on " + std::to_string(nodes) + " node(s)";
+    row.group = row.label;
     rows.push_back(row);
   }
   return rows;
@@ -591,29 +634,67 @@ void report(const std::vector<Row>& rows, const ComputeEfficiency& efficiency) {
   }
 }
 
+// Rows of a stack other than Megatron-core (their framework's profile, stack_profile.hpp) against
+// the same rows priced with the Megatron-core profile: what the profile changes.
+void stack_time_report(const std::vector<Row>& rows, const ComputeEfficiency& efficiency) {
+  std::printf("\nTime of the rows run on another stack, with its profile and with the Megatron-core one:\n\n| source | "
+              "row | published | predicted | error | with the Megatron-core profile | error |\n|---|---|---|---|---|---|---|\n");
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> errors;
+  for (const Row& row : rows) {
+    if (!row.excluded.empty() || row.training.target.framework == Framework::megatron_core) continue;
+    Row reference = row;
+    reference.training.target.framework = Framework::megatron_core;
+    apply_stack_profile(reference.training);
+    const Prediction stack = predict(row, efficiency), before = predict(reference, efficiency);
+    std::printf("| %s | %s | %.0f | %.0f | %s | %.0f | %s |\n", row.source.c_str(), row.label.c_str(), row.published,
+                stack.value, percent(stack.error).c_str(), before.value, percent(before.error).c_str());
+    errors[row.source].first.push_back(std::abs(stack.error));
+    errors[row.source].second.push_back(std::abs(before.error));
+  }
+  std::printf("\n| source | rows | median abs error | worst abs error | Megatron-core profile: median | worst |\n"
+              "|---|---|---|---|---|---|\n");
+  for (const auto& [source, pair] : errors) {
+    const auto& [stack, before] = pair;
+    std::printf("| %s | %zu | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", source.c_str(), stack.size(), 100 * median(stack),
+                100 * *std::max_element(stack.begin(), stack.end()), 100 * median(before),
+                100 * *std::max_element(before.begin(), before.end()));
+  }
+}
+
 // Memory. No memory constant is fitted: every row is held out. Two kinds of evidence: published
 // figures (ultrascale_dp_tp_scaling.csv's memory panels), and every published run above, which
 // ran, so its configuration must be predicted to fit its GPU.
+// The row's figure as predicted for the row's stack, and as predicted had the reference
+// (Megatron-core / Transformer Engine) profile been used, to show what the stack profile changes.
+std::pair<double, double> memory_prediction(const MemoryRow& row, double capacity) {
+  const auto predict_for = [&](const MemoryRow& r) {
+    return r.metric == MemoryMetric::max_micro_batch ? largest_fitting_micro_batch(r, capacity)
+                                                     : peak_memory_bytes(r, r.config);
+  };
+  MemoryRow reference = row;
+  reference.training.target.framework = Framework::megatron_core;
+  apply_stack_profile(reference.training);
+  return {predict_for(row), predict_for(reference)};
+}
+
 void memory_report(const std::vector<Row>& rows) {
-  std::printf("\n| memory source | row | published | predicted | error |\n|---|---|---|---|---|\n");
-  std::map<std::string, std::vector<double>> errors;
+  std::printf("\n| memory source | row | published | predicted | error | with the Megatron-core profile | error |\n"
+              "|---|---|---|---|---|---|---|\n");
+  std::map<std::string, std::vector<double>> errors, reference_errors;
   for (const MemoryRow& row : ultrascale_memory_rows()) {
     const double capacity = find_gpu("H100-SXM")->memory_bytes;
-    double predicted = 0;
-    std::string published, shown;
-    if (row.metric == MemoryMetric::max_micro_batch) {
-      predicted = largest_fitting_micro_batch(row, capacity);
-      published = number(row.published, 0);
-      shown = number(predicted, 0);
-    } else {
-      predicted = peak_memory_bytes(row, row.config);
-      published = number(row.published / units::gigabyte, 2) + " GB";
-      shown = number(predicted / units::gigabyte, 2) + " GB";
-    }
+    const auto [predicted, reference] = memory_prediction(row, capacity);
+    const bool batches = row.metric == MemoryMetric::max_micro_batch;
+    const auto shown = [&](double value) {
+      return batches ? number(value, 0) : number(value / units::gigabyte, 2) + " GB";
+    };
     const double error = predicted / row.published - 1;
+    const double reference_error = reference / row.published - 1;
     errors[row.source].push_back(std::abs(error));
-    std::printf("| %s | %s | %s | %s | %s |\n", row.source.c_str(), row.label.c_str(), published.c_str(), shown.c_str(),
-                percent(error).c_str());
+    reference_errors[row.source].push_back(std::abs(reference_error));
+    std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", row.source.c_str(), row.label.c_str(),
+                shown(row.published).c_str(), shown(predicted).c_str(), percent(error).c_str(), shown(reference).c_str(),
+                percent(reference_error).c_str());
   }
   std::map<std::string, std::pair<int, int>> fits;  // source → (predicted to fit, rows)
   for (const Row& row : rows) {
@@ -623,11 +704,14 @@ void memory_report(const std::vector<Row>& rows) {
     fit += prediction.peak_memory_bytes <= cluster_of(row.system, row.gpus).gpu.memory_bytes;
     ++count;
   }
-  std::printf("\nMemory, by source (never fitted: every row is held out):\n\n| source | rows | median abs error | worst abs "
-              "error |\n|---|---|---|---|\n");
+  std::printf("\nMemory, by source (never fitted: every row is held out), with the nanotron profile and, before it, "
+              "the Megatron-core one:\n\n| source | rows | median abs error | worst abs error | Megatron-core profile: "
+              "median | worst |\n|---|---|---|---|---|---|\n");
   for (const auto& [source, values] : errors) {
-    std::printf("| %s | %zu | %.1f%% | %.1f%% |\n", source.c_str(), values.size(), 100 * median(values),
-                100 * *std::max_element(values.begin(), values.end()));
+    const std::vector<double>& before = reference_errors[source];
+    std::printf("| %s | %zu | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", source.c_str(), values.size(), 100 * median(values),
+                100 * *std::max_element(values.begin(), values.end()), 100 * median(before),
+                100 * *std::max_element(before.begin(), before.end()));
   }
   std::printf("\nPublished runs (they ran, so they fit) predicted to fit their GPU:\n\n| source | predicted to fit |\n|---|---|\n");
   for (const auto& [source, counts] : fits) std::printf("| %s | %d of %d |\n", source.c_str(), counts.first, counts.second);
@@ -683,7 +767,7 @@ void plan_comparison(const std::vector<Row>& rows) {
 int main(int argc, char** argv) {
   using namespace pipette;
   std::vector<Row> rows = sc21_rows();
-  for (auto more : {korthikanti_rows(), nemo_rows(), megatron_core_h100_rows(), megatron_2021_rows()}) {
+  for (auto more : {korthikanti_rows(), nemo_rows(), megatron_core_h100_rows(), megatron_2021_rows(), ultrascale_time_rows()}) {
     rows.insert(rows.end(), more.begin(), more.end());
   }
   split(rows);
@@ -699,6 +783,7 @@ int main(int argc, char** argv) {
                 fit_loss(rows, fitted_compute_efficiency()));
   }
   report(rows, efficiency);
+  stack_time_report(rows, efficiency);
   memory_report(rows);
   plan_comparison(rows);
   return 0;

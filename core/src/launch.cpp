@@ -192,6 +192,38 @@ std::string fixed(double value, int decimals) {
   return text;
 }
 
+// The stacks with a StackProfile other than the reference (stack_profile.hpp) run dense models
+// only here: their MoE layers are not priced. None of their pipeline engines interleaves
+// (nanotron: parallel/pipeline_parallel/engine.py has afab and 1f1b; DeepSpeed's TrainSchedule,
+// deepspeed/runtime/pipe/schedule.py l.189-257).
+std::string profiled_stack_problem(Framework framework, const ModelSpec& model, const ParallelConfig& config) {
+  const std::string name = to_string(framework);
+  if (model.is_moe()) return name + ": mixture-of-experts layers are not priced for this stack";
+  if (config.virtual_stages > 1 && config.pp > 1) return name + " has no interleaved pipeline schedule (vpp must be 1)";
+  const std::vector<int>& layers = config.layers_per_stage;
+  switch (framework) {
+    case Framework::nanotron:
+      // recompute_layer checkpoints whole decoder layers (models/llama.py @2411b022 l.761-776):
+      // full recompute or none. nanotron splits the layers over the stages itself, by compute cost
+      // (get_block_compute_costs, l.938); Pipette asks for an even split so that both agree.
+      if (config.recompute == RecomputeMode::selective)
+        return "nanotron recomputes whole layers (recompute_layer) or nothing, not selectively";
+      if (!even_split(layers)) return "nanotron splits the layers evenly by cost; layer split " + split_text(layers) + " is not even";
+      return {};
+    case Framework::megatron_deepspeed:
+    case Framework::deepspeed:
+      // DeepSpeed's PipelineModule places the transformer layers uniformly over the stages
+      // (Megatron-DeepSpeed's GPTModelPipe: partition_method 'type:transformer').
+      if (!even_split(layers)) return name + " splits the layers uniformly; layer split " + split_text(layers) + " is not even";
+      if (framework == Framework::deepspeed && config.tp > 1)
+        return "DeepSpeed's engine has no tensor parallelism of its own (tp must be 1)";
+      if (framework == Framework::deepspeed && config.recompute == RecomputeMode::selective)
+        return "DeepSpeed checkpoints whole layers (deepspeed.checkpointing), not selectively";
+      return {};
+    default: return {};
+  }
+}
+
 }  // namespace
 
 ModelSpec model_for_sequence(const ModelSpec& model, int sequence_length) {
@@ -242,6 +274,10 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
   if (config.tp > 1 && training.target.framework != Framework::torchtitan) {
     launch.environment.emplace_back("CUDA_DEVICE_MAX_CONNECTIONS", "1");
   }
+  // Megatron-DeepSpeed reads its batch and ZeRO stage from a DeepSpeed JSON beside its arguments.
+  if (training.target.framework == Framework::megatron_deepspeed) {
+    launch.environment.emplace_back("PIPETTE_DEEPSPEED_CONFIG", deepspeed_config(launch));
+  }
   return launch;
 }
 
@@ -256,16 +292,39 @@ std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model
       if (const std::string problem = torchtitan_expert_problem(model, config); !problem.empty()) return problem;
       return torchtitan_problem(model, config, num_microbatches);
     }
+    case Framework::megatron_deepspeed:
+    case Framework::nanotron:
+    case Framework::deepspeed: return profiled_stack_problem(target.framework, model, config);
   }
   return "unknown framework";
 }
 
+namespace {
+
+// The sizes Megatron-LM and Megatron-DeepSpeed take alike.
+std::string megatron_size_arguments(const LaunchDescription& launch) {
+  return "--tensor-model-parallel-size " + std::to_string(launch.tp) + " --pipeline-model-parallel-size " +
+         std::to_string(launch.pp) + " --micro-batch-size " + std::to_string(launch.micro_batch) +
+         " --global-batch-size " + std::to_string(launch.global_batch) + " --seq-length " +
+         std::to_string(launch.sequence_length) + " --max-position-embeddings " +
+         std::to_string(launch.max_position_embeddings);
+}
+
+// Megatron's recompute flags (both stacks: --recompute-granularity, --recompute-method,
+// --recompute-num-layers).
+std::string megatron_recompute_arguments(RecomputeMode recompute) {
+  switch (recompute) {
+    case RecomputeMode::none: return {};
+    case RecomputeMode::selective: return " --recompute-granularity selective";
+    case RecomputeMode::full: return " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string megatron_arguments(const LaunchDescription& launch) {
-  std::string args = "--tensor-model-parallel-size " + std::to_string(launch.tp) + " --pipeline-model-parallel-size " +
-                     std::to_string(launch.pp) + " --micro-batch-size " + std::to_string(launch.micro_batch) +
-                     " --global-batch-size " + std::to_string(launch.global_batch) + " --seq-length " +
-                     std::to_string(launch.sequence_length) + " --max-position-embeddings " +
-                     std::to_string(launch.max_position_embeddings);
+  std::string args = megatron_size_arguments(launch);
   const SplitFlags flags = split_flags(launch);
   if (flags == SplitFlags::layout) {
     args += " --pipeline-model-parallel-layout " + layout_text(launch);
@@ -287,11 +346,7 @@ std::string megatron_arguments(const LaunchDescription& launch) {
   if (launch.microbatch_group_size > 0 && launch.microbatch_group_size != launch.pp) {
     args += " --microbatch-group-size-per-virtual-pipeline-stage " + std::to_string(launch.microbatch_group_size);
   }
-  switch (launch.recompute) {
-    case RecomputeMode::none: break;
-    case RecomputeMode::selective: args += " --recompute-granularity selective"; break;
-    case RecomputeMode::full: args += " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"; break;
-  }
+  args += megatron_recompute_arguments(launch.recompute);
   if (launch.sequence_parallel) args += " --sequence-parallel";
   if (launch.distributed_optimizer) args += " --use-distributed-optimizer";
   if (launch.overlap_grad_reduce) args += " --overlap-grad-reduce";
@@ -402,11 +457,48 @@ std::string torchtitan_arguments(const LaunchDescription& launch) {
   return args;
 }
 
+std::string nanotron_overrides(const LaunchDescription& launch) {
+  // Keys of nanotron's config (config/parallelism_config.py l.15 ParallelismArgs, config/config.py
+  // l.340 TokensArgs and l.405 OptimizerArgs @2411b022); every switch the profile prices is written out.
+  std::string text = "parallelism.dp=" + std::to_string(launch.dp) + " parallelism.tp=" + std::to_string(launch.tp) +
+                     " parallelism.pp=" + std::to_string(launch.pp) + " parallelism.pp_engine=1f1b" +
+                     " parallelism.tp_mode=" + (launch.sequence_parallel ? "REDUCE_SCATTER" : "ALL_REDUCE") +
+                     " parallelism.tp_linear_async_communication=false" +
+                     " parallelism.recompute_layer=" + boolean(launch.recompute == RecomputeMode::full) +
+                     " tokens.micro_batch_size=" + std::to_string(launch.micro_batch) +
+                     " tokens.batch_accumulation_per_replica=" + std::to_string(launch.num_microbatches) +
+                     " tokens.sequence_length=" + std::to_string(launch.sequence_length) +
+                     " optimizer.zero_stage=" + (launch.distributed_optimizer ? "1" : "0") +
+                     " optimizer.accumulate_grad_in_fp32=true";
+  return text;
+}
+
+std::string megatron_deepspeed_arguments(const LaunchDescription& launch) {
+  // Megatron-DeepSpeed's own arguments (megatron/arguments.py @4efb479d): --zero-stage l.1487,
+  // --deepspeed (DeepSpeed's add_config_arguments), --recompute-granularity l.830.
+  std::string args = megatron_size_arguments(launch) + megatron_recompute_arguments(launch.recompute);
+  if (launch.sequence_parallel) args += " --sequence-parallel";
+  args += std::string(" --deepspeed --zero-stage ") + (launch.distributed_optimizer ? "1" : "0");
+  return args;
+}
+
+std::string deepspeed_config(const LaunchDescription& launch) {
+  // DeepSpeed's batch keys and ZeRO stage (deepspeed/runtime/config.py, zero/config.py @edaa7221);
+  // train_batch_size = micro-batch x accumulation steps x dp, as DeepSpeed checks.
+  return "{\"train_batch_size\": " + std::to_string(launch.global_batch) +
+         ", \"train_micro_batch_size_per_gpu\": " + std::to_string(launch.micro_batch) +
+         ", \"gradient_accumulation_steps\": " + std::to_string(launch.num_microbatches) +
+         ", \"zero_optimization\": {\"stage\": " + (launch.distributed_optimizer ? "1" : "0") + "}}";
+}
+
 std::pair<std::string, std::string> framework_arguments(Framework framework, const LaunchDescription& launch) {
   switch (framework) {
     case Framework::megatron_core: return {"PIPETTE_MEGATRON_ARGS", megatron_arguments(launch)};
     case Framework::nemo: return {"PIPETTE_NEMO_OVERRIDES", nemo_overrides(launch)};
     case Framework::torchtitan: return {"PIPETTE_TORCHTITAN_ARGS", torchtitan_arguments(launch)};
+    case Framework::megatron_deepspeed: return {"PIPETTE_MEGATRON_DEEPSPEED_ARGS", megatron_deepspeed_arguments(launch)};
+    case Framework::nanotron: return {"PIPETTE_NANOTRON_OVERRIDES", nanotron_overrides(launch)};
+    case Framework::deepspeed: return {"PIPETTE_DEEPSPEED_CONFIG", deepspeed_config(launch)};
   }
   return {"PIPETTE_MEGATRON_ARGS", megatron_arguments(launch)};
 }
@@ -454,7 +546,8 @@ const std::vector<std::string>& plan_variable_names() {
       "PIPETTE_TP", "PIPETTE_PP", "PIPETTE_DP", "PIPETTE_EP", "PIPETTE_ETP", "PIPETTE_VPP", "PIPETTE_MICRO_BATCH", "PIPETTE_GLOBAL_BATCH",
       "PIPETTE_NUM_MICROBATCHES", "PIPETTE_RECOMPUTE", "PIPETTE_SEQUENCE_PARALLEL", "PIPETTE_DISTRIBUTED_OPTIMIZER",
       "PIPETTE_RANK_ORDER", "PIPETTE_NODE_ORDER", "PIPETTE_PREDICTED_ITER_MS", "PIPETTE_PREDICTED_MEM_GIB", "PIPETTE_PLAN_HASH",
-      "PIPETTE_MEGATRON_ARGS", "PIPETTE_NEMO_OVERRIDES", "PIPETTE_TORCHTITAN_ARGS"};
+      "PIPETTE_MEGATRON_ARGS", "PIPETTE_NEMO_OVERRIDES", "PIPETTE_TORCHTITAN_ARGS",
+      "PIPETTE_MEGATRON_DEEPSPEED_ARGS", "PIPETTE_NANOTRON_OVERRIDES", "PIPETTE_DEEPSPEED_CONFIG"};
   return names;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "pipette/core/simulator.hpp"
+#include "pipette/core/stack_profile.hpp"
 
 namespace pipette {
 
@@ -37,6 +38,9 @@ struct LayerShape {
   bool dropout = true;
   bool rotary = false;
   double q = 0;  // width of Q and of the attention output; 0: h
+  // The stack's habits (stack_profile.hpp): what its SwiGLU and RoPE keep.
+  int swiglu_saved_ffn_tensors = 3;
+  RotaryCopies rotary_copies = RotaryCopies::rotated_query_and_key;
 };
 
 LayerActivationElements layer_activation_elements(const LayerShape& shape, bool keep_attention_scores,
@@ -47,8 +51,15 @@ LayerActivationElements layer_activation_elements(const LayerShape& shape, bool 
   e.replicated_values = tokens * h * 4;  // two norm inputs, QKV input, MLP input
   e.replicated_masks = shape.dropout ? tokens * h * 2 : 0;  // dropout after attention and after the MLP
   const double q = shape.q > 0 ? shape.q : h;
-  e.split_values = tokens * (2 * q + 2 * shape.kv) + tokens * shape.f * (shape.ffn == FfnKind::swiglu ? 3 : 2);
-  if (shape.rotary) {
+  e.split_values =
+      tokens * (2 * q + 2 * shape.kv) + tokens * shape.f * (shape.ffn == FfnKind::swiglu ? shape.swiglu_saved_ffn_tensors : 2);
+  if (shape.rotary && shape.rotary_copies == RotaryCopies::packed_key_value_copy) {
+    // nanotron (models/llama.py @2411b022 l.448-472, 680-683): multi-head attention permutes the
+    // QKV output into one contiguous [3, b, s, heads, d] copy whose Q flash attention saves (its K
+    // and V stay alive with it) and copies K and V again for the rotary kernel; grouped-query
+    // attention copies Q, K and V separately and the originals die.
+    if (shape.kv >= q) e.split_values += tokens * 2 * shape.kv;
+  } else if (shape.rotary) {
     // Megatron-core splits the fused QKV output into views (attention.py get_query_key_value_tensors,
     // torch.split / TE SplitAlongDim, @d98e8a64 l.1898-1914) and applies RoPE out of place to Q and K
     // (l.1508-1535, rope_utils.py apply_rotary_pos_emb): attention saves the rotated copies while V,
@@ -169,11 +180,13 @@ double korthikanti_layer_activation_bytes(int s, int b, int h, int a, int t, boo
 namespace {
 
 LayerShape layer_shape_of(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
+  const StackProfile& stack = stack_profile(training.target.framework);
   return {static_cast<double>(training.sequence_length), static_cast<double>(config.micro_batch),
           static_cast<double>(model.hidden_size),        static_cast<double>(model.kv_hidden_size()),
           static_cast<double>(model.ffn_hidden_size),    static_cast<double>(model.num_attention_heads),
           model.ffn_kind,                                model.dropout,
-          model.learned_position_embeddings == 0,        static_cast<double>(model.query_hidden_size())};
+          model.learned_position_embeddings == 0,        static_cast<double>(model.query_hidden_size()),
+          stack.swiglu_saved_ffn_tensors,                stack.rotary};
 }
 
 // What one layer keeps for its backward when nothing is recomputed (the recompute mode only picks
@@ -303,6 +316,7 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
   const double working_set = layer_working_set_bytes(model, training, config);
   const double value_bytes = activation_value_bytes(training.precision);
   const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
+  const StackProfile& stack = stack_profile(training.target.framework);
   // The largest single tensor a layer's backward allocates: a full-sequence h-wide gradient or the
   // fc1 output gradient.
   const double largest_layer_request =
@@ -362,9 +376,10 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
       // logits out of the output GEMM in the forward, the 16-bit cast of the fp32 logit gradient in
       // the backward (2 bytes).
       const double vocab_shard = static_cast<double>(model.vocab_size) / config.tp;
+      // Stacks whose loss copies the logits out of place keep more at that peak (stack_profile.hpp).
       memory.logits_and_loss_bytes =
           2 * tokens * model.hidden_size * value_bytes / (config.sequence_parallel ? config.tp : 1) +
-          tokens * vocab_shard * (4.0 + value_bytes);
+          tokens * vocab_shard * (4.0 + value_bytes + stack.extra_logits_bytes_per_element);
     }
     const double allocated = memory.weights_bytes + memory.gradients_bytes + memory.optimizer_state_bytes +
                              memory.activations_bytes + memory.logits_and_loss_bytes;

@@ -6,6 +6,7 @@
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/memory.hpp"
 #include "pipette/core/simulator.hpp"
+#include "pipette/core/stack_profile.hpp"
 #include "performance_internal.hpp"
 
 namespace pipette {
@@ -154,9 +155,16 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   // hidden state (~20 bytes per element; computed once per TP rank, so split only with sequence
   // parallelism), the MLP activation (bias-GeLU reads and writes f, SwiGLU reads 2f writes f), and
   // in fp8 the casts of the GEMM inputs that are not fused into a norm (read 2, write 1 byte).
+  // A stack that does not fuse them (stack_profile.hpp) moves more: an unfused SwiGLU's two passes,
+  // layout copies of Q, K and V, an unfused RoPE.
+  const StackProfile& stack = stack_profile(training.target.framework);
   const double hidden_per_rank = config.sequence_parallel ? h / t : h;
-  double elementwise_bytes = tokens * (20 * hidden_per_rank + value_bytes * (swiglu ? 3 : 2) * f / t);
+  double elementwise_bytes =
+      tokens * (20 * hidden_per_rank + value_bytes * (swiglu ? stack.swiglu_forward_ffn_accesses : 2) * f / t);
   if (training.precision == Precision::fp8) elementwise_bytes += tokens * 3 * (h / t + f / t);
+  elementwise_bytes += tokens * value_bytes *
+                       (2 * (stack.qkv_copy_passes * (q + 2 * kv) + stack.kv_copy_passes * 2 * kv) +
+                        (model.learned_position_embeddings == 0 ? stack.rotary_extra_accesses * (q + kv) : 0)) / t;
   const double elementwise = elementwise_bytes / roofs.memory_bytes_per_second;
 
   LayerCost cost;

@@ -71,12 +71,18 @@ const char* to_string(Framework framework) {
     case Framework::megatron_core: return "megatron-core";
     case Framework::nemo: return "nemo";
     case Framework::torchtitan: return "torchtitan";
+    case Framework::megatron_deepspeed: return "megatron-deepspeed";
+    case Framework::nanotron: return "nanotron";
+    case Framework::deepspeed: return "deepspeed";
   }
   return "?";
 }
 
+const char* framework_spellings() { return "megatron-core, nemo, torchtitan, megatron-deepspeed, nanotron or deepspeed"; }
+
 bool parse_framework(std::string_view text, Framework& framework) {
-  for (const Framework candidate : {Framework::megatron_core, Framework::nemo, Framework::torchtitan}) {
+  for (const Framework candidate : {Framework::megatron_core, Framework::nemo, Framework::torchtitan,
+                                    Framework::megatron_deepspeed, Framework::nanotron, Framework::deepspeed}) {
     if (text == to_string(candidate)) {
       framework = candidate;
       return true;

@@ -35,7 +35,7 @@ const std::array<OptionInfo, option_count>& option_table() {
        1},
       {OptionId::strict, "pipette-strict", "PIPETTE_STRICT", nullptr,
        "[pipette] fail the job when it cannot be planned instead of running it unplanned", 0},
-      {OptionId::framework, "pipette-framework", "PIPETTE_FRAMEWORK", "megatron-core|nemo|torchtitan",
+      {OptionId::framework, "pipette-framework", "PIPETTE_FRAMEWORK", "megatron-core|nemo|torchtitan|megatron-deepspeed|nanotron|deepspeed",
        "[pipette] the training framework that runs the plan: only plans it can build are considered, "
        "and its arguments are exported (default: the site's framework)",
        1},
@@ -103,7 +103,7 @@ Parsed parse_option_value(OptionId id, std::optional<std::string_view> raw, std:
     case OptionId::framework: {
       Framework framework = Framework::megatron_core;
       if (parse_framework(value, framework)) return {std::string(value), {}};
-      return invalid(source, value, "megatron-core, nemo or torchtitan");
+      return invalid(source, value, framework_spellings());
     }
     case OptionId::count: break;
   }

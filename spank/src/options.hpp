@@ -64,7 +64,7 @@ struct Settings {
   std::optional<int> sequence_length;
   std::string fix;                          // "tp=8,mbs=1"; empty: nothing fixed
   bool strict = false;
-  std::string framework;                    // megatron-core, nemo or torchtitan; empty: the site's `framework`
+  std::string framework;                    // a framework_spellings() name; empty: the site's `framework`
 };
 
 // What the site file decides when neither the command line nor the environment does. The

@@ -94,11 +94,14 @@ TEST(StepEnvironment, OnlyTheTargetFrameworksString) {
   }
 }
 
-TEST(FrameworkOption, TakesTheThreeFrameworksAndReachesTheSettings) {
+TEST(FrameworkOption, TakesEveryFrameworkAndReachesTheSettings) {
   EXPECT_EQ(parse_option_value(OptionId::framework, "nemo", "--pipette-framework").canonical, "nemo");
+  for (const char* name : {"megatron-deepspeed", "nanotron", "deepspeed"})
+    EXPECT_EQ(parse_option_value(OptionId::framework, name, "--pipette-framework").canonical, name);
   EXPECT_EQ(parse_option_value(OptionId::framework, "megatron-core", "PIPETTE_FRAMEWORK").canonical, "megatron-core");
-  const Parsed wrong = parse_option_value(OptionId::framework, "deepspeed", "--pipette-framework");
-  EXPECT_EQ(wrong.error, "--pipette-framework: invalid value 'deepspeed' (expected megatron-core, nemo or torchtitan)");
+  const Parsed wrong = parse_option_value(OptionId::framework, "colossalai", "--pipette-framework");
+  EXPECT_EQ(wrong.error, "--pipette-framework: invalid value 'colossalai' (expected megatron-core, nemo, torchtitan, "
+                         "megatron-deepspeed, nanotron or deepspeed)");
   OptionValues command_line;
   command_line[OptionId::framework] = "torchtitan";
   EXPECT_EQ(merge(command_line, {}, {}).framework, "torchtitan");

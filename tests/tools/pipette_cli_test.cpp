@@ -485,7 +485,7 @@ TEST_F(PipetteCli, PlanJsonCarriesThePluginsEnvironmentForTheFramework) {
             std::string::npos);
   EXPECT_FALSE(titan_plan["environment"]["PIPETTE_MEGATRON_ARGS"]);
 
-  const Outcome unknown = pipette("plan --model llama3-70b --framework deepspeed");
+  const Outcome unknown = pipette("plan --model llama3-70b --framework colossalai");
   EXPECT_EQ(unknown.status, 1);
-  EXPECT_NE(unknown.err.find("unknown framework 'deepspeed'"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("unknown framework 'colossalai'"), std::string::npos) << unknown.err;
 }

@@ -17,7 +17,12 @@ TEST(FrameworkTarget, SiteKeysAndTheirDefaults) {
   ASSERT_TRUE(site.ok()) << site.error().message;
   EXPECT_EQ(site->framework.framework, Framework::torchtitan);
   EXPECT_TRUE(site->framework.pipeline_layout);
-  const auto wrong = parse_site_config("framework: deepspeed\n", "site.yaml");
+  for (const char* name : {"megatron-deepspeed", "nanotron", "deepspeed"}) {
+    const auto stack = parse_site_config(std::string("framework: ") + name + "\n", "site.yaml");
+    ASSERT_TRUE(stack.ok()) << stack.error().message;
+    EXPECT_STREQ(to_string(stack->framework.framework), name);
+  }
+  const auto wrong = parse_site_config("framework: colossalai\n", "site.yaml");
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.error().message.find("site.yaml:1: key 'framework'"), std::string::npos) << wrong.error().message;
 }
@@ -45,9 +50,31 @@ TEST(FrameworkTarget, TheRequestWinsOverTheSiteAndUnknownNamesAreErrors) {
   const auto asked = prepare_job(request_for("torchtitan"), site);
   ASSERT_TRUE(asked.ok()) << asked.error().message;
   EXPECT_EQ(asked->training.target.framework, Framework::torchtitan);
-  const auto unknown = prepare_job(request_for("deepspeed"), site);
+  const auto unknown = prepare_job(request_for("colossalai"), site);
   ASSERT_FALSE(unknown.ok());
-  EXPECT_EQ(unknown.error().message, "unknown framework 'deepspeed'; use megatron-core, nemo or torchtitan");
+  EXPECT_EQ(unknown.error().message,
+            "unknown framework 'colossalai'; use megatron-core, nemo, torchtitan, megatron-deepspeed, nanotron or deepspeed");
+}
+
+// The stack decides the kernel and the overlaps the plan is priced with (stack_profile.cpp cites
+// each): Megatron-DeepSpeed's unfused attention, synchronous TP backward and reduction after the
+// backward; nanotron's flash attention, synchronous TP backward and overlapped DP reduction.
+TEST(FrameworkTarget, TheStackSetsItsKernelAndOverlaps) {
+  const auto reference = prepare_job(request_for("megatron-core"), SiteConfig{});
+  ASSERT_TRUE(reference.ok()) << reference.error().message;
+  EXPECT_EQ(reference->training.attention, AttentionKernel::flash);
+  EXPECT_TRUE(reference->training.overlap_tensor_parallel_backward);
+  EXPECT_TRUE(reference->training.overlap_gradient_reduce);
+  const auto deepspeed = prepare_job(request_for("megatron-deepspeed"), SiteConfig{});
+  ASSERT_TRUE(deepspeed.ok()) << deepspeed.error().message;
+  EXPECT_EQ(deepspeed->training.attention, AttentionKernel::unfused);
+  EXPECT_FALSE(deepspeed->training.overlap_tensor_parallel_backward);
+  EXPECT_FALSE(deepspeed->training.overlap_gradient_reduce);
+  const auto nanotron = prepare_job(request_for("nanotron"), SiteConfig{});
+  ASSERT_TRUE(nanotron.ok()) << nanotron.error().message;
+  EXPECT_EQ(nanotron->training.attention, AttentionKernel::flash);
+  EXPECT_FALSE(nanotron->training.overlap_tensor_parallel_backward);
+  EXPECT_TRUE(nanotron->training.overlap_gradient_reduce);
 }
 
 TEST(FrameworkTarget, ALearnedPositionTableGrowsToTheSequenceAndSaysSo) {

@@ -6,7 +6,16 @@
 //    ("[Rank R] (after N iterations) memory (MB) | allocated: … | max allocated: … | reserved: … |
 //    max reserved: …");
 //  - torchtitan b5bcd76c: torchtitan/components/metrics.py:527-535 (the coloured "step: … memory:
-//    X GiB(P%)  tps: T …" line; tps per GPU, memory = max reserved).
+//    X GiB(P%)  tps: T …" line; tps per GPU, memory = max reserved);
+//  - nanotron 2411b022: src/nanotron/trainer.py:283-287 (the "Config:" record and pformat of the
+//    Config), logging/base.py:314-318 ("iteration: N / M | … | time_per_iteration_ms: X | …", values
+//    in human_format, base.py:268) and base.py:282-292 log_memory (" Memory usage: …MiB. Peak
+//    allocated …MiB. Peak reserved: …MiB"), with the coloured prefix of base.py:378;
+//  - DeepSpeed edaa7221: deepspeed/runtime/pipe/engine.py:404-409 ("steps: N loss: … iter time (s):
+//    T samples/sec: S"), deepspeed/utils/timer.py:265-272 (ThroughputTimer), deepspeed/runtime/
+//    utils.py:826-829 see_memory_usage ("MA … GB Max_MA … GB CA … GB Max_CA … GB");
+//  - Megatron-DeepSpeed 4efb479d: megatron/arguments.py:463-475 _print_args, megatron/training.py:
+//    1146-1182 training_log, and DeepSpeed's see_memory_usage lines.
 #include "pipette/topology/run_records.hpp"
 
 #include <gtest/gtest.h>
@@ -153,6 +162,209 @@ TEST(TorchtitanLog, ReadsTokensPerSecondAndMemory) {
   auto record = resolve_run(*complete_run(*run, *plan), h100_site(), {});
   ASSERT_TRUE(record.ok()) << record.error().message;
   EXPECT_NEAR(*record->iteration_seconds, 64.0 * 8192 / (*run->tokens_per_second_per_gpu * 8), 1e-9);
+}
+
+SiteConfig a100_site() {
+  SiteConfig site;
+  site.gpu = "A100-80GB";
+  return site;
+}
+
+TEST(NanotronLog, ReadsConfigSteadyStateAndPeakMemory) {
+  const auto run = parse_nanotron_log(sample("nanotron_llama_1b_dp8.log"), "n.log");
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  EXPECT_EQ(run->framework, "nanotron");
+  EXPECT_EQ(run->dp, 8);
+  EXPECT_EQ(run->tp, 1);
+  EXPECT_EQ(run->pp, 1);
+  EXPECT_EQ(run->micro_batch, 2);
+  EXPECT_EQ(run->global_batch, 16);  // dp 8 × micro-batch 2 × accumulation 1
+  EXPECT_EQ(run->sequence_length, 4096);
+  EXPECT_EQ(run->num_layers, 24);
+  EXPECT_EQ(run->hidden_size, 2048);
+  EXPECT_EQ(run->num_attention_heads, 32);
+  EXPECT_EQ(run->recompute, RecomputeMode::none);
+  EXPECT_EQ(run->sequence_parallel, true);  // tp_mode REDUCE_SCATTER
+  EXPECT_EQ(run->distributed_optimizer, true);  // zero_stage 1
+  EXPECT_EQ(run->gradients_in_fp32, true);
+  EXPECT_EQ(run->precision, Precision::bf16);
+  // 20 steps: the first (start-up) and a tenth of the rest (one) are skipped. time_per_iteration_ms
+  // is printed to three significant digits ("1.63K").
+  EXPECT_EQ(run->steady_iterations, 18);
+  ASSERT_TRUE(run->iteration_seconds);
+  EXPECT_NEAR(*run->iteration_seconds, 1.63, 0.02);
+  EXPECT_DOUBLE_EQ(*run->peak_allocated_bytes, 33150.42 * units::mebibyte);
+  EXPECT_DOUBLE_EQ(*run->peak_reserved_bytes, 34960.00 * units::mebibyte);
+  EXPECT_EQ(run->name, "n.log:1");  // the Config record
+}
+
+TEST(NanotronLog, ReadRecordsPickTheReaderAndPriceTheStack) {
+  const auto runs = read_run_records(PIPETTE_SOURCE_DIR "/tests/data/run-records/nanotron_llama_1b_dp8.log");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ(runs->front().framework, "nanotron");
+  // Resolved against a model of the log's shape, the record is priced as nanotron runs.
+  RunDescription flags;
+  flags.name = "flags";
+  flags.model = "llama2-7b";
+  flags.nodes = 1;
+  RunDescription run = runs->front();
+  run.num_layers.reset();
+  run.hidden_size.reset();
+  auto record = resolve_run(*complete_run(run, flags), h100_site(), {});
+  ASSERT_TRUE(record.ok()) << record.error().message;
+  EXPECT_EQ(record->framework, "nanotron");
+  EXPECT_EQ(record->training.target.framework, Framework::nanotron);
+  EXPECT_FALSE(record->training.overlap_tensor_parallel_backward);
+}
+
+// nanotron of the Ultra-Scale Playbook's runs printed elapsed_time_per_iteration_ms (the label
+// huggingface/bench_cluster's report.py @24952781 parses); the reader takes both spellings.
+TEST(NanotronLog, ReadsTheEarlierElapsedTimeLabel) {
+  std::string text = sample("nanotron_llama_1b_dp8.log");
+  for (size_t at = text.find("| time_per_iteration_ms:"); at != std::string::npos; at = text.find("| time_per_iteration_ms:", at))
+    text.replace(at, 2, "| elapsed_");
+  const auto run = parse_nanotron_log(text, "old.log");
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  EXPECT_EQ(run->steady_iterations, 18);
+  EXPECT_NEAR(*run->iteration_seconds, 1.63, 0.02);
+}
+
+TEST(NanotronLog, ATruncatedLastLineIsAWarning) {
+  std::string text = sample("nanotron_llama_1b_dp8.log");
+  text.resize(text.rfind("time_per_iteration_ms") + 5);
+  const auto run = parse_nanotron_log(text, "cut.log");
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  ASSERT_EQ(run->warnings.size(), 1u);
+  EXPECT_NE(run->warnings.front().find("the log ends mid-line (truncated?)"), std::string::npos) << run->warnings.front();
+  EXPECT_EQ(run->steady_iterations, 17);
+}
+
+TEST(NanotronLog, InterleavedRunsAreAnErrorAndARestartIsNot) {
+  const std::string text = sample("nanotron_llama_1b_dp8.log");
+  const size_t step_three = text.find("iteration: 3 / 20");
+  const std::string line = text.substr(text.rfind('\n', step_three) + 1, text.find('\n', step_three) - text.rfind('\n', step_three));
+  const auto interleaved = parse_nanotron_log(text + line, "two.log");
+  ASSERT_FALSE(interleaved.ok());
+  EXPECT_NE(interleaved.error().message.find("two.log:" ), std::string::npos);
+  EXPECT_NE(interleaved.error().message.find("iteration 3 after iteration 20 with no Config record between"), std::string::npos)
+      << interleaved.error().message;
+  const auto resumed = parse_nanotron_log(text + text, "resumed.log");
+  ASSERT_TRUE(resumed.ok()) << resumed.error().message;
+  EXPECT_EQ(resumed->steady_iterations, 36);
+  ASSERT_EQ(resumed->warnings.size(), 1u);
+  EXPECT_NE(resumed->warnings.front().find("a second Config record"), std::string::npos);
+}
+
+TEST(NanotronLog, ABadConfigFieldNamesItsLine) {
+  std::string text = sample("nanotron_llama_1b_dp8.log");
+  text.replace(text.find("tp=1,"), 5, "tp=x,");
+  const auto run = parse_nanotron_log(text, "bad.log");
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.error().message, "bad.log:1: config field tp is 'x', not a positive integer");
+}
+
+TEST(DeepSpeedLog, ReadsPipelineStepsAndMemory) {
+  const auto run = parse_deepspeed_log(sample("deepspeed_pipe_7b.log"), "d.log");
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  EXPECT_EQ(run->framework, "deepspeed");
+  EXPECT_EQ(run->steady_iterations, 5);  // steps 10..60; the first logged is start-up
+  ASSERT_TRUE(run->iteration_seconds);
+  EXPECT_NEAR(*run->iteration_seconds, 5.812, 0.06);
+  EXPECT_DOUBLE_EQ(*run->peak_allocated_bytes, 41.87 * units::gibibyte);
+  EXPECT_DOUBLE_EQ(*run->peak_reserved_bytes, 44 * units::gibibyte);
+  EXPECT_EQ(run->name, "d.log:4");
+}
+
+TEST(DeepSpeedLog, ThroughputTimerLinesGiveSamplesPerSecond) {
+  std::string text;
+  for (int step = 1; step <= 6; ++step) {
+    // deepspeed/utils/timer.py:265-272.
+    text += "[2026-12-01 15:00:0" + std::to_string(step) + ",000] [INFO] [timer.py:264:stop] epoch=0/micro_step=" +
+            std::to_string(step * 4) + "/global_step=" + std::to_string(step) +
+            ", RunningAvgSamplesPerSec=30.1, CurrSamplesPerSec=" + (step == 1 ? "9.5" : "32.0") +
+            ", MemAllocated=20.5GB, MaxMemAllocated=51.25GB\n";
+  }
+  const auto run = parse_deepspeed_log(text, "t.log");
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  ASSERT_TRUE(run->samples_per_second);
+  EXPECT_DOUBLE_EQ(*run->samples_per_second, 32.0);
+  EXPECT_DOUBLE_EQ(*run->peak_allocated_bytes, 51.25 * units::gibibyte);
+  RunDescription layout;
+  layout.name = "flags";
+  layout.model = "llama2-7b";
+  layout.nodes = 1;
+  layout.gpus_per_node = 8;
+  layout.tp = 1;
+  layout.pp = 1;
+  layout.micro_batch = 4;
+  layout.global_batch = 64;
+  layout.sequence_length = 4096;
+  auto record = resolve_run(*complete_run(*run, layout), a100_site(), {});
+  ASSERT_TRUE(record.ok()) << record.error().message;
+  EXPECT_DOUBLE_EQ(*record->iteration_seconds, 64 / 32.0);
+}
+
+TEST(DeepSpeedLog, ADamagedStepLineNamesItsLine) {
+  const auto run = parse_deepspeed_log("steps: 10 loss: 9.0000 iter time (s): -1 samples/sec: 1\n", "bad.log");
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.error().message,
+            "bad.log:1: a DeepSpeed steps line without its step or a positive value; is the log damaged?");
+}
+
+TEST(DeepSpeedLog, ATruncatedLogKeepsWhatItHas) {
+  std::string text = sample("deepspeed_pipe_7b.log");
+  text.resize(text.rfind("iter time") + 3);
+  const auto run = parse_deepspeed_log(text, "cut.log");
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  ASSERT_EQ(run->warnings.size(), 1u);
+  EXPECT_EQ(run->steady_iterations, 4);
+}
+
+// DeepSpeed prints no run header to tell two runs apart: a step counter that goes back is a restart
+// (a resumed run starts again below its last logged step), each one's warm-up is skipped and the
+// count is a warning, so lines of two runs interleaved show up as many restarts.
+TEST(DeepSpeedLog, StepsGoingBackAreRestartsAndSaySo) {
+  const std::string text = sample("deepspeed_pipe_7b.log");
+  const auto resumed = parse_deepspeed_log(text + text, "resumed.log");
+  ASSERT_TRUE(resumed.ok()) << resumed.error().message;
+  EXPECT_EQ(resumed->steady_iterations, 10);
+  ASSERT_EQ(resumed->warnings.size(), 1u);
+  EXPECT_EQ(resumed->warnings.front(), "resumed.log: the step counter restarted 1 time(s); each restart's warm-up is skipped");
+  std::string interleaved;
+  for (int step = 10; step <= 60; step += 10) {
+    interleaved += "steps: " + std::to_string(step) + " loss: 9.0000 iter time (s): 5.800 samples/sec: 11.034\n";
+    interleaved += "steps: " + std::to_string(step) + " loss: 7.0000 iter time (s): 2.100 samples/sec: 30.476\n";
+  }
+  const auto mixed = parse_deepspeed_log(interleaved, "mixed.log");
+  ASSERT_TRUE(mixed.ok()) << mixed.error().message;
+  ASSERT_EQ(mixed->warnings.size(), 1u);
+  EXPECT_EQ(mixed->warnings.front(), "mixed.log: the step counter restarted 6 time(s); each restart's warm-up is skipped");
+}
+
+TEST(MegatronDeepSpeedLog, ReadsTheArgumentsAndDeepSpeedMemory) {
+  const auto runs = read_run_records(PIPETTE_SOURCE_DIR "/tests/data/run-records/megatron_deepspeed_llama2_7b_4nodes.log");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  const RunDescription& run = runs->front();
+  EXPECT_EQ(run.framework, "megatron-deepspeed");
+  EXPECT_EQ(run.distributed_optimizer, true);  // zero_stage 1
+  EXPECT_EQ(run.attention, AttentionKernel::flash);  // use_flash_attn_v2 True
+  EXPECT_EQ(run.tp, 2);
+  EXPECT_EQ(run.pp, 2);
+  EXPECT_EQ(run.steady_iterations, 7);
+  EXPECT_NEAR(*run.iteration_seconds, 14.25, 0.15);
+  EXPECT_DOUBLE_EQ(*run.peak_allocated_bytes, 58.64 * units::gibibyte);
+  EXPECT_DOUBLE_EQ(*run.peak_reserved_bytes, 62 * units::gibibyte);
+  RunDescription flags;
+  flags.name = "flags";
+  flags.model = "llama2-7b";
+  flags.nodes = 4;
+  auto record = resolve_run(*complete_run(run, flags), a100_site(), {});
+  ASSERT_TRUE(record.ok()) << record.error().message;
+  EXPECT_EQ(record->training.target.framework, Framework::megatron_deepspeed);
+  EXPECT_EQ(record->training.attention, AttentionKernel::flash);
+  EXPECT_FALSE(record->training.overlap_gradient_reduce);
+  EXPECT_TRUE(record->config.distributed_optimizer);
 }
 
 TEST(RunTable, ReadsRowsAndNamesEach) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "pipette/core/launch.hpp"
+#include "pipette/core/stack_profile.hpp"
 #include "pipette/topology/cluster_assembly.hpp"
 #include "pipette/topology/link_cache.hpp"
 #include "pipette/topology/model_file.hpp"
@@ -97,8 +98,9 @@ Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& sit
     training.fixed = *fixed;
     training.target = site.framework;
     if (!request.framework.empty() && !parse_framework(request.framework, training.target.framework)) {
-      return Error{"unknown framework '" + quoted_input(request.framework) + "'; use megatron-core, nemo or torchtitan"};
+      return Error{"unknown framework '" + quoted_input(request.framework) + "'; use " + framework_spellings()};
     }
+    apply_stack_profile(training);  // the stack's attention kernel and overlaps (stack_profile.hpp)
     training.fixed.layers_per_stage = request.fixed_layers_per_stage;
     if (const std::string problem = validate(training); !problem.empty()) return Error{problem};
 

@@ -90,7 +90,64 @@ bool mentions_out_of_memory(std::string_view line) {
   return line.find("CUDA out of memory") != std::string_view::npos || line.find("OutOfMemoryError") != std::string_view::npos;
 }
 
+// DeepSpeed's see_memory_usage (deepspeed/runtime/utils.py @edaa7221 l.826-829): "MA x GB Max_MA y GB
+// CA z GB Max_CA w GB", in GiB (divided by 1024³). True when the line is one.
+bool read_see_memory_usage(std::string_view line, RunDescription& run) {
+  if (line.find("Max_MA ") == std::string_view::npos || line.find("Max_CA ") == std::string_view::npos) return false;
+  const auto allocated = number_after(line, "Max_MA ");
+  const auto reserved = number_after(line, "Max_CA ");
+  if (!allocated || !reserved) return false;
+  run.peak_allocated_bytes = std::max(run.peak_allocated_bytes.value_or(0), *allocated * units::gibibyte);
+  run.peak_reserved_bytes = std::max(run.peak_reserved_bytes.value_or(0), *reserved * units::gibibyte);
+  return true;
+}
+
 std::string at(const std::string& source, const Line& line) { return source + ":" + std::to_string(line.number); }
+
+// Keeps the larger of the run's peaks and a memory line's (in `unit_bytes`); a line that lacks
+// one is a warning naming it.
+void keep_peaks(std::optional<double> allocated, std::optional<double> reserved, double unit_bytes,
+                const std::string& where, RunDescription& run) {
+  if (!allocated || !reserved) {
+    run.warnings.push_back(where + ": memory line without its peak allocated and reserved ignored");
+    return;
+  }
+  run.peak_allocated_bytes = std::max(run.peak_allocated_bytes.value_or(0), *allocated * unit_bytes);
+  run.peak_reserved_bytes = std::max(run.peak_reserved_bytes.value_or(0), *reserved * unit_bytes);
+}
+
+Error interleaved_runs(const std::string& where, double step, long long previous, const char* restart_marker) {
+  return Error{where + ": iteration " + std::to_string(static_cast<long long>(step)) + " after iteration " +
+               std::to_string(previous) + " with no " + restart_marker +
+               " between: two runs interleaved in one file; give each its own log"};
+}
+
+// The median steady-state iteration time of the logged segments, or a warning when warm-up leaves
+// fewer than two iterations.
+void set_steady_iteration(const std::vector<std::vector<double>>& segments, const std::string& source, RunDescription& run) {
+  const std::vector<double> steady = steady_state(segments);
+  if (steady.size() >= 2) {
+    run.iteration_seconds = median_of(steady);
+    run.steady_iterations = static_cast<int>(steady.size());
+  } else if (!segments.empty() && !segments.front().empty()) {
+    run.warnings.push_back(source + ": only " + std::to_string(steady.size()) +
+                           " steady-state iteration line(s) after warm-up: no iteration time (run longer or log more often)");
+  }
+}
+
+// A line without its terminal colour sequences (ESC[…m): torchtitan colours its metrics
+// (torchtitan/tools/utils.py Color), nanotron its log prefix (logging/base.py @2411b022 l.378).
+std::string without_colours(std::string_view text) {
+  std::string line;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\x1b') {
+      while (i < text.size() && text[i] != 'm') ++i;
+      continue;
+    }
+    line += text[i];
+  }
+  return line;
+}
 
 // ---------------------------------------------------------------- Megatron-LM / NeMo
 
@@ -146,6 +203,21 @@ std::optional<Error> apply_arguments(const MegatronArguments& arguments, const s
   flag("use_distributed_optimizer", run.distributed_optimizer);
   flag("tp_comm_overlap", run.tp_comm_overlap);
   flag("accumulate_allreduce_grads_in_fp32", run.gradients_in_fp32);
+  // Megatron-DeepSpeed's arguments (megatron/arguments.py @4efb479d): DeepSpeed's --deepspeed, the
+  // ZeRO stage (l.1487) standing in for the distributed optimizer, the flash-attention flags
+  // (l.927-933; args.use_flash_attn is their or, l.433).
+  if (text("deepspeed") == "True") {
+    run.framework = "megatron-deepspeed";
+    std::optional<int> zero_stage;
+    if (const auto stage = text("zero_stage"); stage && *stage == "0") run.distributed_optimizer = false;
+    else integer("zero_stage", zero_stage);
+    if (problem) return problem;
+    if (zero_stage) run.distributed_optimizer = true;
+    bool flash = false;
+    for (const char* key : {"use_flash_attn_v1", "use_flash_attn_v2", "use_flash_attn_triton", "use_flash_attn_builder"})
+      flash |= text(key) == "True";
+    run.attention = flash ? AttentionKernel::flash : AttentionKernel::unfused;
+  }
   if (text("fp8")) run.precision = Precision::fp8;
   else if (text("bf16") == "True") run.precision = Precision::bf16;
   else if (text("fp16") == "True") run.precision = Precision::fp16;
@@ -217,23 +289,19 @@ Result<RunDescription> parse_megatron_log(std::string_view text, const std::stri
         }
         if (segments.empty()) segments.emplace_back();
         if (*iteration <= previous_iteration)
-          return Error{at(source_name, line) + ": iteration " + std::to_string(static_cast<long long>(*iteration)) +
-                       " after iteration " + std::to_string(previous_iteration) +
-                       " with no arguments block between: two runs interleaved in one file; give each its own log"};
+          return interleaved_runs(at(source_name, line), *iteration, previous_iteration, "arguments block");
         previous_iteration = static_cast<long long>(*iteration);
         segments.back().push_back(*milliseconds / 1000);
         if (!first_line) first_line = line.number;
         continue;
       }
+      if (read_see_memory_usage(body, run)) {  // Megatron-DeepSpeed: DeepSpeed's memory lines
+        if (!first_line) first_line = line.number;
+        continue;
+      }
       if (body.find("memory (MB) |") != std::string_view::npos && body.find("[Rank ") != std::string_view::npos) {
-        const auto allocated = number_after(body, "| max allocated:");
-        const auto reserved = number_after(body, "| max reserved:");
-        if (!allocated || !reserved) {
-          run.warnings.push_back(at(source_name, line) + ": memory report without max allocated / max reserved ignored");
-          continue;
-        }
-        run.peak_allocated_bytes = std::max(run.peak_allocated_bytes.value_or(0), *allocated * units::mebibyte);
-        run.peak_reserved_bytes = std::max(run.peak_reserved_bytes.value_or(0), *reserved * units::mebibyte);
+        keep_peaks(number_after(body, "| max allocated:"), number_after(body, "| max reserved:"), units::mebibyte,
+                   at(source_name, line), run);
         if (!first_line) first_line = line.number;
       }
     }
@@ -241,14 +309,7 @@ Result<RunDescription> parse_megatron_log(std::string_view text, const std::stri
       return Error{source_name + ":" + std::to_string(reading->line) + ": the arguments block never ends: the log is truncated"};
     if (!first_arguments && segments.empty() && !run.peak_reserved_bytes && !run.out_of_memory)
       return Error{source_name + ": no Megatron-LM iteration, memory or arguments lines; is this a Megatron-LM / NeMo log?"};
-    const std::vector<double> steady = steady_state(segments);
-    if (steady.size() >= 2) {
-      run.iteration_seconds = median_of(steady);
-      run.steady_iterations = static_cast<int>(steady.size());
-    } else if (!segments.empty() && !segments.front().empty()) {
-      run.warnings.push_back(source_name + ": only " + std::to_string(steady.size()) +
-                             " steady-state iteration line(s) after warm-up: no iteration time (run longer or log more often)");
-    }
+    set_steady_iteration(segments, source_name, run);
     if (first_line) run.name = source_name + ":" + std::to_string(first_arguments ? first_arguments->line : first_line);
     return run;
   });
@@ -268,15 +329,7 @@ Result<RunDescription> parse_torchtitan_log(std::string_view text, const std::st
         run.warnings.push_back(at(source_name, raw) + ": the log ends mid-line (truncated?); its last line is ignored");
         break;
       }
-      // The metrics line is coloured (torchtitan/tools/utils.py Color): drop ESC[…m sequences.
-      std::string line;
-      for (size_t i = 0; i < raw.text.size(); ++i) {
-        if (raw.text[i] == '\x1b') {
-          while (i < raw.text.size() && raw.text[i] != 'm') ++i;
-          continue;
-        }
-        line += raw.text[i];
-      }
+      const std::string line = without_colours(raw.text);
       if (mentions_out_of_memory(line)) {
         run.out_of_memory = true;
         continue;
@@ -306,6 +359,218 @@ Result<RunDescription> parse_torchtitan_log(std::string_view text, const std::st
     } else if (!run.peak_reserved_bytes && !run.out_of_memory) {
       return Error{source_name + ": no torchtitan metrics lines (step: … memory: … tps: …); is this a torchtitan log?"};
     }
+    return run;
+  });
+}
+
+// ---------------------------------------------------------------- nanotron
+
+namespace {
+
+// A human_format value (nanotron logging/base.py @2411b022 l.268): a number and an optional
+// K/M/B/T/P/E suffix (powers of 1000).
+std::optional<double> human_number_after(std::string_view text, std::string_view label) {
+  const auto value = number_after(text, label);
+  if (!value) return std::nullopt;
+  std::string_view rest = trimmed(text.substr(text.find(label) + label.size()));
+  while (!rest.empty() && (std::isdigit(static_cast<unsigned char>(rest.front())) || rest.front() == '.' ||
+                           rest.front() == '-' || rest.front() == '+'))
+    rest.remove_prefix(1);
+  static constexpr std::string_view suffixes = "KMBTPE";
+  const size_t power = rest.empty() ? std::string_view::npos : suffixes.find(rest.front());
+  return power == std::string_view::npos ? *value : *value * std::pow(1000.0, static_cast<double>(power + 1));
+}
+
+// name=value pairs of a pformat'ed dataclass line; the first occurrence of a name wins (the run's
+// own ParallelismArgs come before any nested evaluation config's).
+void collect_fields(std::string_view line, std::map<std::string, std::string>& fields) {
+  for (size_t equals = line.find('='); equals != std::string_view::npos; equals = line.find('=', equals + 1)) {
+    size_t begin = equals;
+    while (begin > 0 && (std::isalnum(static_cast<unsigned char>(line[begin - 1])) || line[begin - 1] == '_')) --begin;
+    if (begin == equals) continue;
+    const size_t end = line.find_first_of(",)", equals + 1);
+    fields.emplace(std::string(line.substr(begin, equals - begin)),
+                   std::string(trimmed(line.substr(equals + 1, end == std::string_view::npos ? end : end - equals - 1))));
+  }
+}
+
+std::optional<Error> apply_nanotron_config(const std::map<std::string, std::string>& fields, const std::string& where,
+                                           RunDescription& run) {
+  const auto text = [&](const char* key) -> std::optional<std::string> {
+    const auto found = fields.find(key);
+    return found == fields.end() ? std::nullopt : std::optional<std::string>(found->second);
+  };
+  std::optional<Error> problem;
+  const auto integer = [&](const char* key, std::optional<int>& out) {
+    const auto value = text(key);
+    if (!value || problem) return;
+    out = positive_int(*value);
+    if (!out) problem = Error{where + ": config field " + key + " is '" + quoted_input(*value) + "', not a positive integer"};
+  };
+  std::optional<int> accumulation, context_parallel;
+  integer("dp", run.dp);
+  integer("tp", run.tp);
+  integer("pp", run.pp);
+  integer("micro_batch_size", run.micro_batch);
+  integer("batch_accumulation_per_replica", accumulation);
+  integer("sequence_length", run.sequence_length);
+  integer("num_hidden_layers", run.num_layers);
+  integer("hidden_size", run.hidden_size);
+  integer("num_attention_heads", run.num_attention_heads);
+  integer("context_parallel_size", context_parallel);
+  if (problem) return problem;
+  if (context_parallel && *context_parallel > 1)
+    return Error{where + ": context_parallel_size is " + std::to_string(*context_parallel) +
+                 "; Pipette does not model context parallelism, so this run cannot calibrate it"};
+  if (run.dp && run.micro_batch && accumulation)
+    run.global_batch = static_cast<std::int64_t>(*run.dp) * *run.micro_batch * *accumulation;
+  if (const auto recompute = text("recompute_layer")) run.recompute = *recompute == "True" ? RecomputeMode::full : RecomputeMode::none;
+  if (const auto mode = text("tp_mode")) run.sequence_parallel = mode->find("REDUCE_SCATTER") != std::string::npos;
+  if (const auto stage = text("zero_stage")) run.distributed_optimizer = *stage != "0";
+  if (const auto fp32 = text("accumulate_grad_in_fp32")) run.gradients_in_fp32 = *fp32 == "True";
+  if (const auto dtype = text("dtype")) {
+    if (*dtype == "torch.bfloat16") run.precision = Precision::bf16;
+    else if (*dtype == "torch.float16") run.precision = Precision::fp16;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<RunDescription> parse_nanotron_log(std::string_view text, const std::string& source_name) {
+  return guarded("run log ", source_name, [&]() -> Result<RunDescription> {
+    RunDescription run;
+    run.name = source_name;
+    run.framework = "nanotron";
+    std::vector<std::vector<double>> segments;
+    std::map<std::string, std::string> config;
+    int config_line = 0, first_line = 0;
+    bool reading_config = false, config_since_last_step = false;
+    long long previous_step = 0;
+    for (const Line& raw : lines_of(text)) {
+      if (raw.last_without_newline) {
+        run.warnings.push_back(at(source_name, raw) + ": the log ends mid-line (truncated?); its last line is ignored");
+        break;
+      }
+      const std::string line = without_colours(raw.text);
+      // A log record starts "MM/DD hh:mm:ss [LEVEL|ranks]: " (logging/base.py l.378); pformat's
+      // continuation lines do not.
+      const size_t record = line.find("]: ");
+      const std::string_view message = record == std::string::npos ? std::string_view(line) : std::string_view(line).substr(record + 3);
+      if (reading_config && record != std::string::npos && message.rfind("Config(", 0) != 0) {
+        reading_config = false;
+        if (config.empty()) return Error{at(source_name, raw) + ": a Config record without fields; is the log damaged?"};
+        if (auto problem = apply_nanotron_config(config, source_name + ":" + std::to_string(config_line), run)) return *problem;
+      }
+      if (mentions_out_of_memory(line)) {
+        run.out_of_memory = true;
+        if (!first_line) first_line = raw.number;
+        continue;
+      }
+      if (record != std::string::npos && trimmed(message) == "Config:") {
+        if (config_line)
+          run.warnings.push_back(at(source_name, raw) + ": a second Config record (a restart); the first one's layout is kept");
+        else
+          reading_config = true, config_line = raw.number;
+        config_since_last_step = true;
+        segments.emplace_back();
+        continue;
+      }
+      if (reading_config) {
+        collect_fields(message, config);
+        continue;
+      }
+      if (line.find("iteration: ") != std::string::npos && line.find("time_per_iteration_ms:") != std::string::npos) {
+        const auto step = number_after(line, "iteration: ");
+        const auto milliseconds = human_number_after(line, "time_per_iteration_ms:");
+        if (!step || !milliseconds || !(*milliseconds > 0))
+          return Error{at(source_name, raw) + ": a nanotron iteration line without its step or a positive "
+                                              "time_per_iteration_ms; is the log damaged?"};
+        if (segments.empty()) segments.emplace_back();
+        if (*step <= previous_step && !config_since_last_step)
+          return interleaved_runs(at(source_name, raw), *step, previous_step, "Config record");
+        config_since_last_step = false;
+        previous_step = static_cast<long long>(*step);
+        segments.back().push_back(*milliseconds / 1000);
+        if (!first_line) first_line = raw.number;
+        continue;
+      }
+      if (line.find("Peak allocated ") != std::string::npos && line.find("Peak reserved:") != std::string::npos) {
+        keep_peaks(number_after(line, "Peak allocated "), number_after(line, "Peak reserved:"), units::mebibyte,
+                   at(source_name, raw), run);
+        if (!first_line) first_line = raw.number;
+      }
+    }
+    if (reading_config) {
+      if (auto problem = apply_nanotron_config(config, source_name + ":" + std::to_string(config_line), run)) return *problem;
+    }
+    if (!config_line && segments.empty() && !run.peak_reserved_bytes && !run.out_of_memory)
+      return Error{source_name + ": no nanotron Config, iteration or memory lines; is this a nanotron log?"};
+    set_steady_iteration(segments, source_name, run);
+    if (first_line || config_line) run.name = source_name + ":" + std::to_string(config_line ? config_line : first_line);
+    return run;
+  });
+}
+
+// ---------------------------------------------------------------- DeepSpeed
+
+Result<RunDescription> parse_deepspeed_log(std::string_view text, const std::string& source_name) {
+  return guarded("run log ", source_name, [&]() -> Result<RunDescription> {
+    RunDescription run;
+    run.name = source_name;
+    run.framework = "deepspeed";
+    // Iteration seconds from the pipeline engine, samples per second from the throughput timer.
+    std::vector<std::vector<double>> seconds(1), rates(1);
+    long long previous_step = 0;
+    int first_line = 0;
+    int restarts = 0;
+    for (const Line& raw : lines_of(text)) {
+      if (raw.last_without_newline) {
+        run.warnings.push_back(at(source_name, raw) + ": the log ends mid-line (truncated?); its last line is ignored");
+        break;
+      }
+      const std::string_view line = raw.text;
+      if (mentions_out_of_memory(line)) {
+        run.out_of_memory = true;
+        continue;
+      }
+      if (read_see_memory_usage(line, run)) continue;
+      const bool pipeline = line.find("steps: ") != std::string_view::npos && line.find("iter time (s):") != std::string_view::npos;
+      const bool timer = line.find("CurrSamplesPerSec=") != std::string_view::npos;
+      if (!pipeline && !timer) continue;
+      const auto step = number_after(line, pipeline ? "steps: " : "global_step=");
+      const auto value = pipeline ? number_after(line, "iter time (s):") : number_after(line, "CurrSamplesPerSec=");
+      if (!step || !value || !(*value > 0))
+        return Error{at(source_name, raw) + ": a DeepSpeed " + (pipeline ? "steps" : "throughput") +
+                     " line without its step or a positive value; is the log damaged?"};
+      if (*step <= previous_step) {  // a restart (from a checkpoint or a new run)
+        ++restarts;
+        seconds.emplace_back();
+        rates.emplace_back();
+      }
+      previous_step = static_cast<long long>(*step);
+      (pipeline ? seconds : rates).back().push_back(*value);
+      if (timer) {
+        if (const auto peak = number_after(line, "MaxMemAllocated="))
+          run.peak_allocated_bytes = std::max(run.peak_allocated_bytes.value_or(0), *peak * units::gibibyte);
+      }
+      if (!first_line) first_line = raw.number;
+    }
+    if (restarts > 0)
+      run.warnings.push_back(source_name + ": the step counter restarted " + std::to_string(restarts) +
+                             " time(s); each restart's warm-up is skipped");
+    const std::vector<double> steady_seconds = steady_state(seconds), steady_rates = steady_state(rates);
+    if (steady_seconds.size() >= 2) {
+      run.iteration_seconds = median_of(steady_seconds);
+      run.steady_iterations = static_cast<int>(steady_seconds.size());
+    } else if (steady_rates.size() >= 2) {
+      run.samples_per_second = median_of(steady_rates);
+      run.steady_iterations = static_cast<int>(steady_rates.size());
+    } else if (!run.peak_reserved_bytes && !run.peak_allocated_bytes && !run.out_of_memory) {
+      return Error{source_name + ": no DeepSpeed steps, throughput or memory lines (steps: … iter time (s): …); is this a "
+                                 "DeepSpeed log?"};
+    }
+    if (first_line) run.name = source_name + ":" + std::to_string(first_line);
     return run;
   });
 }
@@ -426,9 +691,16 @@ Result<std::vector<RunDescription>> read_run_records(const std::string& path) {
   if (!contents) return contents.error();
   const std::string& text = *contents;
   if (path.size() > 4 && path.ends_with(".csv")) return parse_run_table(text, path);
+  // Where each reader's first line of its own appears; the earliest decides.
   const size_t megatron = std::min(text.find("elapsed time per iteration (ms)"), text.find("------------------------ arguments"));
   const size_t torchtitan = text.find("tps:");
-  Result<RunDescription> run = torchtitan < megatron ? parse_torchtitan_log(text, path) : parse_megatron_log(text, path);
+  const size_t nanotron = std::min(text.find("time_per_iteration_ms:"), text.find("Config(general="));
+  const size_t deepspeed = std::min(text.find("iter time (s):"), text.find("CurrSamplesPerSec="));
+  const size_t first = std::min({megatron, torchtitan, nanotron, deepspeed});
+  Result<RunDescription> run = first == torchtitan && torchtitan != std::string::npos ? parse_torchtitan_log(text, path)
+                               : first == nanotron && nanotron != std::string::npos    ? parse_nanotron_log(text, path)
+                               : first == deepspeed && deepspeed != std::string::npos  ? parse_deepspeed_log(text, path)
+                                                                                       : parse_megatron_log(text, path);
   if (!run) return run.error();
   return std::vector<RunDescription>{std::move(run).value()};
 }
@@ -468,6 +740,7 @@ Result<RunDescription> complete_run(RunDescription run, const RunDescription& fa
   if (!run.precision) run.precision = fallback.precision;
   if (!run.tp_comm_overlap) run.tp_comm_overlap = fallback.tp_comm_overlap;
   if (!run.gradients_in_fp32) run.gradients_in_fp32 = fallback.gradients_in_fp32;
+  if (!run.attention) run.attention = fallback.attention;
   return run;
 }
 
@@ -494,6 +767,8 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
 
   JobRequest request;
   request.model = run.model;
+  // The record is priced as its stack runs (stack_profile.hpp); an unknown spelling is refused.
+  request.framework = run.framework;
   request.global_batch = *run.global_batch;
   request.sequence_length = *run.sequence_length;
   request.node_names = run.node_names;
@@ -517,6 +792,7 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
   if (run.precision) record.training.precision = *run.precision;
   record.training.overlap_tensor_parallel_communication = run.tp_comm_overlap.value_or(false);
   if (run.gradients_in_fp32) record.training.gradients_in_fp32 = *run.gradients_in_fp32;
+  if (run.attention) record.training.attention = *run.attention;
   record.cluster = prepared->cluster;
   const ModelSpec& model = record.model;
   const auto check_dimension = [&](const std::optional<int>& stated, int actual, const char* name) -> std::optional<Error> {
@@ -552,6 +828,8 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
   record.iteration_seconds = run.iteration_seconds;
   if (!record.iteration_seconds && run.tokens_per_second_per_gpu)
     record.iteration_seconds = static_cast<double>(*run.global_batch) * *run.sequence_length / (*run.tokens_per_second_per_gpu * gpus);
+  if (!record.iteration_seconds && run.samples_per_second)
+    record.iteration_seconds = static_cast<double>(*run.global_batch) / *run.samples_per_second;
   record.peak_reserved_bytes = run.peak_reserved_bytes;
   record.peak_allocated_bytes = run.peak_allocated_bytes;
   record.out_of_memory = run.out_of_memory;

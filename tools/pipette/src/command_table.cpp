@@ -25,7 +25,8 @@ constexpr OptionSpec kFix{"fix", "KNOBS",
                           " with every knob fixed the command evaluates exactly that configuration",
                           ""};
 constexpr OptionSpec kFramework{"framework", "NAME",
-                                "the training framework that runs the plan (megatron-core, nemo, torchtitan): only plans it "
+                                "the training framework that runs the plan (megatron-core, nemo, torchtitan, megatron-deepspeed, "
+                                "nanotron, deepspeed): only plans it "
                                 "can build are considered",
                                 "the site's framework"};
 constexpr OptionSpec kTop{"top", "K", "how many plans to show (the chosen one and K-1 runners-up)", "5"};
@@ -58,7 +59,7 @@ constexpr OptionSpec kRecordsModel{"model", "PRESET|FILE", "the model the runs t
 constexpr OptionSpec kRecordsNodes{"num-nodes", "N", "how many nodes the runs used, when their records do not say", ""};
 constexpr OptionSpec kRecordsGpusPerNode{"gpus-per-node", "N", "GPUs per node of the runs, when their records do not say", ""};
 constexpr OptionSpec kRecordsGpu{"gpu", "NAME", "the runs' GPU model", "the site's gpu"};
-constexpr OptionSpec kRecordsFramework{"framework", "NAME", "the runs' framework (megatron-core, nemo, torchtitan)",
+constexpr OptionSpec kRecordsFramework{"framework", "NAME", "the runs' framework (megatron-core, nemo, torchtitan, megatron-deepspeed, nanotron, deepspeed)",
                                        "what the log shows"};
 constexpr OptionSpec kRecordsLayout{"layout", "KNOBS", "the runs' layout in --fix syntax, when their logs do not say", ""};
 constexpr OptionSpec kRecordsBatch{"global-batch", "B", "the runs' global batch in sequences, when their logs do not say", ""};

@@ -9,6 +9,7 @@
 #include "json_writer.hpp"
 #include "pipette/core/launch.hpp"
 #include "pipette/core/placement.hpp"
+#include "pipette/core/stack_profile.hpp"
 #include "pipette/core/units.hpp"
 #include "pipette/topology/version.hpp"
 #include "text_table.hpp"
@@ -578,6 +579,18 @@ std::string plan_json(const PlanningOutcome& outcome) {
   return json.str();
 }
 
+// How the plan's stack runs, where it is not the Megatron-core / Transformer Engine stack the
+// constants were fitted on: each mechanism with the code it was read from, and what is assumed.
+std::string stack_report(Framework framework) {
+  const StackProfile& profile = stack_profile(framework);
+  if (profile.evidence.empty() && profile.assumptions.empty()) return {};
+  std::string out = std::string("stack: ") + to_string(framework) +
+                    " (priced by mechanism against Megatron-core's fitted constants; read in " + profile.code + ")\n";
+  for (const std::string& line : profile.evidence) out += "  " + line + "\n";
+  for (const std::string& line : profile.assumptions) out += "  assumption: " + line + "\n";
+  return out;
+}
+
 std::string explain_report(const PlanningOutcome& outcome) {
   std::string out = header(outcome) + "\n";
   if (!outcome.does_not_fit.empty()) return out + does_not_fit_report(outcome);
@@ -586,6 +599,7 @@ std::string explain_report(const PlanningOutcome& outcome) {
          ", " + std::to_string(best.num_microbatches) + " micro-batches per replica\n\n";
   out += time_breakdown_report(best) + "\n";
   out += calibration_report(outcome) + "\n";
+  if (const std::string stack = stack_report(outcome.training.target.framework); !stack.empty()) out += stack + "\n";
   out += memory_report(best.config, best.memory_per_stage, outcome.cluster, "plan 1") + "\n";
   if (const std::string experts = experts_report(outcome); !experts.empty()) out += experts + "\n";
   out += links_report(best, outcome) + "\n";

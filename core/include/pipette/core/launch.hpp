@@ -70,6 +70,8 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
 //    (its first/last "less layers"); Interleaved1F1B with an even split, at least pp micro-batches
 //    (what the schedule model prices) and the micro-batches a multiple of PyTorch's rounds
 //    max(1, m / pp), each round then being the priced group size.
+//  - megatron-deepspeed, nanotron, deepspeed: dense models, no interleaving, an even layer split;
+//    nanotron and deepspeed no selective recompute; deepspeed tp = 1.
 //  - Mixture of experts, every framework: ep divides the experts, ep x etp the ranks of a stage,
 //    etp the expert width; with tp > 1 sequence parallelism (Megatron's MoE layer refuses training
 //    without it). Dense models: ep = etp = 1. torchtitan has no expert tensor parallelism of its
@@ -85,6 +87,14 @@ std::string megatron_arguments(const LaunchDescription& launch);
 std::string nemo_overrides(const LaunchDescription& launch);
 // torchtitan command-line options (PIPETTE_TORCHTITAN_ARGS).
 std::string torchtitan_arguments(const LaunchDescription& launch);
+
+// nanotron config overrides, dotted KEY=VALUE for its YAML (PIPETTE_NANOTRON_OVERRIDES).
+std::string nanotron_overrides(const LaunchDescription& launch);
+// Megatron-DeepSpeed arguments for pretrain_gpt.py (PIPETTE_MEGATRON_DEEPSPEED_ARGS).
+std::string megatron_deepspeed_arguments(const LaunchDescription& launch);
+// A DeepSpeed JSON config: batch, accumulation and ZeRO stage (PIPETTE_DEEPSPEED_CONFIG; for
+// Megatron-DeepSpeed beside its arguments, for deepspeed alone).
+std::string deepspeed_config(const LaunchDescription& launch);
 
 // The framework's string (the variable's name and value) for the plan's target.
 std::pair<std::string, std::string> framework_arguments(Framework framework, const LaunchDescription& launch);

@@ -34,6 +34,11 @@ enum class Framework {
   megatron_core,  // Megatron-LM's pretrain_gpt.py and its arguments
   nemo,           // NeMo 2 / Megatron-Bridge recipes (Megatron-core underneath)
   torchtitan,
+  // Stacks whose kernels and overlaps differ from Megatron-core / Transformer Engine; each has a
+  // StackProfile (stack_profile.hpp) that says how, with the code it was read from.
+  megatron_deepspeed,  // Megatron-DeepSpeed: Megatron-LM's model code under DeepSpeed's engine
+  nanotron,            // Hugging Face nanotron
+  deepspeed,           // a model of the user's own under DeepSpeed's engine (ZeRO, PipelineModule)
 };
 struct FrameworkTarget {
   Framework framework = Framework::megatron_core;
@@ -79,7 +84,9 @@ std::string validate(const TrainingSpec& training);
 const char* to_string(Precision precision);
 const char* to_string(RecomputeMode mode);
 const char* to_string(AttentionKernel kernel);
-const char* to_string(Framework framework);  // megatron-core, nemo, torchtitan
+const char* to_string(Framework framework);  // megatron-core, nemo, torchtitan, megatron-deepspeed, nanotron, deepspeed
+// Every spelling, for messages: "megatron-core, nemo, torchtitan, megatron-deepspeed, nanotron or deepspeed".
+const char* framework_spellings();
 // The framework of that spelling, or false when there is none.
 bool parse_framework(std::string_view text, Framework& framework);
 

@@ -16,7 +16,7 @@ namespace pipette {
 // may be completed from the command line or the plan Pipette gave the job (complete_run).
 struct RunDescription {
   std::string name;                  // "FILE:LINE" of what it was read from, for every message
-  std::string framework;             // megatron-core, nemo, torchtitan (--pipette-framework spellings)
+  std::string framework;             // a --pipette-framework spelling (framework_spellings())
   std::string model;                 // preset or model file
   std::string gpu;
   std::optional<int> nodes;
@@ -30,11 +30,13 @@ struct RunDescription {
   std::optional<Precision> precision;
   std::optional<bool> tp_comm_overlap;          // Megatron-core --tp-comm-overlap (userbuffers)
   std::optional<bool> gradients_in_fp32;        // --accumulate-allreduce-grads-in-fp32
+  std::optional<AttentionKernel> attention;     // Megatron-DeepSpeed's --use-flash-attn-* flags
   // The model's dimensions as the log states them, checked against the model file.
   std::optional<int> num_layers, hidden_size, num_attention_heads;
   std::optional<int> world_size;
   std::optional<double> iteration_seconds;     // median steady-state iteration
   std::optional<double> tokens_per_second_per_gpu;  // torchtitan's tps, turned into seconds once the layout is known
+  std::optional<double> samples_per_second;         // DeepSpeed's throughput timer, likewise
   int steady_iterations = 0;                   // logged iterations the median is over
   std::optional<double> peak_reserved_bytes;
   std::optional<double> peak_allocated_bytes;
@@ -57,13 +59,35 @@ Result<RunDescription> parse_megatron_log(std::string_view text, const std::stri
 // GPU; memory is torch's max reserved. Layout comes from the command line or the plan.
 Result<RunDescription> parse_torchtitan_log(std::string_view text, const std::string& source_name);
 
+// nanotron stdout: the "Config:" record, pformat of the run's Config (trainer.py @2411b022
+// l.283-287: parallelism=ParallelismArgs(dp=…, pp=…, tp=…, tp_mode=…, recompute_layer=…),
+// tokens=TokensArgs(sequence_length=…, micro_batch_size=…, batch_accumulation_per_replica=…),
+// optimizer zero_stage, the model's num_hidden_layers / hidden_size / num_attention_heads); the
+// per-step line "iteration: N / M | consumed_tokens: … | time_per_iteration_ms: X | …" (logging/
+// base.py l.314-318; values in human_format, l.268: three significant digits and K/M/B/T); and
+// log_memory's " Memory usage: …MiB. Peak allocated …MiB. Peak reserved: …MiB" (l.282-292, the first
+// five steps, trainer.py l.611-626). Earlier nanotron printed elapsed_time_per_iteration_ms (the
+// label huggingface/bench_cluster's report.py parses); both are read. Warm-up as for Megatron; a step counter that goes back without
+// a new Config record is two runs interleaved: an error naming FILE:LINE.
+Result<RunDescription> parse_nanotron_log(std::string_view text, const std::string& source_name);
+
+// DeepSpeed stdout: the pipeline engine's "steps: N loss: … iter time (s): T samples/sec: S"
+// (deepspeed/runtime/pipe/engine.py @edaa7221 l.404-409), or without a pipeline the throughput
+// timer's "epoch=…/micro_step=…/global_step=G, RunningAvgSamplesPerSec=…, CurrSamplesPerSec=S, …,
+// MaxMemAllocated=XGB" (deepspeed/utils/timer.py l.265-272), and see_memory_usage's "MA … GB Max_MA …
+// GB CA … GB Max_CA … GB" (deepspeed/runtime/utils.py l.826-829; Max_CA is rounded to a whole GiB).
+// Layout comes from the command line or the plan. Megatron-DeepSpeed logs are Megatron's
+// (parse_megatron_log: its arguments block says deepspeed True and the ZeRO stage) with DeepSpeed's
+// memory lines.
+Result<RunDescription> parse_deepspeed_log(std::string_view text, const std::string& source_name);
+
 // A table of runs, one per row, header first (any column order; names as below):
 //   model,nodes,gpu,framework,tp,pp,dp,vpp,mbs,global_batch,seq,recompute,sp,distopt,iteration_seconds,peak_gib,status
 // status: ok | oom; an ok row needs iteration_seconds or peak_gib; peak_gib is max reserved (GiB).
 Result<std::vector<RunDescription>> parse_run_table(std::string_view text, const std::string& source_name);
 
-// Reads FILE and picks the reader: a .csv is a table; otherwise the first Megatron or torchtitan
-// line decides.
+// Reads FILE and picks the reader: a .csv is a table; otherwise the first line that only one of
+// the Megatron, torchtitan, nanotron or DeepSpeed readers knows decides.
 Result<std::vector<RunDescription>> read_run_records(const std::string& path);
 
 // Fills what `run` leaves empty from `fallback` (flags or a plan); conflicting values are an error

@@ -1,0 +1,71 @@
+#pragma once
+// How a training stack runs a transformer, as far as memory and time go: which kernels it fuses,
+// what it keeps for the backward, what it overlaps. The constants of the time model were fitted on
+// Megatron-core / Transformer Engine; a profile states, mechanism by mechanism, where another stack
+// does more work or keeps more, read from that stack's own code (file and line in `evidence`), or
+// says that nothing tells (`assumptions`). Megatron-core, NeMo and torchtitan share the reference
+// profile, so their predictions do not depend on this file.
+#include <string>
+#include <vector>
+
+#include "pipette/core/training.hpp"
+
+namespace pipette {
+
+// Which copies of Q, K and V the rotary embedding leaves alive for the attention's backward,
+// beyond Q, K, V and the attention output themselves.
+enum class RotaryCopies {
+  // Out-of-place RoPE on views of the fused QKV buffer: rotated Q and K beside the whole buffer
+  // (Megatron-core, Megatron-DeepSpeed's apply_rotary_pos_emb): q + kv more.
+  rotated_query_and_key,
+  // nanotron: in-place flash-attn RoPE on a contiguous copy; multi-head attention keeps the
+  // permuted [3, b, s, heads, d] QKV copy (its K and V unused) beside a second K/V copy: 2·kv more;
+  // grouped-query attention copies Q, K, V separately and frees the originals: nothing more.
+  packed_key_value_copy,
+};
+
+struct StackProfile {
+  Framework framework = Framework::megatron_core;
+  // What the stack runs unless told otherwise; apply_stack_profile copies them into the
+  // TrainingSpec (its existing knobs), so that the search and the exports price the same job.
+  AttentionKernel attention = AttentionKernel::flash;
+  bool overlap_tensor_parallel_backward = true;
+  bool overlap_gradient_reduce = true;
+  // SwiGLU MLP, per token: ffn-wide (f/t) tensors kept for the backward (fused: fc1's 2f output and
+  // the f-wide product, 3; an unfused silu(gate) * up also keeps the f-wide SiLU output, 4) and
+  // ffn-wide elements read or written by the activation in the forward (fused: reads 2f, writes f,
+  // 3; unfused: SiLU reads f writes f, the product reads 2f writes f, 5).
+  int swiglu_saved_ffn_tensors = 3;
+  int swiglu_forward_ffn_accesses = 3;
+  RotaryCopies rotary = RotaryCopies::rotated_query_and_key;
+  // Layout copies in the attention block's forward beyond the reference's fused path, each a read
+  // and a write of every element: of the whole QKV output (q + 2kv wide per token and TP rank) and
+  // of K and V (2kv). The backward copies the gradients back, priced as the other elementwise work.
+  int qkv_copy_passes = 0;
+  int kv_copy_passes = 0;
+  // Elements of Q and K (q + kv wide) that an unfused RoPE reads and writes in the forward beyond a
+  // fused kernel's one read and one write (rotary models only).
+  int rotary_extra_accesses = 0;
+  // Bytes per logit (vocabulary element of the TP shard and token) at the loss's peak beyond the
+  // reference's fp32 logits, turned into the softmax in place, beside the 16-bit logits (4 + 2).
+  double extra_logits_bytes_per_element = 0;
+  // Whether the pipeline engine has an interleaved (virtual-stage) schedule.
+  bool interleaved_pipeline = true;
+  // Whether tensor parallelism is the stack's own (Megatron-style column/row layers).
+  bool tensor_parallel = true;
+  // The code the evidence was read from (repository and commit), and "mechanism: value (file:line)"
+  // one line each, for `pipette explain`.
+  std::string code;
+  std::vector<std::string> evidence;
+  // What no source tells for this stack; `pipette explain` prints each as an assumption.
+  std::vector<std::string> assumptions;
+};
+
+const StackProfile& stack_profile(Framework framework);
+
+// Sets the TrainingSpec knobs a stack decides (attention kernel, TP-backward and DP overlaps) from
+// training.target.framework's profile. The reference frameworks' profile holds the TrainingSpec
+// defaults, so for them this changes nothing.
+void apply_stack_profile(TrainingSpec& training);
+
+}  // namespace pipette

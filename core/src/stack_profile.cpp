@@ -1,0 +1,146 @@
+#include "pipette/core/stack_profile.hpp"
+
+namespace pipette {
+
+namespace {
+
+// Megatron-core with Transformer Engine, the stack the constants were fitted on (NeMo and
+// torchtitan are priced the same way: their differences are the launch rules in launch.cpp).
+StackProfile reference_profile(Framework framework) {
+  StackProfile profile;
+  profile.framework = framework;
+  return profile;
+}
+
+// Citations: github.com/huggingface/nanotron @2411b022 (src/nanotron/...), github.com/deepspeedai/
+// Megatron-DeepSpeed @4efb479d, github.com/deepspeedai/DeepSpeed @edaa7221.
+StackProfile nanotron_profile() {
+  StackProfile profile;
+  profile.framework = Framework::nanotron;
+  profile.code = "github.com/huggingface/nanotron @2411b022, src/nanotron/";
+  profile.attention = AttentionKernel::flash;
+  profile.overlap_tensor_parallel_backward = false;
+  profile.overlap_gradient_reduce = true;
+  profile.swiglu_saved_ffn_tensors = 4;
+  profile.swiglu_forward_ffn_accesses = 5;
+  profile.rotary = RotaryCopies::packed_key_value_copy;
+  profile.qkv_copy_passes = 1;
+  profile.kv_copy_passes = 2;
+  profile.extra_logits_bytes_per_element = 2;
+  profile.interleaved_pipeline = false;
+  profile.evidence = {
+      "attention: flash-attn, no s x s scores kept (models/llama.py l.290 flash_attn_varlen_func)",
+      "norms: fused Triton RMSNorm, nothing beyond its input kept (models/llama.py l.729, 737 TritonRMSNorm)",
+      "SwiGLU: unfused act(gate) * up keeps the SiLU output too and makes two elementwise passes "
+      "(models/llama.py l.198-205 GLUActivation)",
+      "rotary: flash-attn rotary in place on a permuted QKV copy plus a cat/permute K/V copy "
+      "(models/llama.py l.466-472, 680-683)",
+      "TP backward collectives: synchronous, tp_linear_async_communication defaults to false "
+      "(config/parallelism_config.py l.47-48; bench_cluster's template sets false)",
+      "DP reduction: async bucketed all-reduce under the backward from the DDP fp32-accumulation hook "
+      "(optim/gradient_accumulator.py l.383-386; helpers.py l.446 registers it)",
+      "gradients: one fp32 buffer for every parameter (accumulate_grad_in_fp32, optim/gradient_accumulator.py "
+      "l.78-80); the 16-bit .grad is added into it and dropped (l.222-226, and in the DDP hook l.345-346), so "
+      "it is not counted",
+      "optimizer: ZeRO-1 shards the fp32 master weights (the accumulator is built per ZeRO shard, helpers.py "
+      "l.392-397, 411-414) and Adam's moments",
+      "loss: 16-bit logits cast to fp32 (models/llama.py l.899-903, 934), shifted out of place and kept as the "
+      "softmax (parallel/tensor_parallel/functional.py l.43, 73-85): 8 bytes per logit at the peak",
+      "pipeline: no interleaved schedule (parallel/pipeline_parallel/engine.py l.175 afab and l.235 1f1b only)",
+  };
+  profile.assumptions = {
+      "nanotron's default pp_engine is afab (config/parallelism_config.py l.43-44), which keeps every micro-batch's "
+      "activations; Pipette prices and exports pp_engine 1f1b",
+  };
+  return profile;
+}
+
+StackProfile megatron_deepspeed_profile() {
+  StackProfile profile;
+  profile.framework = Framework::megatron_deepspeed;
+  profile.code = "github.com/deepspeedai/Megatron-DeepSpeed @4efb479d and github.com/deepspeedai/DeepSpeed @edaa7221";
+  profile.attention = AttentionKernel::unfused;
+  profile.overlap_tensor_parallel_backward = false;
+  profile.overlap_gradient_reduce = false;
+  profile.swiglu_saved_ffn_tensors = 4;
+  profile.swiglu_forward_ffn_accesses = 5;
+  profile.rotary_extra_accesses = 8;
+  profile.extra_logits_bytes_per_element = 4;
+  profile.interleaved_pipeline = false;
+  profile.evidence = {
+      "attention: unfused QK^T, FusedScaleMaskSoftmax and dropout, s x s scores kept, unless --use-flash-attn-v2 "
+      "(megatron/model/transformer.py l.237-327; megatron/arguments.py l.927-933, off by default)",
+      "norms: apex MixedFusedLayerNorm / MixedFusedRMSNorm on CUDA (megatron/model/__init__.py l.8-10)",
+      "SwiGLU: unfused F.silu(x[0]) * x[1] (megatron/model/transformer.py l.138-140)",
+      "rotary: out-of-place t * cos + rotate_half(t) * sin, about 10 accesses of q and k against a fused "
+      "kernel's 2 (megatron/model/rotary_pos_embedding.py l.43-77)",
+      "TP backward collectives: synchronous, DeepSpeed turns async_tensor_model_parallel_allreduce off "
+      "(megatron/arguments.py l.395-399)",
+      "DP reduction: after all micro-batches, DeepSpeed's TrainSchedule issues ReduceGrads at its last step "
+      "(deepspeed/runtime/pipe/schedule.py l.238-241, pipe/engine.py l.296-304) and without a pipeline the "
+      "engine reduces in backward's epilogue (deepspeed/runtime/engine.py l.2970-2982)",
+      "loss: 16-bit logits kept by the caller, an fp32 copy, shifted out of place and kept as the softmax "
+      "(megatron/model/gpt_model.py l.68; megatron/core/tensor_parallel/cross_entropy.py l.25, 57-58, 92): "
+      "10 bytes per logit at the peak",
+      "pipeline: DeepSpeed's TrainSchedule, 1F1B with min(stages - stage, micro-batches) buffers and no "
+      "interleaving (deepspeed/runtime/pipe/schedule.py l.189-257)",
+  };
+  profile.assumptions = {
+      "gradients and optimizer: priced as Megatron's (fp32 gradient buffer, ZeRO-1 shards the fp32 master "
+      "weights and Adam's moments); DeepSpeed's BF16_Optimizer and ZeRO-1 buffers were not read line by line",
+  };
+  return profile;
+}
+
+StackProfile deepspeed_profile() {
+  StackProfile profile = megatron_deepspeed_profile();
+  profile.framework = Framework::deepspeed;
+  profile.code = "github.com/deepspeedai/DeepSpeed @edaa7221";
+  profile.attention = AttentionKernel::flash;
+  profile.rotary_extra_accesses = 0;
+  profile.tensor_parallel = false;
+  profile.evidence = {
+      "DP reduction: after the backward (deepspeed/runtime/engine.py l.2970-2982 _backward_epilogue → "
+      "allreduce_gradients); with a PipelineModule after all micro-batches (deepspeed/runtime/pipe/schedule.py "
+      "l.238-241)",
+      "pipeline: TrainSchedule, 1F1B without interleaving (deepspeed/runtime/pipe/schedule.py l.189-257)",
+  };
+  profile.assumptions = {
+      "no tensor parallelism: the plans keep tp = 1 (a model of the user's own brings none of Megatron's layers)",
+      "the model is the user's own: its attention kernel is assumed flash (PyTorch SDPA), its SwiGLU unfused, "
+      "its RoPE fused and its loss 10 bytes per logit (16-bit logits, an fp32 copy and its softmax) as in "
+      "Megatron-DeepSpeed; none of this is read from code",
+      "gradients and optimizer: priced as Megatron's (fp32 gradient buffer, ZeRO-1 shards the fp32 master "
+      "weights and Adam's moments)",
+  };
+  return profile;
+}
+
+}  // namespace
+
+const StackProfile& stack_profile(Framework framework) {
+  static const StackProfile megatron_core = reference_profile(Framework::megatron_core);
+  static const StackProfile nemo = reference_profile(Framework::nemo);
+  static const StackProfile torchtitan = reference_profile(Framework::torchtitan);
+  static const StackProfile megatron_deepspeed = megatron_deepspeed_profile();
+  static const StackProfile nanotron = nanotron_profile();
+  static const StackProfile deepspeed = deepspeed_profile();
+  switch (framework) {
+    case Framework::megatron_core: return megatron_core;
+    case Framework::nemo: return nemo;
+    case Framework::torchtitan: return torchtitan;
+    case Framework::megatron_deepspeed: return megatron_deepspeed;
+    case Framework::nanotron: return nanotron;
+    case Framework::deepspeed: return deepspeed;
+  }
+  return megatron_core;
+}
+
+void apply_stack_profile(TrainingSpec& training) {
+  const StackProfile& profile = stack_profile(training.target.framework);
+  training.attention = profile.attention;
+  training.overlap_tensor_parallel_backward = profile.overlap_tensor_parallel_backward;
+  training.overlap_gradient_reduce = profile.overlap_gradient_reduce;
+}
+
+}  // namespace pipette

@@ -1,0 +1,198 @@
+#include "pipette/core/stack_profile.hpp"
+
+#include <gtest/gtest.h>
+
+#include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/launch.hpp"
+#include "pipette/core/memory.hpp"
+#include "pipette/core/performance.hpp"
+#include "pipette/core/plan.hpp"
+
+namespace pipette {
+namespace {
+
+// A Llama-style layer (RMSNorm, SwiGLU, RoPE, no biases or dropout), multi-head attention: the
+// Ultra-Scale Playbook's 1B (bench_cluster template: 24 layers, hidden 2048, ffn 8192, 32 heads).
+ModelSpec llama_1b(int kv_heads = 32) {
+  ModelSpec model;
+  model.name = "llama-1b";
+  model.num_layers = 24;
+  model.hidden_size = 2048;
+  model.num_attention_heads = 32;
+  model.num_kv_heads = kv_heads;
+  model.ffn_hidden_size = 8192;
+  model.vocab_size = 50257;
+  model.tied_embeddings = true;
+  model.ffn_kind = FfnKind::swiglu;
+  model.norm_kind = NormKind::rmsnorm;
+  model.linear_bias = false;
+  model.dropout = false;
+  model.learned_position_embeddings = 0;
+  return model;
+}
+
+TrainingSpec training_for(Framework framework) {
+  TrainingSpec training;
+  training.global_batch_sequences = 16;
+  training.sequence_length = 4096;
+  training.target.framework = framework;
+  apply_stack_profile(training);
+  return training;
+}
+
+ParallelConfig config_of(int tp, int pp, int dp) {
+  ParallelConfig config;
+  config.tp = tp;
+  config.pp = pp;
+  config.dp = dp;
+  config.micro_batch = 2;
+  config.sequence_parallel = tp > 1;
+  config.layers_per_stage = balanced_layers_per_stage(24, pp);
+  return config;
+}
+
+constexpr double tokens = 4096.0 * 2;
+
+// Megatron-core, NeMo and torchtitan share the profile the constants were fitted on: the same
+// TrainingSpec knobs as its defaults, the same memory and time.
+TEST(StackProfile, TheReferenceFrameworksKeepTheFittedModel) {
+  const TrainingSpec defaults;
+  for (const Framework framework : {Framework::megatron_core, Framework::nemo, Framework::torchtitan}) {
+    const TrainingSpec training = training_for(framework);
+    EXPECT_EQ(training.attention, defaults.attention);
+    EXPECT_EQ(training.overlap_tensor_parallel_backward, defaults.overlap_tensor_parallel_backward);
+    EXPECT_EQ(training.overlap_gradient_reduce, defaults.overlap_gradient_reduce);
+    EXPECT_TRUE(stack_profile(framework).evidence.empty());
+    EXPECT_TRUE(stack_profile(framework).assumptions.empty());
+    EXPECT_EQ(layer_activation_bytes(llama_1b(), training, config_of(2, 2, 2)),
+              layer_activation_bytes(llama_1b(), training_for(Framework::megatron_core), config_of(2, 2, 2)));
+  }
+}
+
+// Every other stack cites its code for what it does and says what it assumes.
+TEST(StackProfile, EveryOtherStackCitesItsEvidence) {
+  for (const Framework framework : {Framework::megatron_deepspeed, Framework::nanotron, Framework::deepspeed}) {
+    const StackProfile& profile = stack_profile(framework);
+    EXPECT_EQ(profile.framework, framework);
+    EXPECT_NE(profile.code.find(" @"), std::string::npos) << profile.code;
+    ASSERT_FALSE(profile.evidence.empty()) << to_string(framework);
+    for (const std::string& line : profile.evidence) EXPECT_NE(line.find(" l."), std::string::npos) << line;
+    EXPECT_FALSE(profile.assumptions.empty()) << to_string(framework);
+  }
+}
+
+// nanotron's GLUActivation (models/llama.py @2411b022 l.198-205) computes act(gate) * up out of
+// place: beyond fc1's output and the product it keeps the SiLU output, f/t wide. With multi-head
+// attention its QKV copies (l.466-472, 680-683) keep as much as Megatron-core's rotated Q and K.
+TEST(StackProfile, NanotronKeepsTheSiluOutputOfItsUnfusedSwiglu) {
+  const ParallelConfig config = config_of(2, 1, 8);
+  const double megatron = layer_activation_bytes(llama_1b(), training_for(Framework::megatron_core), config);
+  const double nanotron = layer_activation_bytes(llama_1b(), training_for(Framework::nanotron), config);
+  EXPECT_DOUBLE_EQ(nanotron - megatron, tokens * 8192 / 2 * 2);
+}
+
+// With grouped-query attention nanotron copies Q, K and V separately and the originals die
+// (models/llama.py l.448-465), where Megatron-core keeps rotated Q and K beside the QKV buffer.
+TEST(StackProfile, NanotronGroupedQueryAttentionKeepsNoRotaryCopies) {
+  const ParallelConfig config = config_of(1, 1, 8);
+  const ModelSpec gqa = llama_1b(8);
+  const double megatron = layer_activation_bytes(gqa, training_for(Framework::megatron_core), config);
+  const double nanotron = layer_activation_bytes(gqa, training_for(Framework::nanotron), config);
+  const double q = 2048, kv = 512;
+  EXPECT_DOUBLE_EQ(nanotron - megatron, tokens * 8192 * 2 - tokens * (q + kv) * 2);
+}
+
+// At the loss nanotron holds an fp32 copy of the logits and its shifted copy (8 bytes per logit,
+// models/llama.py l.934, tensor_parallel/functional.py l.43); Megatron-DeepSpeed also the 16-bit
+// logits its caller keeps (10, gpt_model.py l.68, cross_entropy.py l.25); Megatron-core 6.
+TEST(StackProfile, TheLossKeepsWhatEachStackCopies) {
+  const ParallelConfig config = config_of(2, 2, 4);
+  const auto logits = [&](Framework framework) {
+    return estimate_memory(llama_1b(), training_for(framework), config, RuntimeOverheads{}).back().logits_and_loss_bytes;
+  };
+  const double logit_elements = tokens * 50257 / 2;
+  EXPECT_DOUBLE_EQ(logits(Framework::nanotron) - logits(Framework::megatron_core), 2 * logit_elements);
+  EXPECT_DOUBLE_EQ(logits(Framework::megatron_deepspeed) - logits(Framework::megatron_core), 4 * logit_elements);
+}
+
+// Megatron-DeepSpeed's default is the unfused softmax (megatron/model/transformer.py l.237-327):
+// the s×s scores are kept, so its layers keep far more than flash attention's.
+TEST(StackProfile, MegatronDeepSpeedKeepsTheAttentionScores) {
+  const ParallelConfig config = config_of(2, 1, 8);
+  const double megatron = layer_activation_bytes(llama_1b(), training_for(Framework::megatron_core), config);
+  const double deepspeed = layer_activation_bytes(llama_1b(), training_for(Framework::megatron_deepspeed), config);
+  const double scores = 32.0 / 2 * 4096.0 * 4096 * 2;  // heads per rank × s² × b, softmax output only (no dropout)
+  EXPECT_GT(deepspeed - megatron, scores * 2);
+}
+
+// The unfused SwiGLU's second pass and nanotron's layout copies are HBM traffic: the forward of a
+// layer takes longer by their bytes at the attained memory bandwidth, the backward twice that.
+TEST(StackProfile, UnfusedElementwiseWorkCostsItsBytesAtMemoryBandwidth) {
+  const ParallelConfig config = config_of(1, 1, 8);
+  const GpuSpec& gpu = *find_gpu("H100-SXM");
+  const ComputeEfficiency efficiency = fitted_compute_efficiency();
+  const StageWork megatron =
+      profile_work(llama_1b(), training_for(Framework::megatron_core), gpu, config, efficiency).stages.front();
+  const StageWork nanotron = profile_work(llama_1b(), training_for(Framework::nanotron), gpu, config, efficiency).stages.front();
+  const double h = 2048, f = 8192;
+  // SwiGLU: 5 ffn-wide accesses instead of 3; copies: one pass over q + 2kv and two over 2kv.
+  const double bytes_per_layer = tokens * 2 * (2 * f + 2 * (3 * h + 2 * 2 * h));
+  const double seconds_per_layer = bytes_per_layer / (efficiency.memory_fraction * gpu.hbm_bytes_per_second);
+  EXPECT_NEAR(nanotron.forward_compute_seconds - megatron.forward_compute_seconds, 24 * seconds_per_layer, 1e-9);
+  EXPECT_NEAR(nanotron.backward_compute_seconds - megatron.backward_compute_seconds, 2 * 24 * seconds_per_layer, 1e-9);
+}
+
+TEST(StackLaunch, EachStackRefusesWhatItCannotRun) {
+  const ModelSpec model = llama_1b();
+  ParallelConfig interleaved = config_of(2, 2, 2);
+  interleaved.virtual_stages = 2;
+  ParallelConfig selective = config_of(1, 1, 8);
+  selective.recompute = RecomputeMode::selective;
+  ParallelConfig uneven = config_of(1, 2, 4);
+  uneven.layers_per_stage = {11, 13};
+  const FrameworkTarget nanotron{Framework::nanotron, false}, deepspeed{Framework::deepspeed, false},
+      megatron_deepspeed{Framework::megatron_deepspeed, false};
+  EXPECT_EQ(launch_problem(nanotron, model, config_of(2, 2, 2), 8), "");
+  EXPECT_EQ(launch_problem(nanotron, model, interleaved, 8), "nanotron has no interleaved pipeline schedule (vpp must be 1)");
+  EXPECT_EQ(launch_problem(nanotron, model, selective, 8),
+            "nanotron recomputes whole layers (recompute_layer) or nothing, not selectively");
+  EXPECT_NE(launch_problem(nanotron, model, uneven, 8).find("is not even"), std::string::npos);
+  EXPECT_EQ(launch_problem(megatron_deepspeed, model, selective, 8), "");
+  EXPECT_NE(launch_problem(megatron_deepspeed, model, uneven, 8).find("is not even"), std::string::npos);
+  EXPECT_EQ(launch_problem(deepspeed, model, config_of(2, 1, 4), 8),
+            "DeepSpeed's engine has no tensor parallelism of its own (tp must be 1)");
+  EXPECT_EQ(launch_problem(deepspeed, model, config_of(1, 2, 4), 8), "");
+}
+
+TEST(StackLaunch, ExportsSayWhatWasPriced) {
+  LaunchDescription launch;
+  launch.tp = 2;
+  launch.pp = 2;
+  launch.dp = 4;
+  launch.micro_batch = 2;
+  launch.num_microbatches = 8;
+  launch.global_batch = 64;
+  launch.sequence_length = 4096;
+  launch.max_position_embeddings = 4096;
+  launch.sequence_parallel = true;
+  launch.distributed_optimizer = true;
+  launch.recompute = RecomputeMode::full;
+  EXPECT_EQ(nanotron_overrides(launch),
+            "parallelism.dp=4 parallelism.tp=2 parallelism.pp=2 parallelism.pp_engine=1f1b "
+            "parallelism.tp_mode=REDUCE_SCATTER parallelism.tp_linear_async_communication=false "
+            "parallelism.recompute_layer=true tokens.micro_batch_size=2 tokens.batch_accumulation_per_replica=8 "
+            "tokens.sequence_length=4096 optimizer.zero_stage=1 optimizer.accumulate_grad_in_fp32=true");
+  EXPECT_EQ(megatron_deepspeed_arguments(launch),
+            "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --micro-batch-size 2 --global-batch-size 64 "
+            "--seq-length 4096 --max-position-embeddings 4096 --recompute-granularity full --recompute-method uniform "
+            "--recompute-num-layers 1 --sequence-parallel --deepspeed --zero-stage 1");
+  EXPECT_EQ(deepspeed_config(launch),
+            "{\"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 8, "
+            "\"zero_optimization\": {\"stage\": 1}}");
+  EXPECT_EQ(framework_arguments(Framework::nanotron, launch).first, "PIPETTE_NANOTRON_OVERRIDES");
+  EXPECT_EQ(framework_arguments(Framework::megatron_deepspeed, launch).first, "PIPETTE_MEGATRON_DEEPSPEED_ARGS");
+  EXPECT_EQ(framework_arguments(Framework::deepspeed, launch).first, "PIPETTE_DEEPSPEED_CONFIG");
+}
+
+}  // namespace
+}  // namespace pipette
