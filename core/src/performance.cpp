@@ -565,9 +565,20 @@ SlowestReplica slowest_replica(const ParallelConfig& config, const WorkProfile& 
                                ReplicaPipeline* slowest_pipe = nullptr) {
   SlowestReplica slowest;
   ReplicaPipeline pipe;
+  // Replicas on equally linked GPUs have equal pipelines (most of them, in Slurm's order on a
+  // uniform fabric): the previous replica's times are reused for an equal pipeline, which costs a
+  // comparison instead of pipeline_times' O(pp²).
+  ReplicaPipeline previous_pipe;
+  PipelineTimes previous_times;
   for (int replica = 0; replica < config.dp; ++replica) {
     fill_replica_pipeline(config, work, communication, replica, with_links, with_embedding_and_head, pipe);
-    const PipelineTimes times = pipeline_times(pipe, work.num_microbatches, effective_virtual_stages(config));
+    const bool same_as_previous = replica > 0 && pipe.forward == previous_pipe.forward &&
+                                  pipe.backward == previous_pipe.backward && pipe.link == previous_pipe.link &&
+                                  pipe.wraparound == previous_pipe.wraparound;
+    const PipelineTimes times =
+        same_as_previous ? previous_times : pipeline_times(pipe, work.num_microbatches, effective_virtual_stages(config));
+    previous_pipe = pipe;
+    previous_times = times;
     if (replica == 0 || times.total_seconds > slowest.times.total_seconds) {
       slowest = {replica, times};
       if (slowest_pipe != nullptr) std::swap(*slowest_pipe, pipe);
