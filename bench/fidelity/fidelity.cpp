@@ -175,6 +175,7 @@ std::string config_label(const ParallelConfig& c) {
   std::string text = "tp" + std::to_string(c.tp) + " pp" + std::to_string(c.pp) + " dp" + std::to_string(c.dp) +
                      " mbs" + std::to_string(c.micro_batch);
   if (c.virtual_stages > 1) text += " vp" + std::to_string(c.virtual_stages);
+  if (c.ep > 1 || c.etp > 1) text += " ep" + std::to_string(c.ep) + " etp" + std::to_string(c.etp);
   return text;
 }
 
@@ -234,7 +235,13 @@ std::vector<Row> korthikanti_rows() {
   return rows;
 }
 
-// NeMo / Megatron-Bridge model names → our presets (nullptr: not representable).
+bool nemo_moe_name(const std::string& name) {
+  for (const char* family : {"Qwen3_30B", "Qwen3_235B", "DeepSeek", "GPT OSS", "Kimi", "Nemotron_3", "Mixtral"})
+    if (name.find(family) != std::string::npos) return true;
+  return false;
+}
+
+// NeMo / Megatron-Bridge model names → our presets; otherwise why the row is not representable.
 std::string nemo_model(const std::string& name, ModelSpec& model) {
   static const std::map<std::string, std::string> presets = {
       {"LLAMA3_8B", "llama3-8b"},    {"LLAMA3-8B", "llama3-8b"},     {"LLAMA3_70B", "llama3-70b"},
@@ -250,11 +257,16 @@ std::string nemo_model(const std::string& name, ModelSpec& model) {
     model = nemotron4_340b();
     return {};
   }
-  if (name.find("Qwen3") != std::string::npos || name.find("DeepSeek") != std::string::npos ||
-      name.find("GPT OSS") != std::string::npos || name.find("Kimi") != std::string::npos ||
-      name.find("Nemotron_3") != std::string::npos) {
-    return "mixture-of-experts (not a dense model)";
+  // Token-dropping runs cap each expert's tokens (a capacity factor); the model prices dropless
+  // routing with an assumed imbalance.
+  if (name.find("(tokendrop)") != std::string::npos) return "token dropping (expert capacity factor) not modelled";
+  static const std::map<std::string, std::string> moe_presets = {
+      {"Qwen3_30B_a3B", "qwen3-30b-a3b"}, {"Qwen3_235B_a22B", "qwen3-235b-a22b"}, {"GPT OSS 120B", "gpt-oss-120b"}};
+  if (const auto moe = moe_presets.find(name); moe != moe_presets.end()) {
+    model = preset(moe->second);
+    return {};
   }
+  if (nemo_moe_name(name)) return "mixture-of-experts without a preset";
   return "architecture not published in our sources";
 }
 
@@ -269,7 +281,11 @@ std::vector<Row> nemo_rows() {
     row.system = dgx_h100;
     row.metric = Metric::tokens_per_second_per_gpu;
     const std::string excluded = nemo_model(f[3], row.model);
-    if (excluded == "mixture-of-experts (not a dense model)") continue;  // the report covers dense models
+    // MoE rows form their own source, so that their groups alternate between the fitting and the
+    // held-out half among themselves and leave the dense rows' split as it was. No constant is
+    // fitted to them (the fit runs only with --fit).
+    const bool moe = nemo_moe_name(f[3]);
+    if (moe) row.source = "NeMo DGX-H100 MoE";
     row.gpus = std::stoi(f[5]);
     const std::string precision = f[6];
     row.training.precision = precision.rfind("BF16", 0) == 0 ? Precision::bf16 : Precision::fp8;
@@ -292,6 +308,10 @@ std::vector<Row> nemo_rows() {
     }
     if (row.excluded.empty()) {
       row.config = config_of(row.model, tp, pp, row.gpus / cp, leading_int(f[8], 1), vp);
+      // The table leaves etp empty: Megatron-Bridge's H100 Qwen3 MoE recipes set
+      // expert_tensor_parallel_size = 1 (src/megatron/bridge/recipes/qwen/h100/qwen3_moe.py
+      // @04eb4f8d), and GPT-OSS runs tp = 1.
+      if (moe) row.config.ep = leading_int(f[14], 1), row.config.etp = leading_int(f[15], 1);
       row.config.sequence_parallel = tp > 1;
       row.config.distributed_optimizer = row.config.dp > 1;
       row.training.overlap_tensor_parallel_communication = tp > 1;  // NeMo's H100 recipes use userbuffers
@@ -621,8 +641,11 @@ void report(const std::vector<Row>& rows, const ComputeEfficiency& efficiency) {
       errors[row.source + " / extra, never fitted"].push_back(std::abs(prediction.error));
       continue;
     }
+    // The "all" lines stay the dense models' (their figures predate the MoE rows).
+    const bool moe = row.config.ep > 1 || row.config.etp > 1 || row.model.is_moe();
     for (const std::string& key : {row.source + " / " + half, row.source + " / all", std::string("all / ") + half,
                                   std::string("all / all")}) {
+      if (moe && key.rfind("all / ", 0) == 0) continue;
       errors[key].push_back(std::abs(prediction.error));
     }
   }

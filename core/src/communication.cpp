@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -509,62 +510,80 @@ double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& confi
 
 namespace {
 
+// Whether groups a and b of gpu_of (group, member) visit the same nodes in the same order.
+template <typename GpuOf>
+bool same_node_ring(const Cluster& cluster, int members, GpuOf gpu_of, int a, int b) {
+  for (int m = 0; m < members; ++m)
+    if (node_of(cluster, gpu_of(a, m)) != node_of(cluster, gpu_of(b, m))) return false;
+  return true;
+}
+
+// The slowest of the ring all-reduces of `bytes` over `groups` (group k's member m on GPU
+// gpu_of(k, m)), which all visit the same nodes in the same order (same_node_ring; the usual case:
+// the DP groups of a stage's tp indices, with TP groups inside nodes). Every group crosses every
+// edge of one node ring, and `sharing_groups` groups' sub-rings share each edge; only the
+// intra-node rings and the rails differ between the groups, so one NodeRing is relabelled from
+// group to group instead of built for each.
+template <typename GpuOf>
+double reductions_on_one_node_ring(const Cluster& cluster, const std::vector<int>& groups, int members, GpuOf gpu_of,
+                                   int sharing_groups, double bytes) {
+  std::vector<int> first_gpus(static_cast<size_t>(members));
+  for (int m = 0; m < members; ++m) first_gpus[static_cast<size_t>(m)] = gpu_of(groups.front(), m);
+  NodeRing first(cluster, first_gpus);
+  double slowest = 0;
+  const int flows = sharing_groups * first.subrings();
+  const CollectiveCost inter = inter_node_cost(cluster, first, [flows](int, int) { return flows; });
+  const bool intra_phase = first.size() > first.node_count();  // some node holds two GPUs of a group
+  const bool rails_matter = cluster.nics_per_node > 1 && first.node_count() > 1;
+  const bool first_on_one_rail = !rails_matter || !intra_phase || first.on_one_rail_throughout(cluster);
+  const auto flows_on_edge = [flows](int, int) { return flows; };
+  // With one GPU per node, a group's ring crosses rails where its neighbours' rails differ; where
+  // that happens hop for hop as in group 0's ring, its inter-node phase costs the same.
+  const auto rail_at = [&](int k, int m) { return cluster.rail_of(local_of(cluster, gpu_of(k, m))); };
+  const auto crosses_rails_as_first = [&](int k) {
+    for (int m = 0; m < members; ++m) {
+      const int next = (m + 1) % members;
+      if ((rail_at(k, m) == rail_at(k, next)) != (rail_at(groups.front(), m) == rail_at(groups.front(), next))) return false;
+    }
+    return true;
+  };
+  for (const int k : groups) {
+    if (k == groups.front() || !(intra_phase || rails_matter)) {
+      const CollectiveCost intra = intra_phase ? intra_node_cost(cluster, first) : CollectiveCost{};
+      slowest = std::max(slowest, (intra + inter).seconds(bytes));
+      continue;
+    }
+    if (!intra_phase && crosses_rails_as_first(k)) {
+      slowest = std::max(slowest, inter.seconds(bytes));
+      continue;
+    }
+    // The same nodes in the same order as the first group: its ring becomes this one (what the rest of
+    // the loop needs of it is in `inter` and first_on_one_rail).
+    NodeRing& ring = first;
+    ring.relabel(cluster, [&](int m) { return gpu_of(k, m); });
+    const bool same_inter = !rails_matter || (first_on_one_rail && ring.on_one_rail_throughout(cluster));
+    const CollectiveCost own_inter = same_inter ? inter : inter_node_cost(cluster, ring, flows_on_edge);
+    const CollectiveCost intra = intra_phase ? intra_node_cost(cluster, ring) : CollectiveCost{};
+    slowest = std::max(slowest, (intra + own_inter).seconds(bytes));
+  }
+  return slowest;
+}
+
 double dense_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
                                   const StageWork& work, int stage) {
   if (config.dp <= 1) return 0;
   // Every tp index of the stage reduces its own shard over its own DP group, all at once, so
   // groups that cross the same node pair share its rails. A distributed optimizer's
   // reduce-scatter + all-gather moves the same bytes in the same ring steps as one all-reduce.
-  // The usual case (TP groups inside nodes): every tp index's group visits the same nodes in the
-  // same order, so all cross every edge of one node ring and only their intra-node rings differ.
-  const std::vector<int> first_gpus = gpus_of_dp_group(config, map, stage, 0);
-  NodeRing first(cluster, first_gpus);
-  bool same_node_ring = true;
-  for (int t = 1; t < config.tp && same_node_ring; ++t)
-    for (int d = 0; d < config.dp && same_node_ring; ++d)
-      same_node_ring = node_of(cluster, map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, d, stage}))]) ==
-                       node_of(cluster, first_gpus[static_cast<size_t>(d)]);
-  double slowest = 0;
-  if (same_node_ring) {
-    const int flows = config.tp * first.subrings();
-    const CollectiveCost inter = inter_node_cost(cluster, first, [flows](int, int) { return flows; });
-    const bool intra_phase = first.size() > first.node_count();  // some node holds two GPUs of a group
-    const bool rails_matter = cluster.nics_per_node > 1 && first.node_count() > 1;
-    const bool first_on_one_rail = !rails_matter || !intra_phase || first.on_one_rail_throughout(cluster);
-    const auto flows_on_edge = [flows](int, int) { return flows; };
-    // With one GPU per node, a tp index's ring crosses rails where its neighbours' rails differ;
-    // where that happens hop for hop as in tp index 0's ring, its inter-node phase costs the same.
-    const auto rail_at = [&](int t, int d) {
-      return cluster.rail_of(local_of(cluster, map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, d, stage}))]));
-    };
-    const auto crosses_rails_as_first = [&](int t) {
-      for (int d = 0; d < config.dp; ++d) {
-        const int next = (d + 1) % config.dp;
-        if ((rail_at(t, d) == rail_at(t, next)) != (rail_at(0, d) == rail_at(0, next))) return false;
-      }
-      return true;
-    };
-    for (int t = 0; t < config.tp; ++t) {
-      if (t == 0 || !(intra_phase || rails_matter)) {
-        const CollectiveCost intra = intra_phase ? intra_node_cost(cluster, first) : CollectiveCost{};
-        slowest = std::max(slowest, (intra + inter).seconds(work.gradient_bytes_per_gpu));
-        continue;
-      }
-      if (!intra_phase && crosses_rails_as_first(t)) {
-        slowest = std::max(slowest, inter.seconds(work.gradient_bytes_per_gpu));
-        continue;
-      }
-      // The same nodes in the same order as tp index 0's group (same_node_ring): its ring becomes
-      // this one (what the rest of the loop needs of it is in `inter` and first_on_one_rail).
-      NodeRing& ring = first;
-      ring.relabel(cluster, [&](int d) { return map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, d, stage}))]; });
-      const bool same_inter = !rails_matter || (first_on_one_rail && ring.on_one_rail_throughout(cluster));
-      const CollectiveCost own_inter = same_inter ? inter : inter_node_cost(cluster, ring, flows_on_edge);
-      const CollectiveCost intra = intra_phase ? intra_node_cost(cluster, ring) : CollectiveCost{};
-      slowest = std::max(slowest, (intra + own_inter).seconds(work.gradient_bytes_per_gpu));
-    }
-    return slowest;
+  const auto gpu_of = [&](int t, int d) { return map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, d, stage}))]; };
+  bool one_node_ring = true;
+  for (int t = 1; t < config.tp && one_node_ring; ++t) one_node_ring = same_node_ring(cluster, config.dp, gpu_of, 0, t);
+  if (one_node_ring) {
+    std::vector<int> tp_indices(static_cast<size_t>(config.tp));
+    std::iota(tp_indices.begin(), tp_indices.end(), 0);
+    return reductions_on_one_node_ring(cluster, tp_indices, config.dp, gpu_of, config.tp, work.gradient_bytes_per_gpu);
   }
+  double slowest = 0;
   std::vector<NodeRing> rings;
   rings.reserve(static_cast<size_t>(config.tp));
   for (int t = 0; t < config.tp; ++t) rings.emplace_back(cluster, gpus_of_dp_group(config, map, stage, t));
@@ -599,19 +618,31 @@ double expert_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig&
                                    const StageWork& work, int stage) {
   const int edp = config.expert_dp();
   if (edp <= 1 || work.expert_gradient_bytes_per_gpu <= 0) return 0;
-  std::vector<int> gpus(static_cast<size_t>(edp));
-  double slowest = 0;
-  for (int i = 0; i < config.etp; ++i) {
-    for (int e = 0; e < config.ep; ++e) {
-      for (int g = 0; g < edp; ++g)
-        gpus[static_cast<size_t>(g)] =
-            map.gpu_of_rank[static_cast<size_t>(rank_of_expert_position(config, stage, {i, e, g}))];
-      const NodeRing ring(cluster, gpus);
-      const int flows = ring.subrings() * config.ep * config.etp;
-      slowest = std::max(slowest, ring_allreduce_cost(cluster, ring, [flows](int, int) { return flows; })
-                                      .seconds(work.expert_gradient_bytes_per_gpu));
-    }
+  // Group k is the (etp, ep) position (k / ep, k % ep). Every group's ring is priced as sharing
+  // each of its edges with all ep·etp groups' sub-rings. Groups on the same node ring (the
+  // ep·etp positions of one node in the usual case) are priced on one relabelled NodeRing.
+  const int groups = config.ep * config.etp;
+  const auto gpu_of = [&](int k, int g) {
+    return map.gpu_of_rank[static_cast<size_t>(rank_of_expert_position(config, stage, {k / config.ep, k % config.ep, g}))];
+  };
+  std::vector<int> nodes(static_cast<size_t>(groups) * static_cast<size_t>(edp));  // group k's from k·edp
+  for (int k = 0; k < groups; ++k)
+    for (int g = 0; g < edp; ++g) nodes[static_cast<size_t>(k * edp + g)] = node_of(cluster, gpu_of(k, g));
+  const auto nodes_of = [&](int k) { return nodes.begin() + static_cast<std::ptrdiff_t>(k) * edp; };
+  std::vector<std::vector<int>> classes;  // groups by node ring, in order of their first group
+  for (int k = 0; k < groups; ++k) {
+    const auto same = std::find_if(classes.begin(), classes.end(), [&](const std::vector<int>& members) {
+      return std::equal(nodes_of(k), nodes_of(k) + edp, nodes_of(members.front()));
+    });
+    if (same == classes.end())
+      classes.push_back({k});
+    else
+      same->push_back(k);
   }
+  double slowest = 0;
+  for (const std::vector<int>& members : classes)
+    slowest = std::max(slowest, reductions_on_one_node_ring(cluster, members, edp, gpu_of, groups,
+                                                            work.expert_gradient_bytes_per_gpu));
   return slowest;
 }
 
@@ -639,41 +670,53 @@ double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& confi
     // min(n_A, rails) of its rails, and one node's sends to all other nodes share its NICs. The
     // intra- and inter-node parts use different links and run together; each of the other nodes
     // adds one latency (NCCL posts the peers' sends together but each remote peer pays one).
+    // The members' nodes in order of first appearance, each with its members in rank order: a
+    // member's intra-node sum and its node's inter-node sum read only those, O(ep · GPUs per node
+    // + nodes²) rather than O(ep² · nodes) (the placement search prices groups of 128 members per
+    // move). The sums run in the same order as over all members, so the result is the same.
     std::vector<int> gpus(static_cast<size_t>(ep));
     std::vector<int> nodes;
+    std::vector<std::vector<int>> members_of_node;  // indices into gpus, per entry of nodes
     for (int e = 0; e < ep; ++e) {
-      gpus[static_cast<size_t>(e)] =
-          map.gpu_of_rank[static_cast<size_t>(rank_of_expert_position(config, stage, {etp_index, e, edp_index}))];
-      const int node = node_of(cluster, gpus[static_cast<size_t>(e)]);
-      if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
-    }
-    const auto members_on = [&](int node) {
-      int count = 0;
-      for (const int gpu : gpus) count += node_of(cluster, gpu) == node;
-      return count;
-    };
-    const double bytes = work.ep_bytes_per_peer;
-    for (const int gpu : gpus) {
+      const int gpu = map.gpu_of_rank[static_cast<size_t>(rank_of_expert_position(config, stage, {etp_index, e, edp_index}))];
+      gpus[static_cast<size_t>(e)] = gpu;
       const int node = node_of(cluster, gpu);
-      double intra = 0, intra_latency = 0;
-      for (const int peer : gpus) {
-        if (peer == gpu || node_of(cluster, peer) != node) continue;
-        const Link& link = cluster.intra_node[static_cast<size_t>(node)].at(local_of(cluster, gpu), local_of(cluster, peer));
-        intra += bytes / link.bandwidth_bytes_per_second;
-        intra_latency = std::max(intra_latency, link.latency_seconds);
+      const auto found = std::find(nodes.begin(), nodes.end(), node);
+      if (found == nodes.end()) {
+        nodes.push_back(node);
+        members_of_node.emplace_back(1, e);
+      } else {
+        members_of_node[static_cast<size_t>(found - nodes.begin())].push_back(e);
       }
+    }
+    const double bytes = work.ep_bytes_per_peer;
+    const int rails = std::max(1, cluster.nics_per_node);
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      const int node = nodes[n];
+      const std::vector<int>& members = members_of_node[n];
+      const int senders = static_cast<int>(members.size());
+      // Every member of a node sends the same bytes to the same other nodes on the same rails.
       double inter = 0;
-      const int senders = members_on(node);
-      for (const int other : nodes) {
-        if (other == node) continue;
-        const int receivers = members_on(other);
-        const Link& pair = cluster.inter_node.at(node, other);
-        const int rails = std::max(1, cluster.nics_per_node);
+      for (size_t o = 0; o < nodes.size(); ++o) {
+        if (o == n) continue;
+        const int receivers = static_cast<int>(members_of_node[o].size());
+        const Link& pair = cluster.inter_node.at(node, nodes[o]);
         const double node_pair_bandwidth = pair.bandwidth_bytes_per_second * std::min(senders, rails) / rails;
         // This member's share: its receivers' bytes, at its share of the node pair's rails.
         inter += receivers * bytes / (node_pair_bandwidth / senders) + pair.latency_seconds;
       }
-      slowest = std::max(slowest, std::max(intra + intra_latency, inter));
+      const LinkMatrix& links = cluster.intra_node[static_cast<size_t>(node)];
+      for (const int member : members) {
+        const int local = local_of(cluster, gpus[static_cast<size_t>(member)]);
+        double intra = 0, intra_latency = 0;
+        for (const int peer : members) {
+          if (peer == member) continue;
+          const Link& link = links.at(local, local_of(cluster, gpus[static_cast<size_t>(peer)]));
+          intra += bytes / link.bandwidth_bytes_per_second;
+          intra_latency = std::max(intra_latency, link.latency_seconds);
+        }
+        slowest = std::max(slowest, std::max(intra + intra_latency, inter));
+      }
     }
   }
   double gather = 0;

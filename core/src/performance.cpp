@@ -493,14 +493,25 @@ PipelineTimes pipeline_times(const ReplicaPipeline& pipe, int microbatches, int 
   } else {
     const int group = interleaved_group_size(p, microbatches);
     const int virtual_stages = p * chunks;
-    const auto hop = [&](int q) { return (q + 1) % p == 0 ? pipe.wraparound : pipe.link[q % p]; };
     double loop_pace = 0;  // what the round trips and the links impose on every rank
     double path = 0;
+    // Virtual stage q = chunk·p + rank, walked down with its rank and chunk kept alongside (no
+    // division per step: the placement search evaluates this loop for every replica a move
+    // touches, p·v steps each).
+    int rank = (virtual_stages - 2) % p;
+    int chunk = (virtual_stages - 2) / p;
     for (int q = virtual_stages - 2; q >= 0; --q) {
-      const int next_rank = (q + 1) % p;
-      path += pipe.forward[next_rank] + pipe.backward[next_rank] + 2 * hop(q);
-      const int distance = 2 * (chunks - 1 - q / p) * group + 2 * (p - q % p - 1);
+      const bool wraps = rank + 1 == p;  // the hop from the last rank back to the first
+      const int next_rank = wraps ? 0 : rank + 1;
+      path += pipe.forward[next_rank] + pipe.backward[next_rank] + 2 * (wraps ? pipe.wraparound : pipe.link[rank]);
+      const int distance = 2 * (chunks - 1 - chunk) * group + 2 * (p - rank - 1);
       loop_pace = std::max(loop_pace, path / distance);
+      if (rank == 0) {
+        rank = p - 1;
+        --chunk;
+      } else {
+        --rank;
+      }
     }
     const double wrap_share = static_cast<double>(chunks - 1) / chunks;
     for (int i = 0; i + 1 < p; ++i) {
@@ -574,9 +585,20 @@ SlowestReplica slowest_replica(const ParallelConfig& config, const WorkProfile& 
                                ReplicaPipeline* slowest_pipe = nullptr) {
   SlowestReplica slowest;
   ReplicaPipeline pipe;
+  // Replicas on equally linked GPUs have equal pipelines (most of them, in Slurm's order on a
+  // uniform fabric): the previous replica's times are reused for an equal pipeline, which costs a
+  // comparison instead of pipeline_times' O(pp²).
+  ReplicaPipeline previous_pipe;
+  PipelineTimes previous_times;
   for (int replica = 0; replica < config.dp; ++replica) {
     fill_replica_pipeline(config, work, communication, replica, with_links, with_embedding_and_head, pipe);
-    const PipelineTimes times = pipeline_times(pipe, work.num_microbatches, effective_virtual_stages(config));
+    const bool same_as_previous = replica > 0 && pipe.forward == previous_pipe.forward &&
+                                  pipe.backward == previous_pipe.backward && pipe.link == previous_pipe.link &&
+                                  pipe.wraparound == previous_pipe.wraparound;
+    const PipelineTimes times =
+        same_as_previous ? previous_times : pipeline_times(pipe, work.num_microbatches, effective_virtual_stages(config));
+    previous_pipe = pipe;
+    previous_times = times;
     if (replica == 0 || times.total_seconds > slowest.times.total_seconds) {
       slowest = {replica, times};
       if (slowest_pipe != nullptr) std::swap(*slowest_pipe, pipe);

@@ -47,7 +47,7 @@ std::string describe_request(const Settings& settings) {
          " seq=" + number_or_default(settings.sequence_length) + " framework=" + or_default(settings.framework);
 }
 
-RecordedLayout layout_of(const Plan& plan, const std::string& plan_hash, const std::string& request) {
+RecordedLayout layout_of(const ModelSpec& model, const Plan& plan, const std::string& plan_hash, const std::string& request) {
   const ParallelConfig& config = plan.config;
   FixedKnobs knobs;
   knobs.tp = config.tp;
@@ -58,8 +58,9 @@ RecordedLayout layout_of(const Plan& plan, const std::string& plan_hash, const s
   knobs.recompute = config.recompute;
   knobs.sequence_parallel = config.sequence_parallel;
   knobs.distributed_optimizer = config.distributed_optimizer;
-  // A dense model has no expert knobs to fix; an MoE plan keeps its expert groups.
-  if (config.ep > 1 || config.etp > 1) {
+  // A dense model has no expert knobs to fix; an MoE plan keeps its expert groups, ep = etp = 1
+  // included (a fresh search on the restart's nodes could choose others).
+  if (model.is_moe()) {
     knobs.ep = config.ep;
     knobs.etp = config.etp;
   }

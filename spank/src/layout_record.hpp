@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pipette/core/model.hpp"
 #include "pipette/core/plan.hpp"
 #include "pipette/core/result.hpp"
 #include "options.hpp"
@@ -34,7 +35,9 @@ struct RecordedLayout {
 // the fixed knobs are not part of it: the user's --pipette-fix is merged over a record's (restart_knobs).
 std::string describe_request(const Settings& settings);
 
-RecordedLayout layout_of(const Plan& plan, const std::string& plan_hash, const std::string& request);
+// `model`: the plan's; an MoE model's record fixes its ep and etp, even at 1 (a restart must not
+// re-plan the expert groups whatever their size).
+RecordedLayout layout_of(const ModelSpec& model, const Plan& plan, const std::string& plan_hash, const std::string& request);
 std::string format_layout_record(const RecordedLayout& layout);
 Result<RecordedLayout> parse_layout_record(std::string_view text, const std::string& path);
 

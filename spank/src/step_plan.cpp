@@ -81,7 +81,7 @@ StepPlanResult plan_step(const StepRequest& request, const SiteConfig& site) {
     }
   }
   result.plan.summary = summary_of(plan, hash);
-  result.plan.layout_record = format_layout_record(layout_of(plan, hash, describe_request(request.settings)));
+  result.plan.layout_record = format_layout_record(layout_of(planned->model, plan, hash, describe_request(request.settings)));
   return result;
 }
 

@@ -1,12 +1,16 @@
 // Issue 17: mixture-of-experts layouts (ep, etp) in memory, time, placement and the search.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "../../core/src/communication_internal.hpp"
+#include "../../core/src/placement_evaluator.hpp"
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/launch.hpp"
 #include "pipette/core/memory.hpp"
 #include "pipette/core/performance.hpp"
 #include "pipette/core/search.hpp"
+#include "pipette/core/synthetic_fabric.hpp"
 #include "pipette/core/units.hpp"
 
 namespace pipette {
@@ -216,6 +220,44 @@ TEST(MoeLaunch, ExportsCarryTheExpertLayoutAndFrameworkRulesRefuseBadOnes) {
   EXPECT_NE(torchtitan_arguments(launch).find("--parallelism.expert_parallel_degree 8"), std::string::npos);
   // Dense plans export nothing of it.
   EXPECT_EQ(megatron_arguments(describe_launch(dense, training_of(512, 4096), plan)).find("expert"), std::string::npos);
+}
+
+// The placement search prices a move by recomputing only the expert groups (all-to-all) and the
+// stages' dense and expert-DP reductions it touches: after random moves and undos, every entry and
+// the objective must equal a full evaluation of the same placement bit for bit. The layouts split
+// a stage's expert-DP groups over two node rings (ep 16 with tp 2: positions 0-7 on one node of
+// each pair of the stage's nodes, 8-15 on the other), and with etp 2 over ep·etp = 16 groups.
+TEST(MoePlacement, IncrementalExpertEntriesMatchFullEvaluationAfterRandomMoves) {
+  const ModelSpec model = qwen3_235b();
+  const TrainingSpec training = training_of(256, 4096);
+  SyntheticFabric fabric;
+  fabric.nodes = 8;
+  Cluster cluster = synthetic_cluster(fabric, 11);
+  cluster.gpu = *find_gpu("H100-SXM");
+  cluster.intra_node[2].at(1, 2).bandwidth_bytes_per_second /= 4;
+  for (const ParallelConfig& config : {moe_layout(2, 2, 16, 16, 1), moe_layout(2, 2, 16, 8, 2)}) {
+    const WorkProfile work = profile_work(model, training, cluster.gpu, config);
+    const auto objective = [&](const CommunicationTimes& times) {
+      return critical_path(config, work, times, training).iteration_seconds;
+    };
+    detail::IncrementalIterationSeconds incremental(config, work, training);
+    detail::PlacementEvaluator evaluator(cluster, config, work, incremental);
+    std::mt19937_64 random(7);
+    for (int move = 0; move < 200; ++move) {
+      if (move % 3 == 0) {
+        evaluator.swap_local_gpus(static_cast<int>(random() % 8), static_cast<int>(random() % 4), 4 + static_cast<int>(random() % 4));
+      } else {
+        evaluator.swap_slots(static_cast<int>(random() % 8), static_cast<int>((random() % 7 + 1 + move) % 8));
+      }
+      if (move % 5 == 4) evaluator.undo();
+      const CommunicationTimes full = communication_times(cluster, config, work, evaluator.placement());
+      ASSERT_FALSE(full.ep_group_seconds.empty());
+      ASSERT_EQ(full.ep_group_seconds, evaluator.communication().ep_group_seconds) << "move " << move;
+      ASSERT_EQ(full.ep_seconds, evaluator.communication().ep_seconds) << "move " << move;
+      ASSERT_EQ(full.dp_seconds, evaluator.communication().dp_seconds) << "move " << move;
+      ASSERT_EQ(evaluator.value(), objective(full)) << "move " << move;
+    }
+  }
 }
 
 }  // namespace

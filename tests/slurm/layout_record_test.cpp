@@ -104,8 +104,10 @@ TEST(LayoutRecord, TheUsersFixWinsAndAnotherPpDropsTheSplit) {
   EXPECT_TRUE(knobs->layers_per_stage.empty());
 }
 
-// An MoE job's restart keeps its expert groups, unless the user fixes others.
+// An MoE job's restart keeps its expert groups, unless the user fixes others; ep = etp = 1 too.
 TEST(LayoutRecord, AnMoeRestartKeepsItsExpertGroups) {
+  ModelSpec moe;
+  moe.num_experts = 8;
   Plan plan;
   plan.config.tp = 2;
   plan.config.pp = 2;
@@ -113,7 +115,7 @@ TEST(LayoutRecord, AnMoeRestartKeepsItsExpertGroups) {
   plan.config.ep = 4;
   plan.config.etp = 1;
   plan.config.layers_per_stage = {24, 24};
-  const RecordedLayout recorded = layout_of(plan, "abc", first_start.request);
+  const RecordedLayout recorded = layout_of(moe, plan, "abc", first_start.request);
   Result<RestartKnobs> knobs = restart_knobs(recorded, "");
   ASSERT_TRUE(knobs.ok()) << knobs.error().message;
   const Result<FixedKnobs> kept = parse_fixed_knobs(knobs->fix);
@@ -124,7 +126,11 @@ TEST(LayoutRecord, AnMoeRestartKeepsItsExpertGroups) {
   ASSERT_TRUE(knobs.ok());
   EXPECT_EQ(parse_fixed_knobs(knobs->fix)->ep, 2);
   plan.config.ep = 1;
-  EXPECT_FALSE(parse_fixed_knobs(layout_of(plan, "abc", first_start.request).fix)->ep) << "a dense plan fixes no ep";
+  const Result<FixedKnobs> unsplit = parse_fixed_knobs(layout_of(moe, plan, "abc", first_start.request).fix);
+  EXPECT_EQ(unsplit->ep, 1) << "an MoE plan without expert parallelism keeps it so";
+  EXPECT_EQ(unsplit->etp, 1);
+  EXPECT_FALSE(parse_fixed_knobs(layout_of(ModelSpec{}, plan, "abc", first_start.request).fix)->ep)
+      << "a dense plan fixes no ep";
 }
 
 // The restart of a job plans exactly the first start's layout, even where a fresh plan differs.

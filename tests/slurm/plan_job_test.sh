@@ -2,7 +2,7 @@
 # `sbatch -N4 --pipette=auto` on a real cluster of 4 nodes × 8 GPUs: the batch script sees the
 # plan, an srun inside it gets RANK etc. forming a bijection equal to PIPETTE_RANK_ORDER, the same
 # plan on every node and in every job (plan hash); also with --export=NONE, with the environment
-# alone, in plan-only mode, and with one launcher per node.
+# alone, in plan-only mode, with one launcher per node, and for an MoE model (ep, etp).
 source "$(dirname "$0")/lib.sh"
 
 write_link_cache "$work_dir/links.yaml"
@@ -111,6 +111,27 @@ expect_contains "torchtitan: its options" "PIPETTE_TORCHTITAN_ARGS=--parallelism
 expect_eq "torchtitan: no Megatron arguments" "" "$(batch_variable "$work_dir/torchtitan" PIPETTE_MEGATRON_ARGS)"
 expect_eq "torchtitan: replicated data parallelism" 0 "$(batch_variable "$work_dir/torchtitan" PIPETTE_DISTRIBUTED_OPTIMIZER)"
 expect_remapped_tasks torchtitan "$work_dir/torchtitan"
+
+# Issue 17: an MoE model. qwen3-30b-a3b (etc/models/qwen3-30b-a3b.yaml: 128 experts, top 8) on
+# the 4 × 8 H100 plans expert parallelism; the batch script sees the expert layout, and the
+# Megatron arguments carry it with the MoE layer as priced (core/src/launch.cpp
+# megatron_arguments). ep divides the 128 experts and ep × etp a stage's tp × dp ranks
+# (Megatron-LM arguments.py @d98e8a64 l.1655-1658, parallel_state.py l.874-884).
+run_batch moe "${job_args[@]}" --pipette=auto --pipette-model=qwen3-30b-a3b --pipette-batch=256 --pipette-seq=4096 \
+  "$rank_job" "$work_dir/moe"
+expect_eq "MoE: job exit status" 0 "$batch_status"
+expect_eq "MoE: PIPETTE_STATUS" ok "$(batch_variable "$work_dir/moe" PIPETTE_STATUS)"
+moe_tp=$(batch_variable "$work_dir/moe" PIPETTE_TP); moe_dp=$(batch_variable "$work_dir/moe" PIPETTE_DP)
+moe_ep=$(batch_variable "$work_dir/moe" PIPETTE_EP); moe_etp=$(batch_variable "$work_dir/moe" PIPETTE_ETP)
+expect_eq "MoE: expert parallelism planned (ep > 1)" 1 "$((moe_ep > 1))"
+expect_eq "MoE: ep divides the 128 experts" 0 "$((128 % moe_ep))"
+expect_eq "MoE: ep × etp divides a stage's tp × dp ranks" 0 "$((moe_tp * moe_dp % (moe_ep * moe_etp)))"
+expect_contains "MoE: Megatron's expert layout" \
+  "--expert-model-parallel-size $moe_ep --expert-tensor-parallel-size $moe_etp --num-experts 128 --moe-router-topk 8" \
+  "$work_dir/moe.batch-env"
+expect_contains "MoE: the dispatcher and GEMMs as priced" "--moe-token-dispatcher-type alltoall --moe-grouped-gemm" \
+  "$work_dir/moe.batch-env"
+expect_remapped_tasks MoE "$work_dir/moe"
 
 # Per-task GPU binding: each task sees one GPU (CUDA_VISIBLE_DEVICES=k), so LOCAL_RANK is 0,
 # the one device it can use, while RANK still follows the placement.
