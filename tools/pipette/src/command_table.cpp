@@ -114,7 +114,7 @@ constexpr std::array<CommandSpec, 7> kCommands{{
      kLinksImportOptions},
     {"calibrate", "[FILE...]",
      "fit the model's factors to this site's own finished runs",
-     "Reads finished runs (Megatron-LM / NeMo and torchtitan logs, or a CSV table with the columns "
+     "Reads finished runs (Megatron-LM / NeMo, torchtitan, nanotron and DeepSpeed / Megatron-DeepSpeed logs, or a CSV table with the columns "
      "model, nodes, gpu, framework, tp, pp, dp, vpp, mbs, global_batch, seq, recompute, sp, distopt, iteration_seconds, "
      "peak_gib and status; README, \"Calibration\"), "
      "skips warm-up iterations (the options below complete what a log does not state), and fits per framework and GPU a few bounded factors: compute efficiency, "
