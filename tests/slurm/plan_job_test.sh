@@ -9,23 +9,24 @@ write_link_cache "$work_dir/links.yaml"
 write_site_file "gpu: H100-SXM" "links:" "  cache: $work_dir/links.yaml"
 start_cluster "config=$site_file"
 
-plan_variables="PIPETTE_TP PIPETTE_PP PIPETTE_DP PIPETTE_VPP PIPETTE_MICRO_BATCH PIPETTE_GLOBAL_BATCH
+plan_variables="PIPETTE_TP PIPETTE_PP PIPETTE_DP PIPETTE_CP PIPETTE_VPP PIPETTE_MICRO_BATCH PIPETTE_GLOBAL_BATCH
   PIPETTE_NUM_MICROBATCHES PIPETTE_RECOMPUTE PIPETTE_SEQUENCE_PARALLEL PIPETTE_DISTRIBUTED_OPTIMIZER
   PIPETTE_RANK_ORDER PIPETTE_NODE_ORDER PIPETTE_PREDICTED_ITER_MS PIPETTE_PREDICTED_MEM_GIB
   PIPETTE_PLAN_HASH PIPETTE_MEGATRON_ARGS PIPETTE_STATUS"
 job_args=(-N4 --ntasks-per-node=8 --gres=gpu:8)
 model_args=(--pipette-model=llama2-7b --pipette-batch=256 --pipette-seq=4096)
 
-expect_batch_plan() {  # expect_batch_plan WHAT PREFIX
+expect_batch_plan() {  # expect_batch_plan WHAT PREFIX [GLOBAL_BATCH]
   local name
   for name in $plan_variables; do
     [ -n "$(batch_variable "$2" "$name")" ] || fail "$1: batch script lacks $name"
   done
   expect_eq "$1: PIPETTE_STATUS" ok "$(batch_variable "$2" PIPETTE_STATUS)"
-  local tp pp dp
+  local tp pp dp cp
   tp=$(batch_variable "$2" PIPETTE_TP); pp=$(batch_variable "$2" PIPETTE_PP); dp=$(batch_variable "$2" PIPETTE_DP)
-  expect_eq "$1: tp × pp × dp = 32 GPUs" 32 "$((tp * pp * dp))"
-  expect_eq "$1: global batch" 256 "$(batch_variable "$2" PIPETTE_GLOBAL_BATCH)"
+  cp=$(batch_variable "$2" PIPETTE_CP)
+  expect_eq "$1: tp × cp × pp × dp = 32 GPUs" 32 "$((tp * cp * pp * dp))"
+  expect_eq "$1: global batch" "${3:-256}" "$(batch_variable "$2" PIPETTE_GLOBAL_BATCH)"
   expect_contains "$1: Megatron arguments" "--tensor-model-parallel-size $tp --pipeline-model-parallel-size $pp" "$2.batch-env"
 }
 
@@ -111,6 +112,18 @@ expect_contains "torchtitan: its options" "PIPETTE_TORCHTITAN_ARGS=--parallelism
 expect_eq "torchtitan: no Megatron arguments" "" "$(batch_variable "$work_dir/torchtitan" PIPETTE_MEGATRON_ARGS)"
 expect_eq "torchtitan: replicated data parallelism" 0 "$(batch_variable "$work_dir/torchtitan" PIPETTE_DISTRIBUTED_OPTIMIZER)"
 expect_remapped_tasks torchtitan "$work_dir/torchtitan"
+
+# A long-context job (issue 17): at 128K tokens the plan splits each sequence over cp GPUs, which
+# the variables, Megatron's arguments and the rank order (tp fastest, then cp) carry.
+run_batch long-context "${job_args[@]}" --pipette=auto --pipette-model=llama3-8b --pipette-batch=32 --pipette-seq=131072 \
+  "$rank_job" "$work_dir/long"
+expect_eq "long context: job exit status" 0 "$batch_status"
+expect_batch_plan "long context" "$work_dir/long" 32
+long_cp=$(batch_variable "$work_dir/long" PIPETTE_CP)
+[ "${long_cp:-1}" -gt 1 ] && pass "long context: PIPETTE_CP=$long_cp" || fail "long context: PIPETTE_CP is '$long_cp', not > 1"
+expect_contains "long context: Megatron's --context-parallel-size" "--context-parallel-size $long_cp " "$work_dir/long.batch-env"
+expect_contains "long context: Megatron's --seq-length" "--seq-length 131072 " "$work_dir/long.batch-env"
+expect_remapped_tasks "long context" "$work_dir/long"
 
 # Per-task GPU binding: each task sees one GPU (CUDA_VISIBLE_DEVICES=k), so LOCAL_RANK is 0,
 # the one device it can use, while RANK still follows the placement.
