@@ -7,10 +7,11 @@
 //    the Megatron-core one (stack_time_report, memory_report).
 // For each row the published configuration is evaluated exactly as the search evaluates plans
 // (profile_work → communication_times in Slurm's order → critical_path); rows the model cannot
-// represent (context parallelism, LoRA, mixture-of-experts, architectures not published) are
+// represent (LoRA, mixture-of-experts, architectures not published) are
 // listed with the reason. With --fit the compute-efficiency constants are fitted on half of the
 // configurations (alternate configurations of each source) and printed; the report shows the
-// fitted and the held-out half separately.
+// fitted and the held-out half separately. Context-parallel rows (the cp > 1 rows of the NeMo
+// table and nvidia_nemo_long_sequence_cp.csv) are never fitted: no constant is fitted to them.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -152,6 +153,7 @@ struct Row {
   System system = dgx_a100;
   int gpus = 0;
   Metric metric = Metric::iteration_seconds;
+  AttentionFlops attention_count = AttentionFlops::full_square;  // how a model-TFLOP/s figure counts attention
   double published = 0;
   std::string excluded;  // why the model cannot represent this row; empty when it can
   std::string group;     // identical configurations share a group (and a fit/held-out side)
@@ -172,7 +174,8 @@ ParallelConfig config_of(const ModelSpec& model, int tp, int pp, int gpus, int m
 }
 
 std::string config_label(const ParallelConfig& c) {
-  std::string text = "tp" + std::to_string(c.tp) + " pp" + std::to_string(c.pp) + " dp" + std::to_string(c.dp) +
+  std::string text = "tp" + std::to_string(c.tp) + (c.cp > 1 ? " cp" + std::to_string(c.cp) : "") + " pp" +
+                     std::to_string(c.pp) + " dp" + std::to_string(c.dp) +
                      " mbs" + std::to_string(c.micro_batch);
   if (c.virtual_stages > 1) text += " vp" + std::to_string(c.virtual_stages);
   if (c.ep > 1 || c.etp > 1) text += " ep" + std::to_string(c.ep) + " etp" + std::to_string(c.etp);
@@ -270,6 +273,19 @@ std::string nemo_model(const std::string& name, ModelSpec& model) {
   return "architecture not published in our sources";
 }
 
+// A NeMo / Megatron-Bridge H100 recipe's layout and settings on `row` (its model, GPUs and
+// precision set): the published tp/cp/pp/vp, SP with TP, the distributed optimizer over dp x cp.
+void apply_nemo_h100_recipe(Row& row, int tp, int cp, int pp, int micro_batch, int vp) {
+  row.config = config_of(row.model, tp, pp, row.gpus / cp, micro_batch, vp);
+  row.config.cp = cp;
+  row.config.sequence_parallel = tp > 1;
+  row.config.distributed_optimizer = row.config.dp_cp() > 1;
+  row.training.overlap_tensor_parallel_communication = tp > 1;  // NeMo's H100 recipes use userbuffers
+  row.training.gradients_in_fp32 = false;  // Megatron-core's default: the grad buffer in the param dtype
+  row.overheads.expandable_segments = true;  // every Megatron-Bridge recipe sets it
+  row.training.fp8_parameters = row.training.precision == Precision::fp8;  // its fp8 recipes gather fp8 params
+}
+
 std::vector<Row> nemo_rows() {
   std::vector<Row> rows;
   const auto table = read_csv("nvidia_nemo_megatron_bridge_perf_summary.csv");
@@ -299,29 +315,61 @@ std::vector<Row> nemo_rows() {
                 std::to_string(row.gpus) + " GPUs " + (precision.empty() ? "FP8" : precision.substr(0, precision.find(' ')));
     if (!excluded.empty()) {
       row.excluded = excluded;
-    } else if (cp > 1) {
-      row.excluded = "context parallelism (cp=" + std::to_string(cp) + ") not modelled";
     } else if (f[2].find("LoRA") != std::string::npos || f[20].find("LoRA") != std::string::npos) {
       row.excluded = "LoRA fine-tuning (frozen weights) not modelled";
     } else if (f[2].find("SFT") != std::string::npos || f[20].find("SFT") != std::string::npos) {
       row.excluded = "fine-tuning on packed variable-length sequences not modelled";
     }
+    if (cp > 1) {
+      // Context-parallel rows: checked, never fitted (a source of their own).
+      row.source = "NeMo DGX-H100 cp > 1";
+      row.extra = true;
+    }
     if (row.excluded.empty()) {
-      row.config = config_of(row.model, tp, pp, row.gpus / cp, leading_int(f[8], 1), vp);
+      apply_nemo_h100_recipe(row, tp, cp, pp, leading_int(f[8], 1), vp);
       // The table leaves etp empty: Megatron-Bridge's H100 Qwen3 MoE recipes set
       // expert_tensor_parallel_size = 1 (src/megatron/bridge/recipes/qwen/h100/qwen3_moe.py
       // @04eb4f8d), and GPT-OSS runs tp = 1.
       if (moe) row.config.ep = leading_int(f[14], 1), row.config.etp = leading_int(f[15], 1);
-      row.config.sequence_parallel = tp > 1;
-      row.config.distributed_optimizer = row.config.dp > 1;
-      row.training.overlap_tensor_parallel_communication = tp > 1;  // NeMo's H100 recipes use userbuffers
-      row.training.gradients_in_fp32 = false;  // Megatron-core's default: the grad buffer in the param dtype
-      row.overheads.expandable_segments = true;  // every Megatron-Bridge recipe sets it
-      row.training.fp8_parameters = row.training.precision == Precision::fp8;  // its fp8 recipes gather fp8 params
       row.label += " " + config_label(row.config) + " B" + f[7] + " s" + f[9];
     }
     row.group = row.model.name + "/" + std::to_string(row.gpus) + "/" + f[7] + "/" + f[8] + "/" + f[9] + "/" + f[10] +
                 "/" + f[11] + "/" + f[13] + "/" + f[2];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// Extra checks, never fitted. NeMo's long-sequence table (nvidia_nemo_long_sequence_cp.csv): Llama 2
+// 7B in fp8 on DGX-H100 at 4K-1M tokens, the published tp/pp/dp/cp (cp = 1 up to 16K), one sequence
+// per micro-batch, with the recipe settings of the NeMo rows above, compared in model TFLOP/s per
+// GPU. The table does not say how it counts attention, which decides the figure at long sequences:
+// every row is reported under both counts, the full s x s (SC21's, NeMo's flops formulas) and the
+// causal half (Megatron-LM's today), as two sources; neither is fitted or chosen. The DGX-B200 rows
+// are left out: the bench has no measured DGX-B200 links.
+std::vector<Row> long_sequence_rows() {
+  std::vector<Row> rows;
+  const auto table = read_csv("nvidia_nemo_long_sequence_cp.csv");
+  for (size_t i = 1; i < table.size(); ++i) {
+    const auto& f = table[i];
+    if (f.size() < 13 || f[2] != "DGX-H100") continue;
+    Row row;
+    row.source = "NeMo long sequence H100, full-square count (extra)";
+    row.extra = true;
+    row.system = dgx_h100;
+    row.metric = Metric::model_tflops_per_gpu;
+    row.model = preset("llama2-7b");
+    row.gpus = std::stoi(f[4]);
+    row.training.global_batch_sequences = std::stoi(f[5]);
+    row.training.sequence_length = std::stoi(f[3]) * 1024;
+    row.training.precision = Precision::fp8;
+    apply_nemo_h100_recipe(row, std::stoi(f[7]), std::stoi(f[10]), std::stoi(f[8]), 1, 1);
+    row.published = std::stod(f[11]);
+    row.label = "LLAMA2-7B " + f[3] + "K " + config_label(row.config) + " B" + f[5];
+    row.group = row.label;
+    rows.push_back(row);
+    row.source = "NeMo long sequence H100, causal count (extra)";
+    row.attention_count = AttentionFlops::causal;
     rows.push_back(row);
   }
   return rows;
@@ -535,7 +583,7 @@ Prediction predict(const Row& row, const ComputeEfficiency& efficiency) {
     case Metric::tokens_per_second_per_gpu: prediction.value = tokens / prediction.iteration_seconds / row.gpus; break;
     case Metric::model_tflops_per_gpu:
       prediction.value =
-          model_flops_per_iteration(row.model, row.training, AttentionFlops::full_square) / prediction.iteration_seconds /
+          model_flops_per_iteration(row.model, row.training, row.attention_count) / prediction.iteration_seconds /
           row.gpus / units::teraflop;
       break;
   }
@@ -790,7 +838,8 @@ void plan_comparison(const std::vector<Row>& rows) {
 int main(int argc, char** argv) {
   using namespace pipette;
   std::vector<Row> rows = sc21_rows();
-  for (auto more : {korthikanti_rows(), nemo_rows(), megatron_core_h100_rows(), megatron_2021_rows(), ultrascale_time_rows()}) {
+  for (auto more : {korthikanti_rows(), nemo_rows(), megatron_core_h100_rows(), megatron_2021_rows(), ultrascale_time_rows(),
+                    long_sequence_rows()}) {
     rows.insert(rows.end(), more.begin(), more.end());
   }
   split(rows);

@@ -381,9 +381,10 @@ std::vector<int> gpus_of_tp_group(const ParallelConfig& config, const detail::Ra
   return gpus;
 }
 
+// The gradient-reduction group: Megatron reduces over dp·cp ranks (one per lane).
 std::vector<int> gpus_of_dp_group(const ParallelConfig& config, const detail::RankMap& map, int stage, int tp_index) {
-  std::vector<int> gpus(static_cast<size_t>(config.dp));
-  for (int d = 0; d < config.dp; ++d)
+  std::vector<int> gpus(static_cast<size_t>(config.dp_cp()));
+  for (int d = 0; d < config.dp_cp(); ++d)
     gpus[static_cast<size_t>(d)] = map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {tp_index, d, stage}))];
   return gpus;
 }
@@ -401,7 +402,7 @@ int concurrent_boundary_flows(const Cluster& cluster, const ParallelConfig& conf
     const RankPosition& position = map.position_of_rank[static_cast<size_t>(rank)];
     if (position.pp_index != from_stage) continue;
     const int partner = map.gpu_of_rank[static_cast<size_t>(
-        rank_of_position(config, {position.tp_index, position.dp_index, to_stage}))];
+        rank_of_position(config, {position.tp_index, position.lane, to_stage}))];
     if (node_of(cluster, partner) == to_node) ++flows;
   }
   return flows;
@@ -571,17 +572,18 @@ double reductions_on_one_node_ring(const Cluster& cluster, const std::vector<int
 
 double dense_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
                                   const StageWork& work, int stage) {
-  if (config.dp <= 1) return 0;
+  const int lanes = config.dp_cp();
+  if (lanes <= 1) return 0;
   // Every tp index of the stage reduces its own shard over its own DP group, all at once, so
   // groups that cross the same node pair share its rails. A distributed optimizer's
   // reduce-scatter + all-gather moves the same bytes in the same ring steps as one all-reduce.
   const auto gpu_of = [&](int t, int d) { return map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, d, stage}))]; };
   bool one_node_ring = true;
-  for (int t = 1; t < config.tp && one_node_ring; ++t) one_node_ring = same_node_ring(cluster, config.dp, gpu_of, 0, t);
+  for (int t = 1; t < config.tp && one_node_ring; ++t) one_node_ring = same_node_ring(cluster, lanes, gpu_of, 0, t);
   if (one_node_ring) {
     std::vector<int> tp_indices(static_cast<size_t>(config.tp));
     std::iota(tp_indices.begin(), tp_indices.end(), 0);
-    return reductions_on_one_node_ring(cluster, tp_indices, config.dp, gpu_of, config.tp, work.gradient_bytes_per_gpu);
+    return reductions_on_one_node_ring(cluster, tp_indices, lanes, gpu_of, config.tp, work.gradient_bytes_per_gpu);
   }
   double slowest = 0;
   std::vector<NodeRing> rings;
@@ -734,6 +736,48 @@ double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& confi
   return work.ep_all_to_alls_per_microbatch * (slowest + gather);
 }
 
+double cp_ring_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                       const StageWork& work, int stage, int replica) {
+  const int cp = config.cp;
+  if (cp <= 1 || work.cp_backward_rings == 0) return 0;
+  // Every member sends to the next of its ring and receives from the previous at once (TE's
+  // flash_attn_p2p_communicate, batched isend/irecv), the tp rings of the replica's stage together:
+  // a hop between two nodes shares the node pair with every other hop of these rings that crosses
+  // it the same way. A pass ends when its slowest hop does.
+  const auto gpu_at = [&](int t, int c) {
+    return map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, lane_of(config, c, replica), stage}))];
+  };
+  const auto flows_between = [&](int from_node, int to_node) {
+    int flows = 0;
+    for (int t = 0; t < config.tp; ++t)
+      for (int c = 0; c < cp; ++c)
+        flows += node_of(cluster, gpu_at(t, c)) == from_node && node_of(cluster, gpu_at(t, (c + 1) % cp)) == to_node;
+    return flows;
+  };
+  const auto pass_seconds = [&](double bytes) {
+    double slowest = 0;
+    for (int t = 0; t < config.tp; ++t) {
+      for (int c = 0; c < cp; ++c) {
+        const int from = gpu_at(t, c);
+        const int to = gpu_at(t, (c + 1) % cp);
+        const int from_node = node_of(cluster, from);
+        const int to_node = node_of(cluster, to);
+        const int flows = from_node == to_node ? 1 : flows_between(from_node, to_node);
+        slowest = std::max(slowest, p2p_seconds(cluster, from, to, bytes, flows));
+      }
+    }
+    return slowest;
+  };
+  const double kv = pass_seconds(work.cp_kv_chunk_bytes);
+  const double kv_and_grad = cp > 2 ? pass_seconds(2 * work.cp_kv_chunk_bytes) : 0.0;
+  const auto beyond = [](double pass, double step) { return std::max(0.0, pass - step); };
+  // Forward: cp − 1 K/V passes per ring. Backward: the K/V pass, cp − 2 passes of K/V with dK/dV,
+  // the dK/dV pass (as large as the K/V one).
+  return work.cp_forward_rings * (cp - 1) * beyond(kv, work.cp_forward_step_seconds) +
+         work.cp_backward_rings * (2 * beyond(kv, work.cp_backward_step_seconds) +
+                                   (cp - 2) * beyond(kv_and_grad, work.cp_backward_step_seconds));
+}
+
 }  // namespace detail
 
 CommunicationTimes communication_times(const Cluster& cluster, const ParallelConfig& config,
@@ -741,13 +785,13 @@ CommunicationTimes communication_times(const Cluster& cluster, const ParallelCon
   const detail::RankMap map = detail::make_rank_map(cluster, config, placement);
   CommunicationTimes times;
   const auto pp = static_cast<size_t>(config.pp);
-  const auto dp = static_cast<size_t>(config.dp);
+  const auto dp = static_cast<size_t>(config.dp_cp());  // one entry per lane
   times.p2p_seconds.assign(pp > 0 ? pp - 1 : 0, std::vector<double>(dp, 0.0));
   times.tp_seconds.assign(pp, std::vector<double>(dp, 0.0));
   times.dp_seconds.assign(pp, 0.0);
   for (int s = 0; s < config.pp; ++s) {
     const StageWork& stage = work.stages[static_cast<size_t>(s)];
-    for (int d = 0; d < config.dp; ++d) {
+    for (int d = 0; d < config.dp_cp(); ++d) {
       if (s + 1 < config.pp)
         times.p2p_seconds[static_cast<size_t>(s)][static_cast<size_t>(d)] =
             detail::stage_boundary_seconds(cluster, config, map, work.p2p_bytes_per_microbatch, s, s + 1, d);
@@ -771,9 +815,16 @@ CommunicationTimes communication_times(const Cluster& cluster, const ParallelCon
       }
     }
   }
+  if (config.cp > 1) {
+    times.cp_seconds.assign(pp, std::vector<double>(static_cast<size_t>(config.dp), 0.0));
+    for (int s = 0; s < config.pp; ++s)
+      for (int d = 0; d < config.dp; ++d)
+        times.cp_seconds[static_cast<size_t>(s)][static_cast<size_t>(d)] =
+            detail::cp_ring_seconds(cluster, config, map, work.stages[static_cast<size_t>(s)], s, d);
+  }
   if (config.virtual_stages > 1 && config.pp > 1) {
     times.wraparound_p2p_seconds.resize(dp);
-    for (int d = 0; d < config.dp; ++d)
+    for (int d = 0; d < config.dp_cp(); ++d)
       times.wraparound_p2p_seconds[static_cast<size_t>(d)] =
           detail::stage_boundary_seconds(cluster, config, map, work.p2p_bytes_per_microbatch, config.pp - 1, 0, d);
   }

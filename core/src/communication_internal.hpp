@@ -68,4 +68,10 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
 double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
                              const StageWork& work, int stage, int group);
 
+// Context parallelism: the ring K/V passes of one micro-batch, forward + backward, of stage
+// `stage` of DP replica `replica` (its cp lanes, every tp index), as far as they last beyond the
+// attention step each overlaps (CommunicationTimes::cp_seconds).
+double cp_ring_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                       const StageWork& work, int stage, int replica);
+
 }  // namespace pipette::detail

@@ -199,6 +199,7 @@ std::string fixed(double value, int decimals) {
 std::string profiled_stack_problem(Framework framework, const ModelSpec& model, const ParallelConfig& config) {
   const std::string name = to_string(framework);
   if (model.is_moe()) return name + ": mixture-of-experts layers are not priced for this stack";
+  if (config.cp > 1) return name + ": context parallelism is not priced for this stack (cp must be 1)";
   if (config.virtual_stages > 1 && config.pp > 1) return name + " has no interleaved pipeline schedule (vpp must be 1)";
   const std::vector<int>& layers = config.layers_per_stage;
   switch (framework) {
@@ -240,6 +241,7 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
   launch.tp = config.tp;
   launch.pp = config.pp;
   launch.dp = config.dp;
+  launch.cp = config.cp;
   if (model.is_moe()) {
     launch.ep = config.ep;
     launch.etp = config.etp;
@@ -263,7 +265,7 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
   launch.distributed_optimizer = config.distributed_optimizer;
   // What critical_path and the simulator assume: overlapped reduction whenever there is one to
   // overlap, and the parameter all-gather under the next forwards whenever they price it.
-  launch.overlap_grad_reduce = training.overlap_gradient_reduce && config.dp > 1;
+  launch.overlap_grad_reduce = training.overlap_gradient_reduce && config.dp_cp() > 1;
   launch.overlap_param_gather = parameter_gather_share(config, training) > 0;
   launch.sequence_length = training.sequence_length;
   const ModelSpec launched = model_for_sequence(model, training.sequence_length);
@@ -289,6 +291,10 @@ std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model
     case Framework::megatron_core:
     case Framework::nemo: return megatron_problem(target, config, num_microbatches);
     case Framework::torchtitan: {
+      // torchtitan shards parameters with FSDP whenever cp > 1 (ParallelDims.fsdp_enabled is
+      // dp_shard or cp enabled, distributed/parallel_dims.py @b5bcd76c l.644-645), which the model
+      // does not price (its torchtitan data parallelism is replication).
+      if (config.cp > 1) return "torchtitan shards parameters with FSDP over cp (cp must be 1)";
       if (const std::string problem = torchtitan_expert_problem(model, config); !problem.empty()) return problem;
       return torchtitan_problem(model, config, num_microbatches);
     }
@@ -325,6 +331,9 @@ std::string megatron_recompute_arguments(RecomputeMode recompute) {
 
 std::string megatron_arguments(const LaunchDescription& launch) {
   std::string args = megatron_size_arguments(launch);
+  // Ring attention over the cp group: Megatron's default --cp-comm-type p2p (arguments.py
+  // @d98e8a64 l.3221) is what the model prices, so only the size is passed.
+  if (launch.cp > 1) args += " --context-parallel-size " + std::to_string(launch.cp);
   const SplitFlags flags = split_flags(launch);
   if (flags == SplitFlags::layout) {
     args += " --pipeline-model-parallel-layout " + layout_text(launch);
@@ -381,6 +390,7 @@ std::string nemo_overrides(const LaunchDescription& launch) {
   // Every switch is written out, off included, so that a recipe's own setting cannot survive.
   set("model.tensor_model_parallel_size", std::to_string(launch.tp));
   set("model.pipeline_model_parallel_size", std::to_string(launch.pp));
+  set("model.context_parallel_size", std::to_string(launch.cp));
   set("model.virtual_pipeline_model_parallel_size", or_null(launch.virtual_stages, interleaved));
   set("model.microbatch_group_size_per_vp_stage", or_null(launch.microbatch_group_size, interleaved));
   set("model.num_layers_in_first_pipeline_stage", or_null(layers.front(), first_last));
@@ -431,7 +441,8 @@ std::string torchtitan_arguments(const LaunchDescription& launch) {
                                                : " --parallelism.no-enable_sequence_parallel") +
                      " --parallelism.pipeline_parallel_degree " + std::to_string(launch.pp) +
                      " --parallelism.data_parallel_replicate_degree " + std::to_string(launch.dp) +
-                     " --parallelism.data_parallel_shard_degree 1";
+                     " --parallelism.data_parallel_shard_degree 1 --parallelism.context_parallel_degree " +
+                     std::to_string(launch.cp);
   if (launch.num_experts > 0) args += " --parallelism.expert_parallel_degree " + std::to_string(launch.ep);
   if (launch.pp > 1) {
     const std::vector<int>& layers = launch.layers_per_stage;
@@ -520,6 +531,7 @@ EnvironmentVariables plan_variables(const ModelSpec& model, const TrainingSpec& 
       {"PIPETTE_TP", std::to_string(launch.tp)},
       {"PIPETTE_PP", std::to_string(launch.pp)},
       {"PIPETTE_DP", std::to_string(launch.dp)},
+      {"PIPETTE_CP", std::to_string(launch.cp)},
       {"PIPETTE_EP", std::to_string(launch.ep)},
       {"PIPETTE_ETP", std::to_string(launch.etp)},
       {"PIPETTE_VPP", std::to_string(plan.config.virtual_stages)},
@@ -543,7 +555,7 @@ EnvironmentVariables plan_variables(const ModelSpec& model, const TrainingSpec& 
 
 const std::vector<std::string>& plan_variable_names() {
   static const std::vector<std::string> names = {
-      "PIPETTE_TP", "PIPETTE_PP", "PIPETTE_DP", "PIPETTE_EP", "PIPETTE_ETP", "PIPETTE_VPP", "PIPETTE_MICRO_BATCH", "PIPETTE_GLOBAL_BATCH",
+      "PIPETTE_TP", "PIPETTE_PP", "PIPETTE_DP", "PIPETTE_CP", "PIPETTE_EP", "PIPETTE_ETP", "PIPETTE_VPP", "PIPETTE_MICRO_BATCH", "PIPETTE_GLOBAL_BATCH",
       "PIPETTE_NUM_MICROBATCHES", "PIPETTE_RECOMPUTE", "PIPETTE_SEQUENCE_PARALLEL", "PIPETTE_DISTRIBUTED_OPTIMIZER",
       "PIPETTE_RANK_ORDER", "PIPETTE_NODE_ORDER", "PIPETTE_PREDICTED_ITER_MS", "PIPETTE_PREDICTED_MEM_GIB", "PIPETTE_PLAN_HASH",
       "PIPETTE_MEGATRON_ARGS", "PIPETTE_NEMO_OVERRIDES", "PIPETTE_TORCHTITAN_ARGS",

@@ -145,7 +145,7 @@ double moe_layers_of_stage(const ModelSpec& model, const ParallelConfig& config,
 double routed_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
                                double value_bytes) {
   if (!model.is_moe() || config.recompute == RecomputeMode::full) return 0;
-  const double tokens_in = static_cast<double>(training.sequence_length) * config.micro_batch /
+  const double tokens_in = local_sequence_length(training, config) * config.micro_batch /
                            (config.sequence_parallel ? config.tp : 1);
   const double copies = tokens_in * model.router_topk * config.etp * training.expert_load_imbalance_factor;
   const double h = model.hidden_size;
@@ -163,7 +163,8 @@ double layers_of_stage(const ModelSpec& model, const ParallelConfig& config, int
 int communicators_of_stage(const ParallelConfig& config, int stage) {
   const bool end_stage = stage == 0 || stage == config.pp - 1;
   // MoE layouts add the ep, etp and expert-dp communicators.
-  return (config.tp > 1) + (config.dp > 1) + (config.pp > 1) + (config.pp > 1 && end_stage) + (config.ep > 1) +
+  // Context parallelism adds the cp ring's communicator, and the gradients reduce over dp·cp.
+  return (config.tp > 1) + (config.dp_cp() > 1) + (config.cp > 1) + (config.pp > 1) + (config.pp > 1 && end_stage) + (config.ep > 1) +
          (config.etp > 1) + (config.ep * config.etp > 1 && config.expert_dp() > 1);
 }
 
@@ -181,7 +182,7 @@ namespace {
 
 LayerShape layer_shape_of(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
   const StackProfile& stack = stack_profile(training.target.framework);
-  return {static_cast<double>(training.sequence_length), static_cast<double>(config.micro_batch),
+  return {local_sequence_length(training, config), static_cast<double>(config.micro_batch),
           static_cast<double>(model.hidden_size),        static_cast<double>(model.kv_hidden_size()),
           static_cast<double>(model.ffn_hidden_size),    static_cast<double>(model.num_attention_heads),
           model.ffn_kind,                                model.dropout,
@@ -218,7 +219,7 @@ double moe_layer_activation_bytes(const ModelSpec& model, const TrainingSpec& tr
 }
 
 double layer_working_set_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
-  const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
+  const double tokens = local_sequence_length(training, config) * config.micro_batch;
   const double h = model.hidden_size;
   const double f_shard = static_cast<double>(model.ffn_hidden_size) / config.tp;
   const double ffn_wide = model.ffn_kind == FfnKind::swiglu ? 2 : 1;  // fc1 outputs per f
@@ -241,7 +242,23 @@ double layer_working_set_bytes(const ModelSpec& model, const TrainingSpec& train
     working += saved_layer_bytes(model, training, config, RecomputeMode::none) -
                saved_layer_bytes(model, training, config, config.recompute);
   }
-  return working;
+  return working + cp_ring_buffer_bytes(model, training, config);
+}
+
+double cp_ring_buffer_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
+  if (config.cp <= 1) return 0;
+  const double tokens = local_sequence_length(training, config) * config.micro_batch;
+  const double value_bytes = activation_value_bytes(training.precision);
+  const double kv_chunk = tokens * 2.0 * model.kv_hidden_size() / config.tp * value_bytes;
+  const double output_chunk = tokens * static_cast<double>(model.query_hidden_size()) / config.tp * value_bytes;
+  // Transformer Engine's AttnFuncWithCPAndKVP2P (dot_product_attention/context_parallel.py
+  // @d0067d0d): the forward keeps every K/V chunk it receives in p2p_comm_buffers and every step's
+  // output for the final softmax correction until the layer's attention ends (l.1685-1717), plus
+  // the output accumulated in fp32 (l.1980); the backward passes [K/V, dK/dV] pairs through two
+  // such buffers (l.2396-2399) beside a dQ buffer.
+  const double forward = config.cp * (kv_chunk + output_chunk) + output_chunk * 4.0 / value_bytes;
+  const double backward = 2 * 2 * kv_chunk + output_chunk;
+  return std::max(forward, backward);
 }
 
 int in_flight_microbatch_chunks(int stage, int pp, int num_microbatches, int virtual_stages) {
@@ -310,12 +327,14 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
                                       ? balanced_layers_per_stage(model.num_layers, config.pp)
                                       : config.layers_per_stage;
   const int microbatches = std::max(1, num_microbatches_of(training, config));
-  const BytesPerParameter per_parameter = bytes_per_parameter(training, config.distributed_optimizer, config.dp);
+  // The distributed optimizer shards over the dp·cp group (Megatron builds it on the data-parallel
+  // group with context parallelism, distributed_data_parallel.py @d98e8a64 l.289).
+  const BytesPerParameter per_parameter = bytes_per_parameter(training, config.distributed_optimizer, config.dp_cp());
   const double per_layer_activation = layer_activation_bytes(model, training, config);
   const double per_moe_layer_activation = model.is_moe() ? moe_layer_activation_bytes(model, training, config) : 0.0;
   const double working_set = layer_working_set_bytes(model, training, config);
   const double value_bytes = activation_value_bytes(training.precision);
-  const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
+  const double tokens = local_sequence_length(training, config) * config.micro_batch;
   const StackProfile& stack = stack_profile(training.target.framework);
   // The largest single tensor a layer's backward allocates: a full-sequence h-wide gradient or the
   // fc1 output gradient.

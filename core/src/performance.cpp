@@ -104,6 +104,7 @@ PassSeconds linear_seconds(double tokens, double out_features, double in_feature
 
 struct LayerCost {
   PassSeconds total;
+  PassSeconds attention;  // the attention core, which ring attention splits into cp steps
   double recompute_seconds = 0;  // added to the backward pass
   // Backward (dgrad + wgrad) of the column-parallel GEMMs, QKV and fc1: what their asynchronous
   // TP collectives run beside.
@@ -116,7 +117,7 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
                      const Roofs& roofs, const ComputeEfficiency& efficiency, double mlp_width) {
   const double t = config.tp;
   const double s = training.sequence_length;
-  const double tokens = s * config.micro_batch;
+  const double tokens = local_sequence_length(training, config) * config.micro_batch;
   const double h = model.hidden_size;
   const double q = model.query_hidden_size();
   const double kv = model.kv_hidden_size();
@@ -134,9 +135,11 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
     gemms.backward += linear.backward;
   }
 
-  // Attention core of a/t heads.
+  // Attention core of a/t heads: the rank's s/cp queries against all s keys (under context
+  // parallelism the ring brings the other ranks' keys; load balancing gives every rank the same
+  // share of the causal work, see cp_ring_work).
   PassSeconds attention;
-  const double score_elements = config.micro_batch * (a / t) * s * s;
+  const double score_elements = config.micro_batch * (a / t) * (tokens / config.micro_batch) * s;
   const double core_flops = 2 * 2 * score_elements * (q / a);  // QK^T and attention·V
   if (training.attention == AttentionKernel::flash) {
     // Causal flash attention skips the masked half; its backward recomputes the scores (2.5×).
@@ -149,6 +152,17 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
     const double traffic = 13 * score_elements / roofs.memory_bytes_per_second;
     attention.forward = core_flops / roofs.unfused_attention_flop_per_second + traffic;
     attention.backward = 2 * attention.forward;
+  }
+  if (config.cp > 1) {
+    // Ring attention's per-step merges (Transformer Engine, dot_product_attention/context_parallel.py
+    // @d0067d0d): the forward rescales each step's output into an fp32 accumulator by the
+    // log-sum-exp correction (read the step's output, read and write fp32: l.1919-2025); the
+    // backward accumulates each step's dQ and dK/dV into their buffers (read both, write one,
+    // l.2650-2800). Memory-bound, cp times per layer.
+    const double outputs = tokens * q / t;
+    const double key_values = tokens * 2 * kv / t;
+    attention.forward += config.cp * outputs * (value_bytes + 8) / roofs.memory_bytes_per_second;
+    attention.backward += config.cp * (outputs + key_values) * 3 * value_bytes / roofs.memory_bytes_per_second;
   }
 
   // Memory-bound elementwise work per token: two norms and two dropout + residual adds over the
@@ -168,6 +182,7 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   const double elementwise = elementwise_bytes / roofs.memory_bytes_per_second;
 
   LayerCost cost;
+  cost.attention = attention;
   cost.total.forward = gemms.forward + attention.forward + elementwise + efficiency.layer_overhead_seconds;
   cost.total.backward = gemms.backward + attention.backward + 2 * elementwise + 2 * efficiency.layer_overhead_seconds;
   cost.column_parallel_backward_seconds = qkv.backward + fc1.backward;
@@ -192,7 +207,7 @@ LayerCost moe_layer_cost(const ModelSpec& model, const TrainingSpec& training, c
   LayerCost cost;
   if (!model.is_moe()) return cost;
   const double tokens_in =
-      static_cast<double>(training.sequence_length) * config.micro_batch / (config.sequence_parallel ? config.tp : 1);
+      local_sequence_length(training, config) * config.micro_batch / (config.sequence_parallel ? config.tp : 1);
   const double h = model.hidden_size;
   const double value_bytes = activation_bytes_of(training.precision);
   const bool swiglu = model.ffn_kind == FfnKind::swiglu;
@@ -222,7 +237,7 @@ PassSeconds head_cost(const ModelSpec& model, const TrainingSpec& training, cons
                       const GpuSpec& gpu, const ComputeEfficiency& efficiency) {
   const Precision head_precision = training.precision == Precision::fp8 ? Precision::bf16 : training.precision;
   const Roofs roofs = roofs_of(gpu, head_precision, efficiency);
-  const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
+  const double tokens = local_sequence_length(training, config) * config.micro_batch;
   const double vocab_shard = static_cast<double>(model.vocab_size) / config.tp;
   PassSeconds head = linear_seconds(tokens, vocab_shard, model.hidden_size, roofs, activation_bytes_of(head_precision));
   head.forward += 20 * tokens * vocab_shard / roofs.memory_bytes_per_second;
@@ -232,7 +247,7 @@ PassSeconds head_cost(const ModelSpec& model, const TrainingSpec& training, cons
 
 PassSeconds embedding_cost(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
                            const Roofs& roofs) {
-  const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
+  const double tokens = local_sequence_length(training, config) * config.micro_batch;
   const double elements = tokens * model.hidden_size;
   return {8 * elements / roofs.memory_bytes_per_second, 10 * elements / roofs.memory_bytes_per_second};
 }
@@ -275,7 +290,7 @@ double mean_active_weight_elements_per_layer(const ModelSpec& model) {
 }  // namespace
 
 double layer_forward_flops(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
-  const double tokens = static_cast<double>(training.sequence_length) * config.micro_batch;
+  const double tokens = local_sequence_length(training, config) * config.micro_batch;
   const double causal_share = training.attention == AttentionKernel::flash ? 0.5 : 1.0;
   const double attention = 4 * tokens * training.sequence_length * model.query_hidden_size() * causal_share;
   return (2 * tokens * mean_active_weight_elements_per_layer(model) + attention) / config.tp;
@@ -306,7 +321,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
   const PassSeconds head = head_cost(model, training, config, gpu, efficiency);
   const PassSeconds embedding = embedding_cost(model, training, config, roofs);
   const double value_bytes = activation_bytes_of(training.precision);
-  const double activation_message = static_cast<double>(training.sequence_length) * config.micro_batch *
+  const double activation_message = local_sequence_length(training, config) * config.micro_batch *
                                     model.hidden_size * value_bytes;
   // TP collectives of one layer, in all-reduce equivalents of the b·s·h activation (an all-gather or
   // a reduce-scatter alone is half of one), as Megatron-core with Transformer Engine issues them by
@@ -328,7 +343,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
   const double exposed_backward_per_layer = sp ? 1 : 0;
   const int layer_all_reduces = static_cast<int>(forward_per_layer + hideable_per_layer + exposed_backward_per_layer);
   const double gradient_bytes = training.precision == Precision::fp32 || training.gradients_in_fp32 ? 4.0 : 2.0;
-  const double optimizer_shard = config.distributed_optimizer ? 1.0 / config.dp : 1.0;
+  const double optimizer_shard = config.distributed_optimizer ? 1.0 / config.dp_cp() : 1.0;
 
   WorkProfile work;
   work.num_microbatches = num_microbatches_of(training, config);
@@ -357,7 +372,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       // send this rank's s·b/tp tokens' top-k copies, h wide, spread over the ep group; with etp > 1
       // the received tokens are all-gathered over the etp group before the experts and
       // reduce-scattered after (four more, half an all-reduce each).
-      const double tokens_in = static_cast<double>(training.sequence_length) * config.micro_batch /
+      const double tokens_in = local_sequence_length(training, config) * config.micro_batch /
                                (config.sequence_parallel ? config.tp : 1);
       const double routed_bytes =
           tokens_in * model.router_topk * model.hidden_size * value_bytes * training.expert_load_imbalance_factor;
@@ -365,6 +380,18 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       work_of_stage.ep_all_to_alls_per_microbatch = 4 * moe_layers;
       work_of_stage.ep_bytes_per_peer = routed_bytes / config.ep;
       work_of_stage.etp_gather_bytes = config.etp > 1 ? routed_bytes : 0.0;
+    }
+    if (config.cp > 1) {
+      // Dense and MoE layers run the same attention.
+      work_of_stage.cp_forward_rings = stage_layers * (config.recompute == RecomputeMode::none ? 1 : 2);
+      work_of_stage.cp_backward_rings = stage_layers;
+      work_of_stage.cp_kv_chunk_bytes = local_sequence_length(training, config) * config.micro_batch * 2.0 *
+                                        model.kv_hidden_size() / config.tp * value_bytes;
+      work_of_stage.cp_forward_step_seconds = layer.attention.forward / config.cp;
+      work_of_stage.cp_backward_step_seconds = layer.attention.backward / config.cp;
+      // Forward: cp − 1 chunks per ring; backward: 2(cp − 1) chunks' worth (K/V and dK/dV).
+      work_of_stage.cp_forward_share = static_cast<double>(stage_layers) /
+                                       (work_of_stage.cp_forward_rings + 2.0 * work_of_stage.cp_backward_rings);
     }
     int all_reduces = stage_layers * layer_all_reduces;
     if (stage == 0) {
@@ -428,6 +455,12 @@ double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& tra
       model.num_layers * (2 * mean_active_weight_elements_per_layer(model) + attention_share * 4 * s * model.query_hidden_size()) +
       2 * h * model.vocab_size;
   return 3 * per_token_forward * s * static_cast<double>(training.global_batch_sequences);
+}
+
+double cp_ring_seconds_of(const ParallelConfig& config, const CommunicationTimes& communication, int stage, int lane) {
+  return communication.cp_seconds.empty()
+             ? 0.0
+             : communication.cp_seconds[static_cast<size_t>(stage)][static_cast<size_t>(lane / config.cp)];
 }
 
 Placement default_placement(const ParallelConfig& config) {
@@ -559,8 +592,11 @@ void fill_replica_pipeline(const ParallelConfig& config, const WorkProfile& work
     const TpPassSeconds exposed = exposed_tp_seconds(stage_work, tp);
     // The MoE all-to-alls: half in the forward (dispatch, combine), half in the backward.
     const double ep = communication.ep_seconds.empty() ? 0.0 : communication.ep_seconds[static_cast<size_t>(stage)];
-    pipe.forward.push_back((stage_work.forward_compute_seconds * (1 - removed) + exposed.forward + 0.5 * ep) / chunks);
-    pipe.backward.push_back((stage_work.backward_compute_seconds * (1 - removed) + exposed.backward + 0.5 * ep) / chunks);
+    const double cp = cp_ring_seconds_of(config, communication, stage, replica);
+    pipe.forward.push_back((stage_work.forward_compute_seconds * (1 - removed) + exposed.forward + 0.5 * ep +
+                            stage_work.cp_forward_share * cp) / chunks);
+    pipe.backward.push_back((stage_work.backward_compute_seconds * (1 - removed) + exposed.backward + 0.5 * ep +
+                             (1 - stage_work.cp_forward_share) * cp) / chunks);
     if (stage + 1 < config.pp) {
       pipe.link.push_back(with_links ? communication.p2p_seconds[static_cast<size_t>(stage)][static_cast<size_t>(replica)] : 0.0);
     }
@@ -590,7 +626,7 @@ SlowestReplica slowest_replica(const ParallelConfig& config, const WorkProfile& 
   // comparison instead of pipeline_times' O(pp²).
   ReplicaPipeline previous_pipe;
   PipelineTimes previous_times;
-  for (int replica = 0; replica < config.dp; ++replica) {
+  for (int replica = 0; replica < config.dp_cp(); ++replica) {
     fill_replica_pipeline(config, work, communication, replica, with_links, with_embedding_and_head, pipe);
     const bool same_as_previous = replica > 0 && pipe.forward == previous_pipe.forward &&
                                   pipe.backward == previous_pipe.backward && pipe.link == previous_pipe.link &&
@@ -698,7 +734,7 @@ namespace detail {
 
 IncrementalIterationSeconds::IncrementalIterationSeconds(const ParallelConfig& config, const WorkProfile& work,
                                                          const TrainingSpec& training)
-    : config_(config), work_(work), training_(training), replica_times_(static_cast<size_t>(std::max(0, config.dp))) {}
+    : config_(config), work_(work), training_(training), replica_times_(static_cast<size_t>(std::max(0, config.dp_cp()))) {}
 
 PipelineTimes IncrementalIterationSeconds::replica_times(const CommunicationTimes& communication, int replica) {
   // A replica's time depends on the configuration and its own entries only. Replicas whose GPUs
@@ -708,6 +744,7 @@ PipelineTimes IncrementalIterationSeconds::replica_times(const CommunicationTime
   entries_.clear();
   for (const auto& stage : communication.tp_seconds) entries_.push_back(stage[d]);
   for (const double ep : communication.ep_seconds) entries_.push_back(ep);
+  for (const auto& stage : communication.cp_seconds) entries_.push_back(stage[d / static_cast<size_t>(config_.cp)]);
   for (const auto& boundary : communication.p2p_seconds) entries_.push_back(boundary[d]);
   if (!communication.wraparound_p2p_seconds.empty()) entries_.push_back(communication.wraparound_p2p_seconds[d]);
   if (has_previous_ && entries_ == previous_entries_) return previous_times_;
@@ -722,7 +759,7 @@ double IncrementalIterationSeconds::of(const CommunicationTimes& communication) 
   saved_.clear();
   ep_seconds_ = communication.ep_seconds;
   ep_changed_ = false;
-  for (int replica = 0; replica < config_.dp; ++replica) {
+  for (int replica = 0; replica < config_.dp_cp(); ++replica) {
     replica_times_[static_cast<size_t>(replica)] = replica_times(communication, replica);
   }
   return finish(communication);
@@ -733,12 +770,12 @@ double IncrementalIterationSeconds::after_change(const CommunicationTimes& commu
   saved_.clear();
   if (communication.ep_seconds != ep_seconds_) {
     // The stages' all-to-all times enter every replica: recompute them all (undo restores them).
-    for (int replica = 0; replica < config_.dp; ++replica)
+    for (int replica = 0; replica < config_.dp_cp(); ++replica)
       saved_.emplace_back(replica, replica_times_[static_cast<size_t>(replica)]);
     saved_ep_seconds_ = ep_seconds_;
     ep_seconds_ = communication.ep_seconds;
     ep_changed_ = true;
-    for (int replica = 0; replica < config_.dp; ++replica)
+    for (int replica = 0; replica < config_.dp_cp(); ++replica)
       replica_times_[static_cast<size_t>(replica)] = replica_times(communication, replica);
     return finish(communication);
   }
@@ -758,7 +795,7 @@ void IncrementalIterationSeconds::undo_change() {
 }
 
 double IncrementalIterationSeconds::finish(const CommunicationTimes& communication) {
-  if (config_.dp < 1) return iteration_seconds(config_, work_, communication, training_);
+  if (config_.dp_cp() < 1) return iteration_seconds(config_, work_, communication, training_);
   // The first of the slowest, as slowest_replica picks it.
   const auto slowest = std::max_element(replica_times_.begin(), replica_times_.end(),
                                         [](const PipelineTimes& a, const PipelineTimes& b) { return a.total_seconds < b.total_seconds; });
@@ -803,14 +840,17 @@ TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& wor
                           ? 0.0
                           : communication.tp_seconds[static_cast<size_t>(stage)][static_cast<size_t>(slowest.replica)];
     const double ep = communication.ep_seconds.empty() ? 0.0 : communication.ep_seconds[static_cast<size_t>(stage)];
+    const double cp = cp_ring_seconds_of(config, communication, stage, slowest.replica);
     const double seconds = stage_work.forward_compute_seconds + stage_work.backward_compute_seconds +
-                           exposed_tp_seconds(stage_work, tp).total() + ep;
+                           exposed_tp_seconds(stage_work, tp).total() + ep + cp;
     if (seconds > busiest_seconds) busiest = stage, busiest_seconds = seconds, busiest_tp_seconds = tp;
   }
   const double busiest_ep_seconds =
       communication.ep_seconds.empty() ? 0.0 : communication.ep_seconds[static_cast<size_t>(busiest)];
-  busiest_seconds -= busiest_ep_seconds;
+  const double busiest_cp_seconds = cp_ring_seconds_of(config, communication, busiest, slowest.replica);
+  busiest_seconds -= busiest_ep_seconds + busiest_cp_seconds;
   time.ep_communication_seconds = m * busiest_ep_seconds;
+  time.cp_communication_seconds = m * busiest_cp_seconds;
   const StageWork& busiest_work = work.stages[static_cast<size_t>(busiest)];
   time.compute_seconds = m * (busiest_work.forward_compute_seconds + busiest_work.backward_compute_seconds);
   time.recompute_seconds = m * busiest_work.recompute_seconds;
@@ -819,7 +859,7 @@ TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& wor
   time.tp_hidden_seconds = m * busiest_tp_seconds - time.tp_communication_seconds;
   time.pipeline_bubble_seconds =
       std::max(0.0, without_links.times.total_seconds - time.compute_seconds - time.tp_communication_seconds -
-                        time.ep_communication_seconds);
+                        time.ep_communication_seconds - time.cp_communication_seconds);
   time.embedding_imbalance_seconds =
       pipeline - slowest_replica(config, work, communication, true, false).times.total_seconds;
   return time;

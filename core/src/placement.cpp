@@ -66,7 +66,7 @@ struct LocalMoveScope {
 LocalMoveScope local_move_scope(const Cluster& cluster, const ParallelConfig& config) {
   LocalMoveScope scope;
   if (cluster.gpus_per_node < 2) return scope;
-  const int stage_share = std::gcd(config.tp * config.dp, cluster.gpus_per_node);
+  const int stage_share = std::gcd(config.stage_ranks(), cluster.gpus_per_node);
   if (stage_share < cluster.gpus_per_node && cluster.num_nodes() > 1 && cluster.nics_per_node > 1)
     scope.block = stage_share;
   for (int node = 0; node < cluster.num_nodes(); ++node) {
@@ -295,7 +295,7 @@ void anneal(PlacementEvaluator& evaluator, const AnnealSettings& settings, Searc
 // switches of 16 nodes the pipeline-major layout alone beat what annealing from Slurm's order
 // found, by 1.2%.
 void start_from_best_block_layout(PlacementEvaluator& evaluator, const ParallelConfig& config, std::int64_t& moves) {
-  const int ranks_per_stage = config.tp * config.dp;
+  const int ranks_per_stage = config.stage_ranks();
   if (config.pp < 2 || ranks_per_stage % evaluator.gpus_per_node() != 0) return;
   const int slots_per_stage = ranks_per_stage / evaluator.gpus_per_node();
   if (slots_per_stage < 2) return;  // one slot per stage: every layout is Slurm's order
@@ -510,7 +510,7 @@ RailAlignment rail_alignment(const Cluster& cluster, const ParallelConfig& confi
     alignment.misaligned.push_back({kind, stage, a, b, cluster.rail_of(a % gpus_per_node) != cluster.rail_of(b % gpus_per_node)});
   };
   for (int s = 0; s + 1 < config.pp; ++s)
-    for (int d = 0; d < config.dp; ++d)
+    for (int d = 0; d < config.dp_cp(); ++d)
       for (int t = 0; t < config.tp; ++t) count(RailAlignment::Kind::pipeline, s, gpu_at(t, d, s), gpu_at(t, d, s + 1));
   // A DP group's ring as NCCL runs it (core/src/communication.cpp): its nodes in order of first
   // appearance, and between two consecutive nodes one hop per sub-ring (the fewest GPUs the group
@@ -523,10 +523,10 @@ RailAlignment rail_alignment(const Cluster& cluster, const ParallelConfig& confi
   };
   std::vector<NodeMembers> members;
   const auto first_local = [](std::uint64_t set) { return std::countr_zero(set); };
-  for (int s = 0; s < config.pp && config.dp > 1; ++s)
+  for (int s = 0; s < config.pp && config.dp_cp() > 1; ++s)
     for (int t = 0; t < config.tp; ++t) {
       members.clear();
-      for (int d = 0; d < config.dp; ++d) {
+      for (int d = 0; d < config.dp_cp(); ++d) {
         const int gpu = gpu_at(t, d, s);
         const int node = gpu / gpus_per_node;
         auto it = std::find_if(members.begin(), members.end(), [node](const NodeMembers& m) { return m.node == node; });
@@ -535,7 +535,7 @@ RailAlignment rail_alignment(const Cluster& cluster, const ParallelConfig& confi
         ++it->count;
       }
       if (members.size() < 2) continue;
-      int subrings = config.dp;
+      int subrings = config.dp_cp();
       for (const NodeMembers& m : members) subrings = std::min(subrings, m.count);
       const size_t hops = members.size() == 2 ? 1 : members.size();
       for (size_t i = 0; i < hops; ++i) {

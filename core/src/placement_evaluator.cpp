@@ -7,27 +7,33 @@ namespace pipette::detail {
 
 namespace {
 
+// p2p, tp and wraparound entries are per lane (dp·cp of them), cp entries per DP replica.
 int entry_index(const ParallelConfig& config, const PlacementEvaluator::EntryRef& entry) {
+  const int lanes = config.dp_cp();
+  const int after_ep = 2 * config.pp * lanes + config.pp + lanes + config.pp * (expert_groups_per_stage(config) + 1);
   switch (entry.kind) {
     case PlacementEvaluator::EntryRef::p2p:
-      return entry.stage * config.dp + entry.replica;
+      return entry.stage * lanes + entry.replica;
     case PlacementEvaluator::EntryRef::tp:
-      return (config.pp - 1 + entry.stage) * config.dp + entry.replica;
+      return (config.pp - 1 + entry.stage) * lanes + entry.replica;
     case PlacementEvaluator::EntryRef::wraparound:
-      return 2 * config.pp * config.dp + config.pp + entry.replica;
+      return 2 * config.pp * lanes + config.pp + entry.replica;
     case PlacementEvaluator::EntryRef::ep:
-      return 2 * config.pp * config.dp + config.pp + config.dp + entry.stage * expert_groups_per_stage(config) +
-             entry.replica;
+      return 2 * config.pp * lanes + config.pp + lanes + entry.stage * expert_groups_per_stage(config) + entry.replica;
     case PlacementEvaluator::EntryRef::ep_stage:
-      return 2 * config.pp * config.dp + config.pp + config.dp + config.pp * expert_groups_per_stage(config) + entry.stage;
+      return 2 * config.pp * lanes + config.pp + lanes + config.pp * expert_groups_per_stage(config) + entry.stage;
+    case PlacementEvaluator::EntryRef::cp:
+      return after_ep + entry.stage * config.dp + entry.replica;
     case PlacementEvaluator::EntryRef::dp:
       break;
   }
-  return 2 * config.pp * config.dp + entry.stage;
+  return 2 * config.pp * lanes + entry.stage;
 }
 
 int entry_count(const ParallelConfig& config) {
-  return 2 * config.pp * config.dp + config.pp + config.dp + config.pp * (expert_groups_per_stage(config) + 1);
+  const int lanes = config.dp_cp();
+  return 2 * config.pp * lanes + config.pp + lanes + config.pp * (expert_groups_per_stage(config) + 1) +
+         (config.cp > 1 ? config.pp * config.dp : 0);
 }
 
 bool has_wraparound(const ParallelConfig& config) { return config.virtual_stages > 1 && config.pp > 1; }
@@ -50,7 +56,7 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
   entries_of_slot_.assign(static_cast<size_t>(active_slots_), {});
   decided_by_slot_.assign(static_cast<size_t>(active_slots_), {});
   entry_stamp_.assign(static_cast<size_t>(entry_count(config)), 0);
-  replica_stamp_.assign(static_cast<size_t>(config.dp), 0);
+  replica_stamp_.assign(static_cast<size_t>(config.dp_cp()), 0);
   const auto register_entry = [&](const EntryRef& entry, const std::vector<int>& ranks) {
     int last_slot = 0;
     for (const int rank : ranks) {
@@ -63,7 +69,7 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
   };
   std::vector<int> ranks;
   for (int s = 0; s < config.pp; ++s) {
-    for (int d = 0; d < config.dp; ++d) {
+    for (int d = 0; d < config.dp_cp(); ++d) {
       ranks.clear();
       for (int t = 0; t < config.tp; ++t) {
         ranks.push_back(rank_of_position(config, {t, d, s}));
@@ -75,9 +81,16 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
       register_entry({EntryRef::tp, s, d}, ranks);
     }
     ranks.clear();
-    for (int d = 0; d < config.dp; ++d)
+    for (int d = 0; d < config.dp_cp(); ++d)
       for (int t = 0; t < config.tp; ++t) ranks.push_back(rank_of_position(config, {t, d, s}));
     register_entry({EntryRef::dp, s, 0}, ranks);
+    // Context parallelism: each DP replica's cp rings (its cp lanes, every tp index).
+    for (int d = 0; d < config.dp && config.cp > 1; ++d) {
+      ranks.clear();
+      for (int c = 0; c < config.cp; ++c)
+        for (int t = 0; t < config.tp; ++t) ranks.push_back(rank_of_position(config, {t, lane_of(config, c, d), s}));
+      register_entry({EntryRef::cp, s, d}, ranks);
+    }
   }
   // MoE: each expert group's all-to-all touches its ep members and their etp groups.
   has_ep_ = std::any_of(work.stages.begin(), work.stages.end(),
@@ -92,7 +105,7 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
       register_entry({EntryRef::ep, s, g}, ranks);
     }
   }
-  for (int d = 0; d < config.dp && has_wraparound(config); ++d) {
+  for (int d = 0; d < config.dp_cp() && has_wraparound(config); ++d) {
     ranks.clear();
     for (int t = 0; t < config.tp; ++t) {
       ranks.push_back(rank_of_position(config, {t, d, config.pp - 1}));
@@ -121,10 +134,12 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
         return static_cast<double>(config.ep) * config.etp;
       case EntryRef::ep_stage:
         return 0.0;
+      case EntryRef::cp:
+        return static_cast<double>(config.tp) * config.cp;
       case EntryRef::dp:
         break;
     }
-    return static_cast<double>(config.tp) * config.dp;
+    return static_cast<double>(config.tp) * config.dp_cp();
   };
   double slot_work = 0;
   for (const auto& list : entries_of_slot_)
@@ -165,10 +180,19 @@ double PlacementEvaluator::compute_entry(const EntryRef& entry) {
       return ep_all_to_all_seconds(cluster_, config_, map_, stage, entry.stage, entry.replica);
     case EntryRef::ep_stage:
       return communication_.ep_seconds[static_cast<size_t>(entry.stage)];
+    case EntryRef::cp:
+      return cp_ring_seconds(cluster_, config_, map_, stage, entry.stage, entry.replica);
     case EntryRef::dp:
       break;
   }
   return dp_reduction_seconds(cluster_, config_, map_, stage, entry.stage);
+}
+
+void PlacementEvaluator::mark_lane_changed(int lane) {
+  auto& replica_stamp = replica_stamp_[static_cast<size_t>(lane)];
+  if (replica_stamp == stamp_) return;
+  replica_stamp = stamp_;
+  changed_replicas_.push_back(lane);
 }
 
 void PlacementEvaluator::recompute_after_move(std::span<const int> slots) {
@@ -194,10 +218,12 @@ void PlacementEvaluator::recompute_after_move(std::span<const int> slots) {
         continue;
       }
       if (entry.kind == EntryRef::dp) continue;
-      auto& replica_stamp = replica_stamp_[static_cast<size_t>(entry.replica)];
-      if (replica_stamp == stamp_) continue;
-      replica_stamp = stamp_;
-      changed_replicas_.push_back(entry.replica);
+      if (entry.kind == EntryRef::cp) {
+        // A replica's ring enters every one of its lanes.
+        for (int c = 0; c < config_.cp; ++c) mark_lane_changed(lane_of(config_, c, entry.replica));
+        continue;
+      }
+      mark_lane_changed(entry.replica);
     }
   }
   for (const int stage : changed_ep_stages_) {

@@ -57,9 +57,10 @@ class PlacementEvaluator {
   struct EntryRef {
     // ep: one MoE expert group's all-to-alls (replica holds the group index); ep_stage: the
     // stage's slowest group, which the objective reads (kept up to date by the evaluator).
-    enum Kind : std::uint8_t { p2p, tp, dp, wraparound, ep, ep_stage } kind;
+    // p2p, tp and wraparound are per lane (replica holds the lane); cp: one DP replica's cp rings.
+    enum Kind : std::uint8_t { p2p, tp, dp, wraparound, ep, ep_stage, cp } kind;
     int stage;    // unused for wraparound
-    int replica;  // unused for dp and ep_stage; the expert group for ep
+    int replica;  // unused for dp and ep_stage; the expert group for ep; the DP replica for cp
   };
   // entries_decided_by_slot()[k]: the entries whose GPUs all lie in slots 0 … k and at least one
   // in slot k, i.e. those that assigning slot k (after slots 0 … k − 1) decides.
@@ -77,6 +78,7 @@ class PlacementEvaluator {
   int exchange_local_blocks(int node, int first_a, int first_b, int length);  // returns the node's slot
   void exchange_local_gpus_everywhere(int position_a, int position_b);
   void recompute_after_move(std::span<const int> slots);
+  void mark_lane_changed(int lane);  // the objective recomputes that lane's pipeline
   double compute_entry(const EntryRef& entry);
 
   const Cluster& cluster_;
@@ -124,6 +126,8 @@ auto& entry_seconds(Times& times, const PlacementEvaluator::EntryRef& entry) {
       return times.ep_group_seconds[stage][static_cast<size_t>(entry.replica)];
     case PlacementEvaluator::EntryRef::ep_stage:
       return times.ep_seconds[stage];
+    case PlacementEvaluator::EntryRef::cp:
+      return times.cp_seconds[stage][static_cast<size_t>(entry.replica)];
     case PlacementEvaluator::EntryRef::dp:
       break;
   }

@@ -35,6 +35,7 @@ std::string plan_hash(const Plan& plan) {
            ";layers=");
   // Expert layouts hash apart; dense plans keep the hash they had.
   if (c.ep != 1 || c.etp != 1) hash.add(";ep=" + std::to_string(c.ep) + ";etp=" + std::to_string(c.etp));
+  if (c.cp != 1) hash.add(";cp=" + std::to_string(c.cp));
   for (const int layers : c.layers_per_stage) hash.add(std::to_string(layers) + ",");
   hash.add(";gpus=");
   for (const int gpu : plan.placement.gpu_of_rank) hash.add(std::to_string(gpu) + ",");

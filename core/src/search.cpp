@@ -24,10 +24,12 @@ std::string gib(double bytes) {
   return text;
 }
 
-std::string family_of(int tp, int pp) { return "tp=" + std::to_string(tp) + " pp=" + std::to_string(pp); }
+std::string family_of(int tp, int pp, int cp = 1) {
+  return "tp=" + std::to_string(tp) + (cp > 1 ? " cp=" + std::to_string(cp) : "") + " pp=" + std::to_string(pp);
+}
 
 std::string describe(const ParallelConfig& config) {
-  std::string text = family_of(config.tp, config.pp) + " dp=" + std::to_string(config.dp);
+  std::string text = family_of(config.tp, config.pp, config.cp) + " dp=" + std::to_string(config.dp);
   if (config.ep > 1 || config.etp > 1) text += " ep=" + std::to_string(config.ep) + " etp=" + std::to_string(config.etp);
   text += " mbs=" + std::to_string(config.micro_batch);
   if (config.virtual_stages > 1) text += " vpp=" + std::to_string(config.virtual_stages);
@@ -194,6 +196,28 @@ std::vector<int> tensor_parallel_sizes(int gpus_per_node, int num_gpus) {
   return sizes;
 }
 
+// Context-parallel sizes to try with tensor parallelism tp. cp > 1 needs flash attention (ring
+// attention runs inside Transformer Engine's fused attention) and a sequence that cuts into 2·cp
+// equal chunks (Megatron-LM arguments.py @d98e8a64 l.1335-1338); cp divides the GPUs left after tp.
+// Unless fixed, the search keeps at least 4096 tokens on a rank: every published CP recipe does
+// (ground_truth_data: Megatron-Bridge's Llama 3.1 405B at 8192 tokens with cp = 2, NeMo's long
+// sequence table at 16K-32K tokens per rank), and below that the K/V passes, which shrink as s/cp,
+// stop hiding under the attention steps, which shrink as (s/cp)²; the bound keeps short-sequence
+// searches as small as before.
+constexpr int kLeastTokensPerContextParallelRank = 4096;
+
+std::vector<int> context_parallel_sizes(const SearchSpace& space, int tp) {
+  std::vector<int> sizes;
+  const int s = space.training.sequence_length;
+  for (const int cp : divisors(space.num_gpus / tp)) {
+    if (!allowed(space.fixed.cp, cp)) continue;
+    if (cp > 1 && (space.training.attention != AttentionKernel::flash || s % (2 * cp) != 0)) continue;
+    if (cp > 1 && !space.fixed.cp && s / cp < kLeastTokensPerContextParallelRank) continue;
+    sizes.push_back(cp);
+  }
+  return sizes;
+}
+
 // Expert layouts (ep, etp) to try for an MoE model on a stage of `stage_ranks` ranks with tensor
 // parallelism tp; {(1, 1)} for dense models. As Megatron-core requires: ep divides num_experts
 // (arguments.py @d98e8a64 l.1655-1658) and ep·etp divides the stage's ranks (parallel_state.py
@@ -239,22 +263,24 @@ Enumeration enumerate(const SearchSpace& space) {
                                                                    std::to_string(model.num_kv_heads) + " KV heads"});
       continue;
     }
-    for (const int pp : divisors(space.num_gpus / tp)) {
-      if (space.num_gpus % tp != 0 || !allowed(space.fixed.pp, pp)) continue;
+    if (space.num_gpus % tp != 0) continue;
+    for (const int cp : context_parallel_sizes(space, tp)) {
+    for (const int pp : divisors(space.num_gpus / (tp * cp))) {
+      if (!allowed(space.fixed.pp, pp)) continue;
       if (pp > model.num_layers && !space.fixed.pp) break;  // stages without layers only when asked for
-      const int dp = space.num_gpus / (tp * pp);
+      const int dp = space.num_gpus / (tp * cp * pp);
       if (!allowed(space.fixed.dp, dp)) continue;
-      const std::string family = family_of(tp, pp);
+      const std::string family = family_of(tp, pp, cp);
       if (batch % dp != 0) {
         result.rejections.push_back({family, "global batch " + std::to_string(batch) + " is not divisible by dp=" +
                                                  std::to_string(dp)});
         continue;
       }
       const std::vector<std::vector<int>> splits = layer_splits(space, pp);
-      const std::vector<std::pair<int, int>> expert_options = expert_layouts(space, tp, tp * dp);
+      const std::vector<std::pair<int, int>> expert_options = expert_layouts(space, tp, tp * cp * dp);
       if (expert_options.empty()) {
         result.rejections.push_back({family, "no expert layout: ep must divide " + std::to_string(model.num_experts) +
-                                                 " experts and ep x etp the " + std::to_string(tp * dp) +
+                                                 " experts and ep x etp the " + std::to_string(tp * cp * dp) +
                                                  " ranks of a stage"});
         continue;
       }
@@ -263,10 +289,11 @@ Enumeration enumerate(const SearchSpace& space) {
       config.tp = tp;
       config.pp = pp;
       config.dp = dp;
+      config.cp = cp;
       config.ep = ep;
       config.etp = etp;
       config.sequence_parallel = sequence_parallel_for(space, tp);
-      config.distributed_optimizer = distributed_optimizer_for(space, dp);
+      config.distributed_optimizer = distributed_optimizer_for(space, dp * cp);
       const std::string expert_family =
           model.is_moe() ? family + " ep=" + std::to_string(ep) + " etp=" + std::to_string(etp) : family;
       std::optional<PeakMemory> family_leanest;
@@ -315,6 +342,7 @@ Enumeration enumerate(const SearchSpace& space) {
       }
       }
     }
+    }
   }
   return result;
 }
@@ -330,7 +358,8 @@ CommunicationTimes free_communication(const ParallelConfig& config) {
 // Iteration time with every message free: a lower bound of the real time, since links only add.
 double lower_bound_seconds(const ParallelConfig& config, const WorkProfile& work, const TrainingSpec& training) {
   ParallelConfig one_replica = config;
-  one_replica.dp = 1;  // with free links every replica is the same
+  one_replica.dp = 1;  // with free links every replica (and every lane of it) is the same
+  one_replica.cp = 1;
   return critical_path(one_replica, work, free_communication(config), training).iteration_seconds;
 }
 
@@ -488,6 +517,7 @@ std::string smallest_change(const SearchSpace& space, int num_nodes) {
       {"pp", reset_knob<&FixedKnobs::pp>},
       {"tp", reset_knob<&FixedKnobs::tp>},
       {"dp", reset_knob<&FixedKnobs::dp>},
+      {"cp", reset_knob<&FixedKnobs::cp>},
       {"ep", reset_knob<&FixedKnobs::ep>},
       {"etp", reset_knob<&FixedKnobs::etp>},
   };
@@ -655,7 +685,14 @@ Result<Plan> evaluate_plan(const ModelSpec& requested_model, const TrainingSpec&
     return Error{shape + ": tp must divide the attention heads and the KV heads"};
   }
   if (config.sequence_parallel && config.tp == 1) return Error{shape + ": sequence parallelism needs tp > 1"};
-  if (config.ep < 1 || config.etp < 1) return Error{shape + ": ep and etp must be at least 1"};
+  if (config.ep < 1 || config.etp < 1 || config.cp < 1) return Error{shape + ": cp, ep and etp must be at least 1"};
+  if (config.cp > 1 && training.sequence_length % (2 * config.cp) != 0) {
+    return Error{shape + ": the sequence length " + std::to_string(training.sequence_length) +
+                 " must be a multiple of 2 x cp (Megatron-LM arguments.py l.1335-1338)"};
+  }
+  if (config.cp > 1 && training.attention != AttentionKernel::flash) {
+    return Error{shape + ": context parallelism needs flash attention"};
+  }
   if (training.global_batch_sequences % (static_cast<std::int64_t>(config.dp) * config.micro_batch) != 0) {
     return Error{shape + ": the global batch of " + std::to_string(training.global_batch_sequences) +
                  " sequences is not a multiple of dp x mbs"};

@@ -31,7 +31,7 @@ void require(bool condition, const std::string& what) {
 
 void check_inputs(const ParallelConfig& config, const WorkProfile& work, const CommunicationTimes& communication) {
   const auto pp = static_cast<size_t>(config.pp);
-  const auto dp = static_cast<size_t>(config.dp);
+  const auto dp = static_cast<size_t>(config.dp_cp());  // one pipeline per lane
   require(config.pp >= 1 && config.dp >= 1 && config.virtual_stages >= 1, "pp, dp and virtual_stages must be positive");
   require(work.num_microbatches >= 1, "the work profile has no micro-batches");
   require(work.stages.size() == pp, "work profile has " + std::to_string(work.stages.size()) + " stages, pp is " +
@@ -76,8 +76,11 @@ class ReplicaSimulation {
       const TpPassSeconds tp = exposed_tp_seconds(stage, communication.tp_seconds[rank][replica]);
       // MoE all-to-alls, half in each pass, as critical_path prices them.
       const double ep = communication.ep_seconds.empty() ? 0.0 : communication.ep_seconds[static_cast<size_t>(rank)];
-      forward_seconds_.push_back((stage.forward_compute_seconds + tp.forward + 0.5 * ep) / chunks_);
-      backward_seconds_.push_back((stage.backward_compute_seconds + tp.backward + 0.5 * ep) / chunks_);
+      // The exposed cp ring passes, split as critical_path splits them.
+      const double cp = cp_ring_seconds_of(config, communication, rank, replica);
+      forward_seconds_.push_back((stage.forward_compute_seconds + tp.forward + 0.5 * ep + stage.cp_forward_share * cp) / chunks_);
+      backward_seconds_.push_back(
+          (stage.backward_compute_seconds + tp.backward + 0.5 * ep + (1 - stage.cp_forward_share) * cp) / chunks_);
       programs_.push_back(pipeline_rank_program(pp_, rank, microbatches_, chunks_));
       parameter_gather_seconds_.push_back(parameter_gather_share(config, training) * communication.dp_seconds[rank]);
     }
@@ -196,7 +199,7 @@ class ReplicaSimulation {
 int effective_virtual_stages(const ParallelConfig& config) { return config.pp > 1 ? config.virtual_stages : 1; }
 
 double parameter_gather_share(const ParallelConfig& config, const TrainingSpec& training) {
-  if (!config.distributed_optimizer || config.dp <= 1 || !training.overlap_gradient_reduce) return 0.0;
+  if (!config.distributed_optimizer || config.dp_cp() <= 1 || !training.overlap_gradient_reduce) return 0.0;
   const bool fp32 = training.precision == Precision::fp32;
   const double parameter_bytes = fp32 ? 4.0 : 2.0;
   const double gradient_bytes = fp32 || training.gradients_in_fp32 ? 4.0 : 2.0;
@@ -250,7 +253,7 @@ double simulate(const ParallelConfig& config, const WorkProfile& work, const Com
                 const TrainingSpec& training, std::vector<ScheduleEvent>* events) {
   check_inputs(config, work, communication);
   const int pp = config.pp;
-  const int dp = config.dp;
+  const int dp = config.dp_cp();  // lanes
   const int chunks = effective_virtual_stages(config);
 
   std::vector<ReplicaSimulation> replicas;

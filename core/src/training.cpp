@@ -25,7 +25,7 @@ std::string validate(const TrainingSpec& training) {
   }
   const FixedKnobs& fixed = training.fixed;
   for (const auto& message :
-       {positive_fixed(fixed.tp, "tp"), positive_fixed(fixed.pp, "pp"), positive_fixed(fixed.dp, "dp"),
+       {positive_fixed(fixed.tp, "tp"), positive_fixed(fixed.pp, "pp"), positive_fixed(fixed.dp, "dp"), positive_fixed(fixed.cp, "cp"),
         positive_fixed(fixed.micro_batch, "mbs"), positive_fixed(fixed.virtual_stages, "vpp")}) {
     if (!message.empty()) return message;
   }
@@ -35,6 +35,16 @@ std::string validate(const TrainingSpec& training) {
   }
   if (fixed.sequence_parallel && *fixed.sequence_parallel && fixed.tp && *fixed.tp == 1) {
     return "fixed sp=on needs tp > 1 (sequence parallelism splits along the tensor-parallel group)";
+  }
+  if (fixed.cp && *fixed.cp > 1 && training.sequence_length % (2 * *fixed.cp) != 0) {
+    // Load-balanced causal ring attention cuts every sequence into 2·cp chunks (Megatron-LM
+    // arguments.py @d98e8a64 l.1335-1338 asserts it).
+    return "fixed cp=" + std::to_string(*fixed.cp) + " needs the sequence length (" +
+           std::to_string(training.sequence_length) + ") to be a multiple of 2*cp=" + std::to_string(2 * *fixed.cp);
+  }
+  if (fixed.cp && *fixed.cp > 1 && training.attention != AttentionKernel::flash) {
+    return "fixed cp=" + std::to_string(*fixed.cp) +
+           " needs flash attention (context parallelism runs inside Transformer Engine's fused attention)";
   }
   return {};
 }

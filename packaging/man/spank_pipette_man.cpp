@@ -37,6 +37,7 @@ const std::map<std::string, std::string>& plan_variable_meanings() {
       {"PIPETTE_TP", "Tensor-parallel size."},
       {"PIPETTE_PP", "Pipeline-parallel size (stages)."},
       {"PIPETTE_DP", "Data-parallel size."},
+      {"PIPETTE_CP", "Context-parallel size: GPUs that share each sequence (1 without context parallelism)."},
       {"PIPETTE_EP", "Expert-parallel size of MoE layers (1 for dense models)."},
       {"PIPETTE_ETP", "Expert tensor-parallel size of MoE layers (1 for dense models)."},
       {"PIPETTE_VPP", "Virtual pipeline stages per rank (1: plain 1F1B, more: interleaved 1F1B)."},

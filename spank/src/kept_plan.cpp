@@ -11,7 +11,7 @@ std::string keep_plan(const StepRequest& request, const StepPlan& plan, const Si
   if (site.calibration_file.empty()) return "";
   // The step's PIPETTE_* values under the plan record's names.
   static const std::map<std::string, std::string> names = {
-      {"PIPETTE_TP", "tp"},   {"PIPETTE_PP", "pp"},           {"PIPETTE_DP", "dp"},
+      {"PIPETTE_TP", "tp"},   {"PIPETTE_PP", "pp"},           {"PIPETTE_DP", "dp"},  {"PIPETTE_CP", "cp"},
       {"PIPETTE_VPP", "vpp"}, {"PIPETTE_MICRO_BATCH", "mbs"}, {"PIPETTE_GLOBAL_BATCH", "global_batch"},
       {"PIPETTE_RECOMPUTE", "recompute"}, {"PIPETTE_SEQUENCE_PARALLEL", "sp"}, {"PIPETTE_DISTRIBUTED_OPTIMIZER", "distopt"}};
   const std::string model = request.settings.model.empty() ? site.defaults.model : request.settings.model;
@@ -28,7 +28,7 @@ std::string keep_plan(const StepRequest& request, const StepPlan& plan, const Si
     const auto found = names.find(name);
     if (found == names.end()) continue;
     values.emplace_back(found->second, value);
-    if (found->second == "tp" || found->second == "pp" || found->second == "dp") gpus *= std::stoi(value);
+    if (found->second == "tp" || found->second == "pp" || found->second == "dp" || found->second == "cp") gpus *= std::stoi(value);
   }
   if (nodes > 0) values.emplace_back("gpus_per_node", std::to_string(gpus / nodes));
   auto written = write_plan_record(state_home, cluster, request.job_id, values);

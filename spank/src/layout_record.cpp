@@ -64,6 +64,9 @@ RecordedLayout layout_of(const ModelSpec& model, const Plan& plan, const std::st
     knobs.ep = config.ep;
     knobs.etp = config.etp;
   }
+  // With tp, pp and dp fixed on the same GPUs, cp = 1 is implied; a long-context plan names its cp
+  // (its checkpoint and data loader are cut for it).
+  if (config.cp > 1) knobs.cp = config.cp;
   return {format_fixed_knobs(knobs), config.layers_per_stage, config.world_size(), plan_hash, request};
 }
 
@@ -154,6 +157,7 @@ Result<RestartKnobs> restart_knobs(const RecordedLayout& recorded, const std::st
   keep_user_choice(merged.tp, user->tp);
   keep_user_choice(merged.pp, user->pp);
   keep_user_choice(merged.dp, user->dp);
+  keep_user_choice(merged.cp, user->cp);
   keep_user_choice(merged.ep, user->ep);
   keep_user_choice(merged.etp, user->etp);
   keep_user_choice(merged.micro_batch, user->micro_batch);

@@ -114,6 +114,7 @@ std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cl
   expect(built.tp == launch.tp, "tp");
   expect(built.pp == launch.pp, "pp");
   expect(built.dp == launch.dp, "dp");
+  expect(built.cp == launch.cp, "cp");
   expect(built.micro_batch == launch.micro_batch, "micro-batch");
   expect(built.global_batch == launch.global_batch, "global batch");
   expect(built.virtual_stages == launch.virtual_stages, "vpp");
@@ -135,6 +136,7 @@ struct Tally {
   int searches = 0;
   int plans = 0;
   int layouts = 0;  // plans whose string carries a pipeline layout
+  int context_parallel = 0;  // plans with cp > 1
   int refused = 0;
   std::vector<std::string> examples;
 };
@@ -143,6 +145,7 @@ void judge_all(const ModelSpec& model, const TrainingSpec& training, const Clust
                Tally& tally) {
   for (const Plan& plan : result.plans) {
     ++tally.plans;
+    tally.context_parallel += plan.config.cp > 1;
     const std::string text = framework_arguments(training.target.framework, describe_launch(model, training, plan)).second;
     tally.layouts += text.find("pipeline_model_parallel_layout='") != std::string::npos ||
                      text.find("--pipeline-model-parallel-layout") != std::string::npos;
@@ -207,13 +210,20 @@ TEST(Conformance, EveryGridPlanStartsAsPriced) {
     for (size_t index = 0; index < tallies.size(); ++index) {
       const Target& target = *kGridRuns[run].judged[index];
       const Tally& tally = tallies[index];
-      std::printf("%s: %d searches, %d plans (%d with a layout), %d refused\n", target.name, tally.searches,
-                  tally.plans, tally.layouts, tally.refused);
+      std::printf("%s: %d searches, %d plans (%d with a layout, %d with cp > 1), %d refused\n", target.name,
+                  tally.searches, tally.plans, tally.layouts, tally.context_parallel, tally.refused);
       for (const std::string& example : tally.examples) std::printf("  %s\n", example.c_str());
       EXPECT_GE(tally.plans, 2000) << target.name;
       // The layout targets must meet splits that only the layout expresses.
       if (target.target.pipeline_layout) {
         EXPECT_GT(tally.layouts, 0) << target.name;
+      }
+      // The grid's 32K and 128K sequences reach context-parallel plans on the Megatron-core
+      // targets (torchtitan's cp > 1 is FSDP, which the search does not price).
+      if (target.target.framework == Framework::torchtitan) {
+        EXPECT_EQ(tally.context_parallel, 0) << target.name;
+      } else {
+        EXPECT_GT(tally.context_parallel, 0) << target.name;
       }
       EXPECT_EQ(tally.refused, 0) << target.name << ": " << (tally.examples.empty() ? "" : tally.examples.front());
     }
@@ -242,12 +252,18 @@ TEST(Conformance, FixedKnobCornerCases) {
   power_of_two_stages.pp = 8;
   FixedKnobs sixteen_stages;
   sixteen_stages.pp = 16;
+  FixedKnobs context_in_node;  // cp = 2 beside tp = 4 inside a node
+  context_in_node.tp = 4, context_in_node.cp = 2;
+  FixedKnobs context_across_nodes;  // a cp ring of 16 whole-node TP groups
+  context_across_nodes.tp = 8, context_across_nodes.cp = 16;
   const Case cases[] = {
       {"llama3-70b", 16, 24, 4096, interleaved},
       {"llama3-70b", 12, 96, 4096, three_stages},
       {"megatron-530b", 64, 1024, 2048, power_of_two_stages},
       {"megatron-530b", 128, 1024, 2048, sixteen_stages},
       {"gpt3-175b", 64, 1024, 8192, {}},  // 2048 learned positions at 8192 tokens
+      {"llama3-70b", 32, 256, 131072, context_in_node},
+      {"llama3-70b", 32, 256, 131072, context_across_nodes},
   };
   for (const Target& target : kTargets) {
     Tally tally;
@@ -405,7 +421,11 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
     config.layers_per_stage = std::move(split);
     return config;
   };
+  ParallelConfig long_context = config_of(8, 4, 1, 1, 5, RecomputeMode::none, true, {20, 20, 20, 20});
+  long_context.cp = 8;
   const Case cases[] = {
+      // context parallelism: a cp = 8 ring of whole-node TP groups, 128K tokens
+      {"llama3-70b", 32, 256, 131072, long_context},
       // interleaved, 6 micro-batches on 4 ranks (group size 6), distributed optimizer over dp=4
       {"llama3-70b", 16, 24, 4096, config_of(8, 4, 4, 1, 2, RecomputeMode::none, true, {20, 20, 20, 20})},
       // uneven first/last split, full recompute, no distributed optimizer
@@ -434,7 +454,7 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       const ModelSpec launched = model_for_sequence(model, c.sequence);
       const LaunchDescription launch = describe_launch(launched, training, *plan);
       // A new field fails to compile here until this test says how the model prices it.
-      const auto& [tp, pp, dp, ep, etp, num_experts, router_topk, moe_ffn_hidden_size, shared_expert_ffn_hidden_size,
+      const auto& [tp, pp, dp, cp, ep, etp, num_experts, router_topk, moe_ffn_hidden_size, shared_expert_ffn_hidden_size,
                    num_layers, first_dense_layers, router_load_balancing, micro_batch, global_batch, num_microbatches,
                    virtual_stages, microbatch_group_size, layers_per_stage, recompute, sequence_parallel,
                    distributed_optimizer, overlap_grad_reduce, overlap_param_gather, sequence_length,
@@ -454,6 +474,7 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       EXPECT_EQ(tp, priced.tp);
       EXPECT_EQ(pp, priced.pp);
       EXPECT_EQ(dp, priced.dp);
+      EXPECT_EQ(cp, priced.cp);
       EXPECT_EQ(micro_batch, priced.micro_batch);
       EXPECT_EQ(global_batch, c.batch);
       EXPECT_EQ(num_microbatches, work.num_microbatches);
@@ -473,14 +494,15 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       EXPECT_EQ(sequence_parallel, priced.sequence_parallel);
       EXPECT_EQ(distributed_optimizer, priced.distributed_optimizer);
       // The overlaps the time model assumes: pricing without them gives another time.
-      EXPECT_EQ(overlap_grad_reduce, training.overlap_gradient_reduce && dp > 1);
+      // Gradients reduce over dp x cp ranks (Megatron's data-parallel group with context parallelism).
+      EXPECT_EQ(overlap_grad_reduce, training.overlap_gradient_reduce && dp * cp > 1);
       EXPECT_EQ(overlap_param_gather, parameter_gather_share(priced, training) > 0);
       TrainingSpec serial = training;
       serial.overlap_gradient_reduce = false;
       const CommunicationTimes communication = communication_times(cluster, priced, work, plan->placement);
       const double overlapped_seconds = iteration_seconds(priced, work, communication, training);
       EXPECT_DOUBLE_EQ(overlapped_seconds, plan->time.iteration_seconds);
-      if (dp > 1) {
+      if (dp * cp > 1) {
         EXPECT_LT(overlapped_seconds, iteration_seconds(priced, work, communication, serial)) << c.model;
       }
       EXPECT_EQ(sequence_length, c.sequence);

@@ -47,7 +47,7 @@ std::vector<std::string> layout_stages(const std::string& layout) {
 // Megatron-core's TransformerConfig.__post_init__ and the interleaved schedule's group-size check:
 // the rules NeMo/Megatron-Bridge (whose model providers are TransformerConfigs) and Megatron-LM share.
 struct CoreConfig {
-  int tp = 1, pp = 1, dp = 1, micro_batch = 1;
+  int tp = 1, pp = 1, dp = 1, cp = 1, micro_batch = 1;
   std::int64_t global_batch = 0;
   std::optional<int> first_stage_layers, last_stage_layers, virtual_stages, group_size;
   std::optional<std::string> layout;
@@ -105,6 +105,7 @@ std::string check_experts(const CoreConfig& c, const JobFacts& facts, BuiltLayou
 // The same Megatron-core settings under Megatron-LM's argument names and Bridge's config keys.
 struct SizeNames {
   const char* tp;
+  const char* cp;
   const char* pp;
   const char* micro_batch;
   const char* global_batch;
@@ -112,11 +113,11 @@ struct SizeNames {
   const char* last_stage_layers;
   const char* group_size;
 };
-constexpr SizeNames kMegatronNames{"tensor-model-parallel-size", "pipeline-model-parallel-size", "micro-batch-size",
+constexpr SizeNames kMegatronNames{"tensor-model-parallel-size", "context-parallel-size", "pipeline-model-parallel-size", "micro-batch-size",
                                    "global-batch-size", "decoder-first-pipeline-num-layers",
                                    "decoder-last-pipeline-num-layers",
                                    "microbatch-group-size-per-virtual-pipeline-stage"};
-constexpr SizeNames kNemoNames{"model.tensor_model_parallel_size", "model.pipeline_model_parallel_size",
+constexpr SizeNames kNemoNames{"model.tensor_model_parallel_size", "model.context_parallel_size", "model.pipeline_model_parallel_size",
                                "train.micro_batch_size", "train.global_batch_size",
                                "model.num_layers_in_first_pipeline_stage", "model.num_layers_in_last_pipeline_stage",
                                "model.microbatch_group_size_per_vp_stage"};
@@ -125,6 +126,7 @@ template <typename Number>
 CoreConfig read_sizes(const SizeNames& names, Number number) {
   CoreConfig c;
   c.tp = number(names.tp).value_or(1);
+  c.cp = number(names.cp).value_or(1);
   c.pp = number(names.pp).value_or(1);
   c.micro_batch = number(names.micro_batch).value_or(1);
   c.global_batch = number(names.global_batch).value_or(0);
@@ -136,10 +138,14 @@ CoreConfig read_sizes(const SizeNames& names, Number number) {
 
 std::string check_core(const CoreConfig& c, const JobFacts& facts, BuiltLayout& built) {
   const int L = facts.num_layers;
-  if (c.tp < 1 || c.pp < 1 || facts.world_size % (c.tp * c.pp) != 0) return "world size not divisible by tp x pp (M:training/arguments.py:432)";
+  // M:training/arguments.py:424-450: the model-parallel size is tp x pp x cp, dp the rest.
+  if (c.tp < 1 || c.pp < 1 || c.cp < 1 || facts.world_size % (c.tp * c.pp * c.cp) != 0) {
+    return "world size not divisible by tp x pp x cp (M:training/arguments.py:432)";
+  }
   built.tp = c.tp;
   built.pp = c.pp;
-  built.dp = facts.world_size / (c.tp * c.pp);
+  built.cp = c.cp;
+  built.dp = facts.world_size / (c.tp * c.pp * c.cp);
   if (facts.num_attention_heads % c.tp != 0) return "num_attention_heads % tp (M:core/transformer/transformer_config.py:1446)";
   if (facts.num_kv_heads % c.tp != 0) return "num_query_groups % tp (M:core/transformer/transformer_config.py:1462)";
   if (c.global_batch % (static_cast<std::int64_t>(c.micro_batch) * built.dp) != 0) {
@@ -235,6 +241,10 @@ std::string check_core(const CoreConfig& c, const JobFacts& facts, BuiltLayout& 
   built.overlap_grad_reduce = c.overlap_grad_reduce;
   built.overlap_param_gather = c.overlap_param_gather;
   built.sequence_length = c.sequence_length;
+  // M:training/arguments.py:1335-1338: the sequence splits into 2 x cp chunks for load balancing.
+  if (c.cp > 1 && c.sequence_length % (2 * c.cp) != 0) {
+    return "seq-length should be a multiple of 2 * context-parallel-size (M:training/arguments.py:1336)";
+  }
   // arguments.py:1477: tp > 1 before Blackwell asserts CUDA_DEVICE_MAX_CONNECTIONS=1 (Pipette does not
   // know the GPU generation here, so the check holds for every GPU).
   if (c.tp > 1 && environment_value(facts, "CUDA_DEVICE_MAX_CONNECTIONS") != "1") {
@@ -266,6 +276,10 @@ Verdict check_megatron(const std::string& arguments, const JobFacts& facts) {
       "decoder-last-pipeline-num-layers", "microbatch-group-size-per-virtual-pipeline-stage", "recompute-granularity",
       "recompute-method", "recompute-num-layers", "sequence-parallel", "use-distributed-optimizer",
       "overlap-grad-reduce", "overlap-param-gather",
+      // M:core/model_parallel_config.py:100 context_parallel_size, a flag through
+      // ArgumentGroupFactory(TransformerConfig) (M:training/arguments.py:2373; TransformerConfig is a
+      // ModelParallelConfig).
+      "context-parallel-size",
       // MoE (M:training/arguments.py:3518-3536 and the TransformerConfig fields arguments.py turns
       // into flags: expert_model_parallel_size, moe_router_topk, moe_ffn_hidden_size, ...).
       "expert-model-parallel-size", "expert-tensor-parallel-size", "num-experts", "moe-router-topk",
@@ -447,14 +461,16 @@ Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
   const int pp = static_cast<int>(number("parallelism.pipeline_parallel_degree", 1));
   const int replicate = static_cast<int>(number("parallelism.data_parallel_replicate_degree", 1));
   const int shard = static_cast<int>(number("parallelism.data_parallel_shard_degree", -1));
+  const int cp = static_cast<int>(number("parallelism.context_parallel_degree", 1));  // configs.py:239
   bool sequence_parallel = true;  // configs.py:169
   if (values.count("parallelism.no-enable_sequence_parallel")) sequence_parallel = false;
   // T:distributed/parallel_dims.py:176-182.
-  if (shard < 1 || replicate * shard * tp * pp != facts.world_size) {
-    verdict.refusal = "dp_replicate * dp_shard * tp * pp != world size (T:distributed/parallel_dims.py:182)";
+  if (shard < 1 || cp < 1 || replicate * shard * cp * tp * pp != facts.world_size) {
+    verdict.refusal = "dp_replicate * dp_shard * cp * tp * pp != world size (T:distributed/parallel_dims.py:182)";
     return verdict;
   }
-  if (shard > 1) {
+  // T:distributed/parallel_dims.py:644-645: FSDP is on whenever cp is, sharding over dp_shard x cp.
+  if (shard > 1 || cp > 1) {
     verdict.refusal = "FSDP shards parameters: not what Pipette priced";
     return verdict;
   }
@@ -463,11 +479,11 @@ Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
     return verdict;
   }
   // T:config/configs.py:282-290, T:distributed/parallel_dims.py:186-192: ep divides
-  // dp_shard * cp * tp (cp = 1 here); efsdp = dp_shard * cp * tp / ep shards the experts with FSDP
+  // dp_shard * cp * tp (cp = 1 past the FSDP check above); efsdp = dp_shard * cp * tp / ep shards the experts with FSDP
   // when above 1 (parallel_dims.py _mesh_exist "efsdp"), which Pipette does not price.
   // T:models/common/moe_sharding.py:201-238: without EP the experts are split over TP.
   const int ep = static_cast<int>(number("parallelism.expert_parallel_degree", 1));
-  if (ep < 1 || (shard * tp) % ep != 0) {  // parallel_dims.py:188
+  if (ep < 1 || (shard * cp * tp) % ep != 0) {  // parallel_dims.py:188
     verdict.refusal = "expert_parallel_degree must divide dp_shard * cp * tp (T:distributed/parallel_dims.py:190)";
     return verdict;
   }
@@ -505,6 +521,7 @@ Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
   BuiltLayout& built = verdict.built;
   built.tp = tp;
   built.pp = pp;
+  built.cp = cp;
   built.dp = replicate;
   built.ep = facts.num_experts > 0 ? ep : 1;
   built.etp = facts.num_experts > 0 ? (ep > 1 ? 1 : tp) : 1;

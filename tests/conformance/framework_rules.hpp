@@ -37,6 +37,7 @@ struct BuiltLayout {
   int tp = 1;
   int pp = 1;
   int dp = 1;
+  int cp = 1;  // context parallel
   int micro_batch = 1;
   std::int64_t global_batch = 0;
   int virtual_stages = 1;

@@ -24,11 +24,28 @@ TEST(RankOrder, MegatronOrderTpFastestThenDpThenPp) {
   // rank = tp_index + tp·(dp_index + dp·pp_index)
   const RankPosition position = position_of_rank(config, 0 + 2 * (3 + 4 * 1));
   EXPECT_EQ(position.tp_index, 0);
-  EXPECT_EQ(position.dp_index, 3);
+  EXPECT_EQ(position.dp_index(config), 3);
   EXPECT_EQ(position.pp_index, 1);
   EXPECT_EQ(position_of_rank(config, 1).tp_index, 1);
-  EXPECT_EQ(position_of_rank(config, 2).dp_index, 1);
+  EXPECT_EQ(position_of_rank(config, 2).dp_index(config), 1);
   EXPECT_EQ(position_of_rank(config, 8).pp_index, 1);
+}
+
+// Megatron's order 'tp-cp-ep-dp-pp' (parallel_state.py @d98e8a64 l.617): cp ranks lie between tp
+// and dp, rank = tp_index + tp·(cp_index + cp·(dp_index + dp·pp_index)).
+TEST(RankOrder, ContextParallelRanksLieBetweenTpAndDp) {
+  ParallelConfig config = config_of(2, 3, 4);
+  config.cp = 2;
+  EXPECT_EQ(config.world_size(), 48);
+  EXPECT_EQ(config.dp_cp(), 8);
+  const RankPosition position = position_of_rank(config, 1 + 2 * (1 + 2 * (3 + 4 * 2)));
+  EXPECT_EQ(position.tp_index, 1);
+  EXPECT_EQ(position.cp_index(config), 1);
+  EXPECT_EQ(position.dp_index(config), 3);
+  EXPECT_EQ(position.pp_index, 2);
+  EXPECT_EQ(position_of_rank(config, 2).cp_index(config), 1);  // the next cp rank after a whole tp group
+  EXPECT_EQ(position_of_rank(config, 4).dp_index(config), 1);  // the next replica after tp·cp ranks
+  EXPECT_EQ(rank_of_position(config, {1, lane_of(config, 1, 3), 2}), 1 + 2 * (1 + 2 * (3 + 4 * 2)));
 }
 
 TEST(RankOrder, PositionAndRankAreInverse) {

@@ -133,6 +133,24 @@ TEST(LayoutRecord, AnMoeRestartKeepsItsExpertGroups) {
       << "a dense plan fixes no ep";
 }
 
+// A long-context job's restart keeps its cp (its data loader and checkpoint are cut for it); a
+// cp = 1 plan needs no cp knob: with tp, pp and dp fixed on as many GPUs, cp = 1 follows.
+TEST(LayoutRecord, ALongContextRestartKeepsItsContextParallelSize) {
+  Plan plan;
+  plan.config = {.tp = 8, .pp = 4, .dp = 1, .cp = 8, .layers_per_stage = {20, 20, 20, 20}};
+  const RecordedLayout recorded = layout_of(ModelSpec{}, plan, "abc", first_start.request);
+  EXPECT_EQ(recorded.gpus, 256);  // tp x cp x pp x dp
+  Result<RestartKnobs> knobs = restart_knobs(recorded, "");
+  ASSERT_TRUE(knobs.ok()) << knobs.error().message;
+  EXPECT_EQ(parse_fixed_knobs(knobs->fix)->cp, 8);
+  knobs = restart_knobs(recorded, "cp=4");
+  ASSERT_TRUE(knobs.ok());
+  EXPECT_EQ(parse_fixed_knobs(knobs->fix)->cp, 4) << "the user's --pipette-fix wins";
+  plan.config.cp = 1;
+  plan.config.dp = 8;
+  EXPECT_FALSE(parse_fixed_knobs(layout_of(ModelSpec{}, plan, "abc", first_start.request).fix)->cp);
+}
+
 // The restart of a job plans exactly the first start's layout, even where a fresh plan differs.
 TEST(LayoutRecord, ARestartWithTheRecordPlansTheFirstStartsLayout) {
   const SiteConfig site = testing::h100_site();

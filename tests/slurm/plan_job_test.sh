@@ -9,23 +9,24 @@ write_link_cache "$work_dir/links.yaml"
 write_site_file "gpu: H100-SXM" "links:" "  cache: $work_dir/links.yaml"
 start_cluster "config=$site_file"
 
-plan_variables="PIPETTE_TP PIPETTE_PP PIPETTE_DP PIPETTE_VPP PIPETTE_MICRO_BATCH PIPETTE_GLOBAL_BATCH
+plan_variables="PIPETTE_TP PIPETTE_PP PIPETTE_DP PIPETTE_CP PIPETTE_VPP PIPETTE_MICRO_BATCH PIPETTE_GLOBAL_BATCH
   PIPETTE_NUM_MICROBATCHES PIPETTE_RECOMPUTE PIPETTE_SEQUENCE_PARALLEL PIPETTE_DISTRIBUTED_OPTIMIZER
   PIPETTE_RANK_ORDER PIPETTE_NODE_ORDER PIPETTE_PREDICTED_ITER_MS PIPETTE_PREDICTED_MEM_GIB
   PIPETTE_PLAN_HASH PIPETTE_MEGATRON_ARGS PIPETTE_STATUS"
 job_args=(-N4 --ntasks-per-node=8 --gres=gpu:8)
 model_args=(--pipette-model=llama2-7b --pipette-batch=256 --pipette-seq=4096)
 
-expect_batch_plan() {  # expect_batch_plan WHAT PREFIX
+expect_batch_plan() {  # expect_batch_plan WHAT PREFIX [GLOBAL_BATCH]
   local name
   for name in $plan_variables; do
     [ -n "$(batch_variable "$2" "$name")" ] || fail "$1: batch script lacks $name"
   done
   expect_eq "$1: PIPETTE_STATUS" ok "$(batch_variable "$2" PIPETTE_STATUS)"
-  local tp pp dp
+  local tp pp dp cp
   tp=$(batch_variable "$2" PIPETTE_TP); pp=$(batch_variable "$2" PIPETTE_PP); dp=$(batch_variable "$2" PIPETTE_DP)
-  expect_eq "$1: tp × pp × dp = 32 GPUs" 32 "$((tp * pp * dp))"
-  expect_eq "$1: global batch" 256 "$(batch_variable "$2" PIPETTE_GLOBAL_BATCH)"
+  cp=$(batch_variable "$2" PIPETTE_CP)
+  expect_eq "$1: tp × cp × pp × dp = 32 GPUs" 32 "$((tp * cp * pp * dp))"
+  expect_eq "$1: global batch" "${3:-256}" "$(batch_variable "$2" PIPETTE_GLOBAL_BATCH)"
   expect_contains "$1: Megatron arguments" "--tensor-model-parallel-size $tp --pipeline-model-parallel-size $pp" "$2.batch-env"
 }
 
@@ -115,7 +116,7 @@ expect_remapped_tasks torchtitan "$work_dir/torchtitan"
 # Issue 17: an MoE model. qwen3-30b-a3b (etc/models/qwen3-30b-a3b.yaml: 128 experts, top 8) on
 # the 4 × 8 H100 plans expert parallelism; the batch script sees the expert layout, and the
 # Megatron arguments carry it with the MoE layer as priced (core/src/launch.cpp
-# megatron_arguments). ep divides the 128 experts and ep × etp a stage's tp × dp ranks
+# megatron_arguments). ep divides the 128 experts and ep × etp a stage's tp × cp × dp ranks
 # (Megatron-LM arguments.py @d98e8a64 l.1655-1658, parallel_state.py l.874-884).
 run_batch moe "${job_args[@]}" --pipette=auto --pipette-model=qwen3-30b-a3b --pipette-batch=256 --pipette-seq=4096 \
   "$rank_job" "$work_dir/moe"
@@ -123,15 +124,28 @@ expect_eq "MoE: job exit status" 0 "$batch_status"
 expect_eq "MoE: PIPETTE_STATUS" ok "$(batch_variable "$work_dir/moe" PIPETTE_STATUS)"
 moe_tp=$(batch_variable "$work_dir/moe" PIPETTE_TP); moe_dp=$(batch_variable "$work_dir/moe" PIPETTE_DP)
 moe_ep=$(batch_variable "$work_dir/moe" PIPETTE_EP); moe_etp=$(batch_variable "$work_dir/moe" PIPETTE_ETP)
+moe_cp=$(batch_variable "$work_dir/moe" PIPETTE_CP)
 expect_eq "MoE: expert parallelism planned (ep > 1)" 1 "$((moe_ep > 1))"
 expect_eq "MoE: ep divides the 128 experts" 0 "$((128 % moe_ep))"
-expect_eq "MoE: ep × etp divides a stage's tp × dp ranks" 0 "$((moe_tp * moe_dp % (moe_ep * moe_etp)))"
+expect_eq "MoE: ep × etp divides a stage's tp × cp × dp ranks" 0 "$((moe_tp * moe_cp * moe_dp % (moe_ep * moe_etp)))"
 expect_contains "MoE: Megatron's expert layout" \
   "--expert-model-parallel-size $moe_ep --expert-tensor-parallel-size $moe_etp --num-experts 128 --moe-router-topk 8" \
   "$work_dir/moe.batch-env"
 expect_contains "MoE: the dispatcher and GEMMs as priced" "--moe-token-dispatcher-type alltoall --moe-grouped-gemm" \
   "$work_dir/moe.batch-env"
 expect_remapped_tasks MoE "$work_dir/moe"
+
+# A long-context job (issue 17): at 128K tokens the plan splits each sequence over cp GPUs, which
+# the variables, Megatron's arguments and the rank order (tp fastest, then cp) carry.
+run_batch long-context "${job_args[@]}" --pipette=auto --pipette-model=llama3-8b --pipette-batch=32 --pipette-seq=131072 \
+  "$rank_job" "$work_dir/long"
+expect_eq "long context: job exit status" 0 "$batch_status"
+expect_batch_plan "long context" "$work_dir/long" 32
+long_cp=$(batch_variable "$work_dir/long" PIPETTE_CP)
+[ "${long_cp:-1}" -gt 1 ] && pass "long context: PIPETTE_CP=$long_cp" || fail "long context: PIPETTE_CP is '$long_cp', not > 1"
+expect_contains "long context: Megatron's --context-parallel-size" "--context-parallel-size $long_cp " "$work_dir/long.batch-env"
+expect_contains "long context: Megatron's --seq-length" "--seq-length 131072 " "$work_dir/long.batch-env"
+expect_remapped_tasks "long context" "$work_dir/long"
 
 # Per-task GPU binding: each task sees one GPU (CUDA_VISIBLE_DEVICES=k), so LOCAL_RANK is 0,
 # the one device it can use, while RANK still follows the placement.

@@ -176,8 +176,8 @@ TEST_F(PipetteCli, PlanJsonFollowsSchemaVersionOne) {
   EXPECT_TRUE(json["rejections"].IsSequence());
   double previous_time = 0;
   for (const auto& plan : json["plans"]) {
-    const int tp = plan["tp"].as<int>(), pp = plan["pp"].as<int>(), dp = plan["dp"].as<int>();
-    EXPECT_EQ(tp * pp * dp, 128);
+    const int tp = plan["tp"].as<int>(), pp = plan["pp"].as<int>(), dp = plan["dp"].as<int>(), cp = plan["cp"].as<int>();
+    EXPECT_EQ(tp * cp * pp * dp, 128);  // Megatron: world = tp x cp x pp x dp
     EXPECT_EQ(plan["plan_hash"].as<std::string>().size(), 16u);
     EXPECT_GE(plan["virtual_stages"].as<int>(), 1);
     EXPECT_GE(plan["micro_batch"].as<int>(), 1);
@@ -195,7 +195,7 @@ TEST_F(PipetteCli, PlanJsonFollowsSchemaVersionOne) {
     EXPECT_DOUBLE_EQ(plan["time"]["iteration_seconds"].as<double>(), iteration);
     for (const char* key : {"compute_seconds", "recompute_seconds", "pipeline_bubble_seconds", "tp_communication_seconds",
                             "pp_communication_seconds", "dp_communication_seconds", "optimizer_seconds",
-                            "embedding_imbalance_seconds", "tp_hidden_seconds"}) {
+                            "embedding_imbalance_seconds", "tp_hidden_seconds", "cp_communication_seconds"}) {
       EXPECT_GE(plan["time"][key].as<double>(), 0) << key;
     }
     EXPECT_GT(plan["tokens_per_second"].as<double>(), 0);
@@ -289,6 +289,34 @@ TEST_F(PipetteCli, ExplainBreaksDownTimeMemoryLinksAndRunnersUp) {
                               "measured", "why the runners-up lost", "  2. ", "  3. "}) {
     EXPECT_NE(run.out.find(section), std::string::npos) << section << "\n" << run.out;
   }
+}
+
+// Issue 17's done-when: at 128K tokens llama3-70b on 32 nodes gets context parallelism instead of
+// full recompute, and explain shows what each other cp would cost.
+TEST_F(PipetteCli, LongContextPlanHasContextParallelismThatExplainJustifies) {
+  const std::string request = " --model llama3-70b --nodes 'n[001-032]' --global-batch 256 --seq 131072";
+  const Outcome json = pipette("plan" + request + " --top 1 --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  const YAML::Node plan = parse_json(json.out)["plans"][0];
+  const int cp = plan["cp"].as<int>();
+  EXPECT_GT(cp, 1);
+  EXPECT_NE(plan["recompute"].as<std::string>(), "full");
+  EXPECT_EQ(plan["environment"]["PIPETTE_CP"].as<std::string>(), std::to_string(cp));
+  EXPECT_NE(plan["environment"]["PIPETTE_MEGATRON_ARGS"].as<std::string>().find("--context-parallel-size " + std::to_string(cp)),
+            std::string::npos);
+  const Outcome explain = pipette("explain" + request);
+  ASSERT_EQ(explain.status, 0) << explain.err;
+  const std::string& out = explain.out;
+  const size_t section = out.find("the best plan at each context-parallel size");
+  ASSERT_NE(section, std::string::npos) << out;
+  // The cp = 1 row: the search's best without context parallelism, full recompute and slower.
+  const size_t row = out.find("\n      1  ", section);
+  ASSERT_NE(row, std::string::npos) << out;
+  const std::string cp1 = out.substr(row + 1, out.find('\n', row + 1) - row - 1);
+  EXPECT_NE(cp1.find("recompute=full"), std::string::npos) << cp1;
+  EXPECT_NE(cp1.find("% vs plan 1"), std::string::npos) << cp1;
+  EXPECT_EQ(cp1.find("+0.0%"), std::string::npos) << cp1;
+  EXPECT_NE(out.find("plan 1's cp"), std::string::npos) << out;
 }
 
 TEST_F(PipetteCli, SimulateWritesAWellFormedSvgWithOneRowPerStageAndAChromeTrace) {

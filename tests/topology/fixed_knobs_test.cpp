@@ -6,17 +6,18 @@ namespace pipette {
 namespace {
 
 TEST(FixedKnobs, ParsesEveryKnob) {
-  auto knobs = parse_fixed_knobs("tp=8,pp=4,dp=2,mbs=1,vpp=2,recompute=selective,sp=on,distopt=off");
+  auto knobs = parse_fixed_knobs("tp=8,pp=4,dp=2,cp=4,mbs=1,vpp=2,recompute=selective,sp=on,distopt=off");
   ASSERT_TRUE(knobs.ok()) << knobs.error().message;
   EXPECT_EQ(knobs->tp, 8);
   EXPECT_EQ(knobs->pp, 4);
   EXPECT_EQ(knobs->dp, 2);
+  EXPECT_EQ(knobs->cp, 4);
   EXPECT_EQ(knobs->micro_batch, 1);
   EXPECT_EQ(knobs->virtual_stages, 2);
   EXPECT_EQ(knobs->recompute, RecomputeMode::selective);
   EXPECT_EQ(knobs->sequence_parallel, true);
   EXPECT_EQ(knobs->distributed_optimizer, false);
-  EXPECT_EQ(format_fixed_knobs(*knobs), "tp=8,pp=4,dp=2,mbs=1,vpp=2,recompute=selective,sp=on,distopt=off");
+  EXPECT_EQ(format_fixed_knobs(*knobs), "tp=8,pp=4,dp=2,cp=4,mbs=1,vpp=2,recompute=selective,sp=on,distopt=off");
 }
 
 TEST(FixedKnobs, EmptyFixesNothingAndSpacesAreIgnored) {
@@ -33,6 +34,7 @@ TEST(FixedKnobs, ErrorsNameTheBadItem) {
   const std::pair<const char*, const char*> cases[] = {
       {"tp=x", "\"tp=x\": tp needs a positive integer"},
       {"tp=0", "\"tp=0\": tp needs a positive integer"},
+      {"cp=0", "\"cp=0\": cp needs a positive integer"},
       {"tp=8,pp=-1", "\"pp=-1\""},
       {"tp=8,tp=4", "\"tp=4\": tp is given twice"},
       {"tp=8,,pp=2", "empty item"},

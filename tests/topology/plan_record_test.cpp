@@ -23,7 +23,7 @@ class PlanRecordTest : public ::testing::Test {
 TEST_F(PlanRecordTest, WritesPrivatelyAndReadsBack) {
   auto path = write_plan_record(home_.string(), "pipette12", 42,
                                 {{"model", "llama3-8b"}, {"nodes", "2"}, {"node_list", "gpu01,gpu02"}, {"gpus_per_node", "8"}, {"global_batch", "128"},
-                                 {"sequence_length", "4096"}, {"tp", "2"}, {"pp", "2"}, {"dp", "4"}, {"vpp", "1"},
+                                 {"sequence_length", "4096"}, {"tp", "2"}, {"pp", "2"}, {"dp", "2"}, {"cp", "2"}, {"vpp", "1"},
                                  {"mbs", "1"}, {"recompute", "selective"}, {"sp", "1"}, {"distopt", "1"}});
   ASSERT_TRUE(path.ok()) << path.error().message;
   EXPECT_EQ(*path, home_.string() + "/pipette/jobs/pipette12-42.plan");
@@ -36,7 +36,8 @@ TEST_F(PlanRecordTest, WritesPrivatelyAndReadsBack) {
   ASSERT_TRUE(run.ok()) << run.error().message;
   EXPECT_EQ(run->model, "llama3-8b");
   EXPECT_EQ(run->nodes, 2);
-  EXPECT_EQ(run->dp, 4);
+  EXPECT_EQ(run->dp, 2);
+  EXPECT_EQ(run->cp, 2);  // a long-context plan's record keeps its cp, so calibrate prices the run that ran
   EXPECT_EQ(run->node_names, (std::vector<std::string>{"gpu01", "gpu02"}));
   EXPECT_EQ(run->recompute, RecomputeMode::selective);
   EXPECT_EQ(run->sequence_parallel, true);

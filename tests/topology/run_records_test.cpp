@@ -66,6 +66,25 @@ TEST(MegatronLog, ReadsLayoutSteadyStateAndPeakMemory) {
   EXPECT_EQ(run->name, "m.log:2");  // the arguments block
 }
 
+// A run with context parallelism (Megatron logs context_parallel_size) is priced with its cp:
+// world = tp x cp x pp x dp.
+TEST(MegatronLog, AContextParallelRunResolvesWithItsCp) {
+  auto run = parse_megatron_log(sample("megatron_llama3_8b_2nodes.log"), "m.log");
+  ASSERT_TRUE(run.ok());
+  run->cp = 2;
+  run->dp = 2;  // the same 16 GPUs: tp 2 x cp 2 x pp 2 x dp 2
+  RunDescription flags;
+  flags.model = "llama3-8b";
+  flags.nodes = 2;
+  auto record = resolve_run(*complete_run(*run, flags), h100_site(), {});
+  ASSERT_TRUE(record.ok()) << record.error().message;
+  EXPECT_EQ(record->cluster.num_gpus(), 16);
+  EXPECT_EQ(record->config.cp, 2);
+  EXPECT_EQ(record->config.dp, 2);
+  run->dp = 4;  // 32 GPUs' layout on 16
+  EXPECT_FALSE(resolve_run(*complete_run(*run, flags), h100_site(), {}).ok());
+}
+
 TEST(MegatronLog, ResolvesAgainstItsModelAndRejectsAnotherModel) {
   auto run = parse_megatron_log(sample("megatron_llama3_8b_2nodes.log"), "m.log");
   ASSERT_TRUE(run.ok());

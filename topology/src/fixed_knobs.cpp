@@ -33,7 +33,7 @@ Result<FixedKnobs> parse_fixed_knobs(std::string_view text) {
     }
     const auto equals = item.find('=');
     if (equals == std::string_view::npos)
-      return knob_error(item, "expected key=value; keys are tp, pp, dp, ep, etp, mbs, vpp, recompute, sp, distopt");
+      return knob_error(item, "expected key=value; keys are tp, pp, dp, cp, ep, etp, mbs, vpp, recompute, sp, distopt");
     const std::string key(trim(item.substr(0, equals)));
     const std::string_view value = trim(item.substr(equals + 1));
     for (const auto& earlier : seen)
@@ -66,6 +66,8 @@ Result<FixedKnobs> parse_fixed_knobs(std::string_view text) {
       problem = positive(knobs.pp);
     } else if (key == "dp") {
       problem = positive(knobs.dp);
+    } else if (key == "cp") {
+      problem = positive(knobs.cp);
     } else if (key == "ep") {
       problem = positive(knobs.ep);
     } else if (key == "etp") {
@@ -89,7 +91,7 @@ Result<FixedKnobs> parse_fixed_knobs(std::string_view text) {
     } else if (key == "distopt") {
       problem = on_off(knobs.distributed_optimizer);
     } else {
-      problem = knob_error(item, "unknown knob \"" + quoted_input(key) + "\"; keys are tp, pp, dp, ep, etp, mbs, vpp, recompute, sp, distopt");
+      problem = knob_error(item, "unknown knob \"" + quoted_input(key) + "\"; keys are tp, pp, dp, cp, ep, etp, mbs, vpp, recompute, sp, distopt");
     }
     if (problem) return *problem;
   }
@@ -107,6 +109,7 @@ std::string format_fixed_knobs(const FixedKnobs& knobs) {
   if (knobs.tp) add("tp", std::to_string(*knobs.tp));
   if (knobs.pp) add("pp", std::to_string(*knobs.pp));
   if (knobs.dp) add("dp", std::to_string(*knobs.dp));
+  if (knobs.cp) add("cp", std::to_string(*knobs.cp));
   if (knobs.ep) add("ep", std::to_string(*knobs.ep));
   if (knobs.etp) add("etp", std::to_string(*knobs.etp));
   if (knobs.micro_batch) add("mbs", std::to_string(*knobs.micro_batch));

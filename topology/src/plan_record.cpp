@@ -113,6 +113,7 @@ Result<RunDescription> parse_plan_record(std::string_view text, const std::strin
     else if (key == "tp") integer(run.tp);
     else if (key == "pp") integer(run.pp);
     else if (key == "dp") integer(run.dp);
+    else if (key == "cp") integer(run.cp);
     else if (key == "vpp") integer(run.vpp);
     else if (key == "mbs") integer(run.micro_batch);
     else if (key == "recompute") {

@@ -158,6 +158,7 @@ struct MegatronArguments {
 
 // The layout keys two argument blocks of one run must agree on.
 constexpr const char* kLayoutKeys[] = {"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
+                                       "context_parallel_size",
                                        "virtual_pipeline_model_parallel_size", "micro_batch_size", "global_batch_size",
                                        "seq_length", "num_layers", "hidden_size", "num_attention_heads",
                                        "recompute_granularity", "sequence_parallel", "use_distributed_optimizer", "world_size"};
@@ -189,14 +190,11 @@ std::optional<Error> apply_arguments(const MegatronArguments& arguments, const s
   integer("hidden_size", run.hidden_size);
   integer("num_attention_heads", run.num_attention_heads);
   integer("world_size", run.world_size);
-  std::optional<int> global_batch, context_parallel;
+  std::optional<int> global_batch;
   integer("global_batch_size", global_batch);
-  integer("context_parallel_size", context_parallel);
+  integer("context_parallel_size", run.cp);
   if (problem) return problem;
   if (global_batch) run.global_batch = *global_batch;
-  if (context_parallel && *context_parallel > 1)
-    return Error{where + ": context_parallel_size is " + std::to_string(*context_parallel) +
-                 "; Pipette does not model context parallelism, so this run cannot calibrate it"};
   const auto granularity = text("recompute_granularity");
   run.recompute = !granularity ? RecomputeMode::none : *granularity == "full" ? RecomputeMode::full : RecomputeMode::selective;
   flag("sequence_parallel", run.sequence_parallel);
@@ -728,7 +726,7 @@ Result<RunDescription> complete_run(RunDescription run, const RunDescription& fa
   for (const auto& [field, name] : std::initializer_list<std::pair<Field, const char*>>{
            {&RunDescription::nodes, "nodes"}, {&RunDescription::gpus_per_node, "GPUs per node"},
            {&RunDescription::tp, "tp"}, {&RunDescription::pp, "pp"}, {&RunDescription::dp, "dp"},
-           {&RunDescription::vpp, "vpp"}, {&RunDescription::micro_batch, "micro-batch"},
+           {&RunDescription::cp, "cp"}, {&RunDescription::vpp, "vpp"}, {&RunDescription::micro_batch, "micro-batch"},
            {&RunDescription::sequence_length, "sequence length"}})
     fill(run.*field, fallback.*field, name);
   fill(run.global_batch, fallback.global_batch, "global batch");
@@ -754,13 +752,15 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
     return missing("its layout (tp, pp, micro-batch, global batch, sequence length: --layout and --global-batch/--seq)");
   const int tp = *run.tp, pp = *run.pp, nodes = *run.nodes;
   int gpus = run.world_size.value_or(0);
-  if (!gpus && run.dp) gpus = tp * pp * *run.dp;
+  // Megatron's world is tp × cp × pp × dp (arguments.py @d98e8a64 l.424-450).
+  const int cp = run.cp.value_or(1);
+  if (!gpus && run.dp) gpus = tp * cp * pp * *run.dp;
   if (!gpus && run.gpus_per_node) gpus = nodes * *run.gpus_per_node;
   if (!gpus) return missing("the data-parallel size or GPUs per node (--gpus-per-node)");
-  const int dp = run.dp.value_or(gpus / (tp * pp));
-  if (tp * pp * dp != gpus)
-    return Error{run.name + ": layout tp " + std::to_string(tp) + " × pp " + std::to_string(pp) + " × dp " + std::to_string(dp) +
-                 " does not make the job's " + std::to_string(gpus) + " GPUs"};
+  const int dp = run.dp.value_or(gpus / (tp * cp * pp));
+  if (tp * cp * pp * dp != gpus)
+    return Error{run.name + ": layout tp " + std::to_string(tp) + (cp > 1 ? " × cp " + std::to_string(cp) : "") + " × pp " +
+                 std::to_string(pp) + " × dp " + std::to_string(dp) + " does not make the job's " + std::to_string(gpus) + " GPUs"};
   if (gpus % nodes != 0 || (run.gpus_per_node && gpus / nodes != *run.gpus_per_node))
     return Error{run.name + ": " + std::to_string(gpus) + " GPUs do not split evenly over " + std::to_string(nodes) + " nodes" +
                  (run.gpus_per_node ? " of " + std::to_string(*run.gpus_per_node) + " GPUs" : std::string())};
@@ -808,6 +808,7 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
   config.tp = tp;
   config.pp = pp;
   config.dp = dp;
+  config.cp = cp;
   config.micro_batch = *run.micro_batch;
   config.virtual_stages = run.vpp.value_or(1);
   config.recompute = run.recompute.value_or(RecomputeMode::none);

@@ -67,6 +67,7 @@ Result<RunDescription> flags_of(const Arguments& arguments) {
     flags.tp = knobs->tp;
     flags.pp = knobs->pp;
     flags.dp = knobs->dp;
+    flags.cp = knobs->cp;
     flags.vpp = knobs->virtual_stages;
     flags.micro_batch = knobs->micro_batch;
     flags.recompute = knobs->recompute;

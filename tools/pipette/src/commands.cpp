@@ -75,9 +75,10 @@ int simulate_command(const Arguments& arguments) {
   if (!outcome->does_not_fit.empty()) return fail(prefix + "the configuration does not fit: " + outcome->does_not_fit);
   const Plan& plan = outcome->plans.front();
   const ParallelConfig& config = plan.config;
-  if (replica && *replica >= config.dp) {
-    return fail(prefix + "--replica " + std::to_string(*replica) + " but the plan has dp=" + std::to_string(config.dp) +
-                " (replicas 0.." + std::to_string(config.dp - 1) + ")");
+  // The simulation runs one pipeline per lane: dp replicas, times cp with context parallelism.
+  if (replica && *replica >= config.dp_cp()) {
+    return fail(prefix + "--replica " + std::to_string(*replica) + " but the plan has dp x cp = " +
+                std::to_string(config.dp_cp()) + " pipelines (replicas 0.." + std::to_string(config.dp_cp() - 1) + ")");
   }
   const WorkProfile work = profile_work(outcome->model, outcome->training, outcome->cluster.gpu, config);
   const CommunicationTimes communication = communication_times(outcome->cluster, config, work, plan.placement);
@@ -96,7 +97,7 @@ int simulate_command(const Arguments& arguments) {
     written += "  wrote " + *path + " (Gantt chart of DP replica " + std::to_string(drawn) + ")\n";
   }
   if (const auto path = arguments.value("trace")) {
-    auto ok = write_file(*path, render_chrome_trace(simulation, config.pp, config.dp, title), prefix);
+    auto ok = write_file(*path, render_chrome_trace(simulation, config.pp, config.dp_cp(), title), prefix);
     if (!ok) return fail(ok.error().message);
     written += "  wrote " + *path + " (Chrome trace; open in https://ui.perfetto.dev)\n";
   }

@@ -67,13 +67,14 @@ std::string layers_compact(const std::vector<int>& layers) {
   return out;
 }
 
-// Node (and GPUs, when the TP group does not fill the node) of one (pp, dp) position.
-std::string position_cell(const Plan& plan, const Cluster& cluster, int pp_index, int dp_index) {
+// Node (and GPUs, when the TP group does not fill the node) of one (pp, lane) position; a lane is
+// a DP replica, or with context parallelism one cp rank of one.
+std::string position_cell(const Plan& plan, const Cluster& cluster, int pp_index, int lane) {
   const ParallelConfig& config = plan.config;
   std::set<int> nodes;
   std::vector<int> local_gpus;
   for (int tp_index = 0; tp_index < config.tp; ++tp_index) {
-    const int rank = rank_of_position(config, {tp_index, dp_index, pp_index});
+    const int rank = rank_of_position(config, {tp_index, lane, pp_index});
     const int gpu = plan.placement.gpu_of_rank[static_cast<size_t>(rank)];
     nodes.insert(node_of_gpu(cluster, gpu));
     local_gpus.push_back(gpu % cluster.gpus_per_node);
@@ -90,10 +91,15 @@ std::string position_cell(const Plan& plan, const Cluster& cluster, int pp_index
 
 std::string placement_report(const Plan& plan, const Cluster& cluster) {
   const ParallelConfig& config = plan.config;
-  std::string out = "placement of plan 1 (Megatron rank order: tp fastest, then dp, then pp):\n";
-  const int shown = std::min(config.dp, kMaxReplicaColumns);
+  std::string out = config.cp > 1 ? "placement of plan 1 (Megatron rank order: tp fastest, then cp, then dp, then pp):\n"
+                                  : "placement of plan 1 (Megatron rank order: tp fastest, then dp, then pp):\n";
+  const int shown = std::min(config.dp_cp(), kMaxReplicaColumns);
   std::vector<TextTable::Column> columns = {{"stage"}, {"layers"}};
-  for (int d = 0; d < shown; ++d) columns.push_back({"replica " + std::to_string(d), TextTable::Align::left});
+  for (int d = 0; d < shown; ++d) {
+    const std::string name = config.cp > 1 ? "replica " + std::to_string(d / config.cp) + " cp " + std::to_string(d % config.cp)
+                                           : "replica " + std::to_string(d);
+    columns.push_back({name, TextTable::Align::left});
+  }
   TextTable table(columns);
   for (int s = 0; s < config.pp; ++s) {
     std::vector<std::string> row = {std::to_string(s), std::to_string(config.layers_per_stage[static_cast<size_t>(s)])};
@@ -101,8 +107,9 @@ std::string placement_report(const Plan& plan, const Cluster& cluster) {
     table.add_row(row);
   }
   out += table.render("  ");
-  if (shown < config.dp) {
-    out += "  ... " + std::to_string(config.dp - shown) + " more replicas (`pipette plan --json` lists every rank)\n";
+  if (shown < config.dp_cp()) {
+    out += "  ... " + std::to_string(config.dp_cp() - shown) + " more " + (config.cp > 1 ? "lanes" : "replicas") +
+           " (`pipette plan --json` lists every rank)\n";
   }
   if (!plan.node_order.empty()) {
     out += "  node order (NODE_RANK 0, 1, ...):";
@@ -159,7 +166,15 @@ std::string plans_table(const PlanningOutcome& outcome) {
     }
     return experts;
   }
-  return table.render("  ");
+  std::string rendered = table.render("  ");
+  for (size_t i = 0; i < outcome.plans.size(); ++i) {
+    // Long-context plans: the context-parallel size beside the table (dp counts replicas).
+    const ParallelConfig& c = outcome.plans[i].config;
+    if (c.cp > 1)
+      rendered += strprintf("  plan %zu context parallel: cp=%d, %d tokens of each sequence per GPU\n", i + 1, c.cp,
+                            outcome.training.sequence_length / c.cp);
+  }
+  return rendered;
 }
 
 void write_time(JsonWriter& json, const TimeBreakdown& time) {
@@ -175,6 +190,7 @@ void write_time(JsonWriter& json, const TimeBreakdown& time) {
       .value("embedding_imbalance_seconds", time.embedding_imbalance_seconds)
       .value("tp_hidden_seconds", time.tp_hidden_seconds)
       .value("ep_communication_seconds", time.ep_communication_seconds)
+      .value("cp_communication_seconds", time.cp_communication_seconds)
       .end_object();
 }
 
@@ -194,7 +210,7 @@ void write_plan(JsonWriter& json, const Plan& plan, const PlanningOutcome& outco
   json.begin_object();
   json.value("plan_hash", plan_hash(plan));
   json.value("tp", c.tp).value("pp", c.pp).value("dp", c.dp).value("virtual_stages", c.virtual_stages);
-  json.value("ep", c.ep).value("etp", c.etp);
+  json.value("cp", c.cp).value("ep", c.ep).value("etp", c.etp);
   json.value("micro_batch", c.micro_batch).value("num_microbatches", plan.num_microbatches);
   json.value("recompute", to_string(c.recompute));
   json.value("sequence_parallel", c.sequence_parallel).value("distributed_optimizer", c.distributed_optimizer);
@@ -290,6 +306,8 @@ std::vector<std::pair<std::string, double>> components(const TimeBreakdown& time
                                                        {"optimizer step", time.optimizer_seconds}};
   // MoE plans only: the expert all-to-alls, not overlapped.
   if (time.ep_communication_seconds > 0) parts.insert(parts.begin() + 3, {"EP all-to-all (MoE dispatch + combine)", time.ep_communication_seconds});
+  // Long-context plans only: the ring attention passes that outlast the attention they overlap.
+  if (time.cp_communication_seconds > 0) parts.insert(parts.begin() + 3, {"CP ring K/V passes (exposed)", time.cp_communication_seconds});
   return parts;
 }
 
@@ -341,7 +359,8 @@ std::string link_text(const Link& link) {
                    link.latency_seconds / units::microsecond, link.measured ? "measured" : "ASSUMED");
 }
 
-// The slowest node-pair link each pipeline hop and each stage's DP group uses.
+// The slowest node-pair link each pipeline hop, each stage's DP group (dp x cp lanes: Megatron
+// reduces gradients over both) and each stage's cp rings use.
 std::string links_report(const Plan& plan, const PlanningOutcome& outcome) {
   const Cluster& cluster = outcome.cluster;
   const ParallelConfig& config = plan.config;
@@ -366,23 +385,33 @@ std::string links_report(const Plan& plan, const PlanningOutcome& outcome) {
     table.add_row({what, cluster.node_names[static_cast<size_t>(a)] + " - " + cluster.node_names[static_cast<size_t>(b)],
                    link_text(cluster.inter_node.at(a, b))});
   };
+  const int lanes = config.dp_cp();
   for (int s = 0; s + 1 < config.pp; ++s) {
     int worst_a = -1, worst_b = -1;
-    for (int d = 0; d < config.dp; ++d) {
+    for (int d = 0; d < lanes; ++d) {
       const int a = node_of(s, d), b = node_of(s + 1, d);
       if (a != b && slower(a, b, worst_a, worst_b)) worst_a = a, worst_b = b;
     }
     add("pipeline hop " + std::to_string(s) + " -> " + std::to_string(s + 1), worst_a, worst_b);
   }
-  if (config.dp > 1) {
+  if (lanes > 1) {
     for (int s = 0; s < config.pp; ++s) {
       int worst_a = -1, worst_b = -1;
-      for (int d = 0; d < config.dp; ++d) {
-        const int a = node_of(s, d), b = node_of(s, (d + 1) % config.dp);
+      for (int d = 0; d < lanes; ++d) {
+        const int a = node_of(s, d), b = node_of(s, (d + 1) % lanes);
         if (a != b && slower(a, b, worst_a, worst_b)) worst_a = a, worst_b = b;
       }
       add("DP ring of stage " + std::to_string(s), worst_a, worst_b);
     }
+  }
+  for (int s = 0; s < config.pp && config.cp > 1; ++s) {
+    int worst_a = -1, worst_b = -1;
+    for (int d = 0; d < lanes; ++d) {
+      const int next = lane_of(config, (d + 1) % config.cp, d / config.cp);  // the next rank of d's cp ring
+      const int a = node_of(s, d), b = node_of(s, next);
+      if (a != b && slower(a, b, worst_a, worst_b)) worst_a = a, worst_b = b;
+    }
+    add("cp ring of stage " + std::to_string(s), worst_a, worst_b);
   }
   out += table.render("  ");
   for (const auto& assumed : plan.links_assumed) out += "  assumed: " + assumed + "\n";
@@ -498,6 +527,47 @@ std::string experts_report(const PlanningOutcome& outcome) {
   return out + table.render("    ");
 }
 
+// Long sequences: why plan 1 has its cp. The best plan the search finds with each other
+// context-parallel size the sequence allows (everything else free, Slurm's node order), so that
+// cp = 1 shows what it takes to fit without splitting the sequence (often full recompute).
+std::string context_parallel_report(const PlanningOutcome& outcome) {
+  if (outcome.plans.empty()) return {};
+  const Plan& best = outcome.plans.front();
+  const ParallelConfig& c = best.config;
+  const int s = outcome.training.sequence_length;
+  if (c.cp == 1 && s < 2 * 4096) return {};  // no cp > 1 would keep 4096 tokens per GPU
+  std::string out = strprintf("context parallelism: %d tokens per sequence; plan 1 has cp=%d (%d tokens per GPU)", s, c.cp,
+                              s / c.cp);
+  if (c.cp > 1) {
+    out += ";\n  ring attention's K/V passes not hidden under attention: " + human_seconds(best.time.cp_communication_seconds) +
+           " per iteration (" + strprintf("%.1f%%", 100 * best.time.cp_communication_seconds / best.time.iteration_seconds) + ")";
+  }
+  out += "\n  the best plan at each context-parallel size (search with cp fixed, Slurm's node order):\n";
+  TextTable table({{"cp"}, {"plan", TextTable::Align::left}, {"iteration"}, {"ring exposed"}, {"peak memory / GPU"},
+                   {"", TextTable::Align::left}});
+  SearchOptions options;
+  options.optimize_placement = false;
+  options.top_k = 1;
+  const int gpus = outcome.cluster.num_gpus();
+  for (int cp = 1; cp <= gpus; cp *= 2) {
+    if (gpus % cp != 0 || s % (2 * cp) != 0 || (cp > 1 && s / cp < 1024)) continue;
+    TrainingSpec training = outcome.training;
+    training.fixed.cp = cp;
+    const Result<SearchResult> found = search_plans(outcome.model, training, outcome.cluster, options);
+    if (!found || found->plans.empty()) {
+      table.add_row({std::to_string(cp), "-", "-", "-", "-", found ? "nothing fits" : found.error().message});
+      continue;
+    }
+    const Plan& plan = found->plans.front();
+    const bool chosen = cp == c.cp;
+    table.add_row({std::to_string(cp), plan_label(plan.config), human_seconds(plan.time.iteration_seconds),
+                   human_seconds(plan.time.cp_communication_seconds), memory_cell(plan, outcome.cluster),
+                   chosen ? "plan 1's cp"
+                          : strprintf("%+.1f%% vs plan 1", 100 * (plan.time.iteration_seconds / best.time.iteration_seconds - 1))});
+  }
+  return out + table.render("    ");
+}
+
 std::string runners_up_report(const PlanningOutcome& outcome) {
   std::string out;
   const Plan& best = outcome.plans.front();
@@ -531,6 +601,7 @@ std::string runners_up_report(const PlanningOutcome& outcome) {
 std::string plan_label(const ParallelConfig& config) {
   std::string label = "tp=" + std::to_string(config.tp) + " pp=" + std::to_string(config.pp) +
                       " dp=" + std::to_string(config.dp);
+  if (config.cp > 1) label += " cp=" + std::to_string(config.cp);
   if (config.ep > 1 || config.etp > 1) label += " ep=" + std::to_string(config.ep) + " etp=" + std::to_string(config.etp);
   label += " mbs=" + std::to_string(config.micro_batch);
   if (config.virtual_stages > 1) label += " vpp=" + std::to_string(config.virtual_stages);
@@ -602,6 +673,7 @@ std::string explain_report(const PlanningOutcome& outcome) {
   if (const std::string stack = stack_report(outcome.training.target.framework); !stack.empty()) out += stack + "\n";
   out += memory_report(best.config, best.memory_per_stage, outcome.cluster, "plan 1") + "\n";
   if (const std::string experts = experts_report(outcome); !experts.empty()) out += experts + "\n";
+  if (const std::string context = context_parallel_report(outcome); !context.empty()) out += context + "\n";
   out += links_report(best, outcome) + "\n";
   out += rails_report(best, outcome.cluster) + "\n";
   out += runners_up_report(outcome);

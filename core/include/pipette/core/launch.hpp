@@ -18,6 +18,7 @@ struct LaunchDescription {
   int tp = 1;
   int pp = 1;
   int dp = 1;
+  int cp = 1;  // context parallel size
   // Mixture of experts (num_experts == 0: a dense model, nothing exported): the expert layout and
   // the MoE layer as priced, with Megatron-core's alltoall dispatcher and grouped GEMM.
   int ep = 1;
@@ -78,6 +79,9 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
 //    own: without ep its experts are split over tp (etp = tp), with ep they are whole and ep must
 //    equal tp here (its ep borrows dp_shard x cp x tp ranks and Pipette's torchtitan plans have
 //    dp_shard = 1; ep < tp leaves an expert-FSDP sharding the model does not price).
+//  - Context parallelism: Megatron-core and NeMo build any cp the search allows (the sequence in
+//    2·cp chunks, flash attention: checked with the training spec); torchtitan only cp = 1 (with
+//    cp > 1 it shards parameters with FSDP over the cp ranks, which the model does not price).
 std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
                            int num_microbatches);
 

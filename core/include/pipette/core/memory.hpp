@@ -50,6 +50,11 @@ double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& traini
 // layer (full: everything a layer without recompute keeps; selective: the attention core).
 double layer_working_set_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 
+// Context parallelism's ring buffers of the one layer whose attention runs (0 when cp = 1): the
+// larger of the forward's (every received K/V chunk and every step's output, plus the fp32
+// output) and the backward's (two [K/V, dK/dV] buffers and dQ). layer_working_set_bytes includes it.
+double cp_ring_buffer_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
+
 // Micro-batch passes (of one model chunk) whose activations pipeline rank `stage` of `pp` holds at
 // its peak. 1F1B: min(pp − stage, m). Interleaved 1F1B with v chunks per rank (Megatron's schedule):
 // rank i runs 2(pp − i − 1) + (v − 1)·N warm-up chunk forwards, then alternates one forward and one

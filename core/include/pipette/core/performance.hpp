@@ -44,6 +44,21 @@ struct StageWork {
   double ep_bytes_per_peer = 0;
   double etp_gather_bytes = 0;
   double expert_gradient_bytes_per_gpu = 0;
+  // Context parallelism (all zero when cp = 1). Transformer Engine's ring attention
+  // (AttnFuncWithCPAndKVP2P, dot_product_attention/context_parallel.py @d0067d0d) runs cp steps per
+  // layer and pass, each computing the rank's queries against one K/V chunk while the next chunk
+  // travels one hop around the cp ring: in the forward cp − 1 passes of the rank's K/V chunk
+  // (l.1698-1717); in the backward cp passes, K/V first, then K/V with the dK/dV accumulated so
+  // far, dK/dV alone last (l.2460-2495). With causal load balancing every step computes the same
+  // share of the attention, so a pass is exposed only by what it takes beyond one step.
+  int cp_forward_rings = 0;          // per micro-batch: the stage's layers, again for recomputed attention
+  int cp_backward_rings = 0;         // per micro-batch: the stage's layers
+  double cp_kv_chunk_bytes = 0;      // one rank's K and V of one micro-batch (s/cp tokens, kv/tp wide)
+  double cp_forward_step_seconds = 0;   // the attention of one ring step, forward
+  double cp_backward_step_seconds = 0;  // and backward
+  // Of the ring's exposed time, the share that falls on the forward pass (the first forward's
+  // rings; the recomputed forward's and the backward's fall on the backward), by bytes passed.
+  double cp_forward_share = 0;
   double optimizer_seconds = 0;
   // Part of forward + backward compute spent in the embedding (first stage) and the LM head with
   // its cross entropy (last stage); the reason end stages are slower than the rest.
@@ -120,11 +135,20 @@ struct CommunicationTimes {
   // default (transformer_config.py @d98e8a64 l.717) and the exports do not set them.
   std::vector<std::vector<double>> ep_group_seconds;
   std::vector<double> ep_seconds;
+  // Context parallelism: cp_seconds[s][d]: the exposed ring passes of one micro-batch, forward +
+  // backward, of stage s of DP replica d (the slowest of its tp cp-rings, whose tp collectives tie
+  // them together); every lane of the replica waits for it (its cp ranks step through the ring
+  // together). Empty when cp = 1.
+  std::vector<std::vector<double>> cp_seconds;
   // wraparound_p2p_seconds[d]: one message from stage pp − 1 to stage 0 of replica d, the hop to
   // the next model chunk of the interleaved schedule (size dp when virtual_stages > 1 and pp > 1,
   // else empty). The same message size as p2p_seconds; gradients travel it back the other way.
   std::vector<double> wraparound_p2p_seconds;
 };
+
+// cp_seconds of stage `stage` as lane `lane` (a member of the dp·cp group) waits for it: its DP
+// replica's; 0 without context parallelism.
+double cp_ring_seconds_of(const ParallelConfig& config, const CommunicationTimes& communication, int stage, int lane);
 
 CommunicationTimes communication_times(const Cluster& cluster, const ParallelConfig& config,
                                        const WorkProfile& work, const Placement& placement);

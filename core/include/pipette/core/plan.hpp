@@ -12,6 +12,11 @@ struct ParallelConfig {
   int tp = 1;
   int pp = 1;
   int dp = 1;
+  // Context parallelism (--context-parallel-size): each rank of a cp group holds s/cp tokens of
+  // every sequence, and attention exchanges K/V around the group's ring (Transformer Engine's
+  // AttnFuncWithCPAndKVP2P). Megatron: world = tp·cp·pp·dp (parallel_state.py
+  // initialize_model_parallel @d98e8a64 l.815-825), order tp-cp-ep-dp-pp (l.617).
+  int cp = 1;
   // Expert parallelism of MoE layers (1 for dense models). Megatron-core regroups the ranks of a
   // pipeline stage for the expert layers, etp fastest, then ep, then expert-dp
   // (parallel_state.py initialize_model_parallel @d98e8a64 l.871-894, RankGenerator(tp=etp,
@@ -25,10 +30,21 @@ struct ParallelConfig {
   bool distributed_optimizer = false;
   std::vector<int> layers_per_stage;  // size pp, pipeline rank order; sums to the model's layers
 
-  int world_size() const { return tp * pp * dp; }
+  int world_size() const { return tp * cp * pp * dp; }
+  // Megatron's data-parallel group with context parallelism: the dp·cp ranks that reduce gradients
+  // together (distributed_data_parallel.py @d98e8a64 l.289 dp_cp group, parallel_state.py
+  // l.915-928) and that the distributed optimizer shards over; each member is one pipeline lane.
+  int dp_cp() const { return dp * cp; }
   int stage_ranks() const { return world_size() / pp; }                 // ranks of one pipeline stage
   int expert_dp() const { return stage_ranks() / (ep * etp); }          // expert-data-parallel size
 };
+
+// Tokens of a sequence one rank holds: s/cp under context parallelism (Megatron's
+// get_batch_on_this_cp_rank, core/utils.py @d98e8a64 l.2660, gives each cp rank chunks cp_rank and
+// 2·cp − 1 − cp_rank of the sequence cut into 2·cp), all s without.
+inline double local_sequence_length(const TrainingSpec& training, const ParallelConfig& config) {
+  return static_cast<double>(training.sequence_length) / config.cp;
+}
 
 // A rank's place in its stage's expert grid: local = rank % stage_ranks (its index inside its
 // pipeline stage, whatever dense groups make it up) = etp_index + etp·(ep_index + ep·edp_index).
@@ -58,20 +74,29 @@ inline int expert_groups_per_stage(const ParallelConfig& config) { return config
 // --pipeline-model-parallel-layout expresses such a split (launch_problem).
 std::vector<int> balanced_layers_per_stage(int num_layers, int pp);
 
-// Ranks are in Megatron order: tp fastest, then dp, then pp:
-//   rank = tp_index + tp * (dp_index + dp * pp_index)
+// Ranks are in Megatron order (order 'tp-cp-ep-dp-pp', parallel_state.py @d98e8a64 l.617): tp
+// fastest, then cp, then dp, then pp:
+//   rank = tp_index + tp * (cp_index + cp * (dp_index + dp * pp_index))
+// A lane is one member of the dp·cp group (lane = cp_index + cp·dp_index): the tp ranks of each
+// stage of one lane form a pipeline, so rank = tp_index + tp * (lane + dp·cp * pp_index). The
+// performance model's per-replica tables are per lane (dp·cp of them; dp when cp = 1).
 struct RankPosition {
   int tp_index = 0;
-  int dp_index = 0;
+  int lane = 0;
   int pp_index = 0;
+  int cp_index(const ParallelConfig& config) const { return lane % config.cp; }
+  int dp_index(const ParallelConfig& config) const { return lane / config.cp; }
 };
 // Inline: the placement search's inner loop maps ranks and positions millions of times.
 inline RankPosition position_of_rank(const ParallelConfig& config, int rank) {
-  return {rank % config.tp, (rank / config.tp) % config.dp, rank / (config.tp * config.dp)};
+  const int lanes = config.dp_cp();
+  return {rank % config.tp, (rank / config.tp) % lanes, rank / (config.tp * lanes)};
 }
 inline int rank_of_position(const ParallelConfig& config, const RankPosition& position) {
-  return position.tp_index + config.tp * (position.dp_index + config.dp * position.pp_index);
+  return position.tp_index + config.tp * (position.lane + config.dp_cp() * position.pp_index);
 }
+// The lane of (cp_index, dp_index).
+inline int lane_of(const ParallelConfig& config, int cp_index, int dp_index) { return cp_index + config.cp * dp_index; }
 
 // Which physical GPU plays each rank. Global GPU index = node_index * gpus_per_node + local_gpu.
 struct Placement {
@@ -90,6 +115,7 @@ struct TimeBreakdown {
   double embedding_imbalance_seconds = 0;  // extra time of first/last stage for embedding and LM head
   double tp_hidden_seconds = 0;  // TP collectives of the busiest stage run beside backward GEMMs: not in the iteration
   double ep_communication_seconds = 0;  // MoE token dispatch/combine all-to-alls (and etp gathers) on the critical path
+  double cp_communication_seconds = 0;  // context parallelism's ring K/V passes not hidden under attention, on the critical path
 };
 
 struct StageMemory {

@@ -16,6 +16,7 @@ struct FixedKnobs {
   std::optional<int> tp;
   std::optional<int> pp;
   std::optional<int> dp;
+  std::optional<int> cp;   // context parallel
   std::optional<int> ep;   // expert model parallel (MoE models)
   std::optional<int> etp;  // expert tensor parallel (MoE models)
   std::optional<int> micro_batch;

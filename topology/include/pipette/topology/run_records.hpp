@@ -23,6 +23,7 @@ struct RunDescription {
   std::vector<std::string> node_names;    // the job's nodes when known (a plan record): the link cache applies
   std::optional<int> gpus_per_node;
   std::optional<int> tp, pp, dp, vpp, micro_batch;
+  std::optional<int> cp;  // context parallel (absent: 1)
   std::optional<std::int64_t> global_batch;
   std::optional<int> sequence_length;
   std::optional<RecomputeMode> recompute;
