@@ -331,6 +331,16 @@ std::vector<Row> nemo_rows() {
       // expert_tensor_parallel_size = 1 (src/megatron/bridge/recipes/qwen/h100/qwen3_moe.py
       // @04eb4f8d), and GPT-OSS runs tp = 1.
       if (moe) row.config.ep = leading_int(f[14], 1), row.config.etp = leading_int(f[15], 1);
+      if (moe) {
+        // Every H100 MoE recipe of Megatron-Bridge sets moe_router_force_load_balancing = True
+        // (perf_recipes/qwen/h100/qwen3_moe.py and perf_recipes/gpt_oss/h100/gpt_oss.py @067f987d):
+        // the router hands every expert the same number of tokens, so no imbalance.
+        row.training.expert_load_imbalance_factor = 1.0;
+        // GPT-OSS-120B's recipe recomputes the expert activation (recompute_granularity
+        // "selective", recompute_modules ["layernorm", "moe_act"], same file); the Qwen3 recipes
+        // recompute nothing (recompute_granularity None).
+        row.training.recompute_moe_activation = f[3] == "GPT OSS 120B";
+      }
       row.label += " " + config_label(row.config) + " B" + f[7] + " s" + f[9];
     }
     row.group = row.model.name + "/" + std::to_string(row.gpus) + "/" + f[7] + "/" + f[8] + "/" + f[9] + "/" + f[10] +

@@ -138,20 +138,32 @@ double moe_layers_of_stage(const ModelSpec& model, const ParallelConfig& config,
 // (token_dispatcher.py MoEAlltoAllTokenDispatcher @d98e8a64 l.375-890) sends each of the rank's
 // tokens (s·b/tp of them with the sequence parallelism MoE needs under TP) to router_topk experts;
 // an expert rank receives, over its ep group and after the all-gather over its etp group,
-// etp · topk · s·b/tp copies on average, times the assumed load imbalance. Per copy it keeps: the
-// received buffer and its sort by local expert (fc1's input), the expert fc1 output(s) and
-// activation output (moe_ffn/etp wide), and the fc2 output before the weighted un-permute. Router
-// logits and probabilities (fp32, num_experts per token) come on top.
-double routed_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
-                               double value_bytes) {
+// etp · topk · s·b/tp copies on average, times the assumed load imbalance. What TEGroupedMLP.forward
+// (transformer/moe/experts.py @d98e8a64) keeps per copy:
+//  - fc1's input, the tokens sorted by local expert (l.932; Transformer Engine's GroupedLinear saves
+//    its fp8 cast under fp8, like the dense GEMM inputs);
+//  - fc1's output (ffn_wide · moe_ffn/etp), which the fused weighted activation saves
+//    (weighted_bias_swiglu_impl, l.966);
+//  - the activation's output, fc2's saved input (l.1028; fp8 under fp8), unless `moe_act` is in
+//    --recompute-modules: CheckpointWithoutOutput then frees it after fc2 and re-runs the
+//    activation in the backward (l.269-276, 1020-1030).
+// The router's probabilities are applied inside that activation, so fc2's output and the combine
+// keep nothing, and the received buffer dies once sorted: the fused permutations
+// (--moe-permute-fusion, moe_utils.py permute l.344-410) keep only index maps. Router logits and
+// probabilities (fp32, num_experts per token) come on top.
+double routed_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
   if (!model.is_moe() || config.recompute == RecomputeMode::full) return 0;
   const double tokens_in = local_sequence_length(training, config) * config.micro_batch /
                            (config.sequence_parallel ? config.tp : 1);
   const double copies = tokens_in * model.router_topk * config.etp * training.expert_load_imbalance_factor;
   const double h = model.hidden_size;
   const double f_shard = static_cast<double>(model.moe_ffn_hidden_size) / config.etp;
-  const double ffn_wide = model.ffn_kind == FfnKind::swiglu ? 3 : 2;
-  return copies * (3 * h + ffn_wide * f_shard) * value_bytes + tokens_in * model.num_experts * 8.0;
+  const double fc1_outputs = model.ffn_kind == FfnKind::swiglu ? 2 : 1;
+  const double value_bytes = activation_value_bytes(training.precision);
+  const double gemm_input_bytes = training.precision == Precision::fp8 ? 1.0 : value_bytes;
+  const double activation_output_bytes = training.recompute_moe_activation ? 0.0 : f_shard * gemm_input_bytes;
+  return copies * (h * gemm_input_bytes + fc1_outputs * f_shard * value_bytes + activation_output_bytes) +
+         tokens_in * model.num_experts * 8.0;
 }
 
 double layers_of_stage(const ModelSpec& model, const ParallelConfig& config, int stage) {
@@ -215,7 +227,7 @@ double moe_layer_activation_bytes(const ModelSpec& model, const TrainingSpec& tr
   ModelSpec attention_and_shared = model;
   attention_and_shared.ffn_hidden_size = model.shared_expert_ffn_hidden_size;
   return saved_layer_bytes(attention_and_shared, training, config, config.recompute) +
-         routed_activation_bytes(model, training, config, activation_value_bytes(training.precision));
+         routed_activation_bytes(model, training, config);
 }
 
 double layer_working_set_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {

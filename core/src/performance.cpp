@@ -226,7 +226,13 @@ LayerCost moe_layer_cost(const ModelSpec& model, const TrainingSpec& training, c
   const double activation = copies * f_shard * (swiglu ? 3 : 2) * value_bytes / roofs.memory_bytes_per_second;
   cost.total.forward = local_experts * (fc1.forward + fc2.forward) + router + permutation + activation;
   cost.total.backward = local_experts * (fc1.backward + fc2.backward) + 2 * (router + permutation + activation);
-  if (config.recompute == RecomputeMode::full) cost.recompute_seconds = cost.total.forward;
+  if (config.recompute == RecomputeMode::full) {
+    cost.recompute_seconds = cost.total.forward;
+  } else if (training.recompute_moe_activation) {
+    // --recompute-modules moe_act re-runs the activation before fc2's backward (experts.py
+    // @d98e8a64 l.1020-1030): its forward pass once more.
+    cost.recompute_seconds = activation;
+  }
   return cost;
 }
 

@@ -110,6 +110,54 @@ TEST(MoeMemory, ExpertStateShardsOverEpTimesEtpAndTheOptimizerOverExpertDp) {
             moe_layer_activation_bytes(model, balanced, no_recompute));
 }
 
+// What TEGroupedMLP keeps per routed copy (transformer/moe/experts.py @d98e8a64): fc1's input
+// (l.932), fc1's output, saved by the weighted SwiGLU (l.966), and the activation output fc2 saves
+// (l.1028); the probabilities are applied in the activation, so fc2's output is not kept. Top-k 8
+// against top-k 4 isolates 4 copies per token (the router's fp32 logits depend on the experts only).
+TEST(MoeMemory, RoutedCopiesKeepFc1InputFc1OutputAndActivationOutputNotFc2Output) {
+  const ModelSpec top8 = qwen3_235b();
+  ModelSpec top4 = top8;
+  top4.router_topk = 4;
+  TrainingSpec training = training_of(2048, 4096);
+  training.expert_load_imbalance_factor = 1.0;
+  ParallelConfig config = moe_layout(1, 16, 16, 8, 1);
+  config.recompute = RecomputeMode::none;
+  const double h = 4096, f = 1536, four_copies = 4.0 * 4096;
+  const auto routed_difference = [&](const TrainingSpec& spec) {
+    return moe_layer_activation_bytes(top8, spec, config) - moe_layer_activation_bytes(top4, spec, config);
+  };
+  // bf16: h + 2f (SwiGLU's fc1 output) + f, two bytes each; the earlier count (3h + 3f, with the
+  // received buffer and fc2's output) was 1.7x this.
+  EXPECT_NEAR(routed_difference(training), four_copies * (h + 2 * f + f) * 2, 1.0);
+  // fp8: the two GEMM inputs are kept as fp8 casts, a byte each; fc1's output stays 16-bit.
+  TrainingSpec fp8 = training;
+  fp8.precision = Precision::fp8;
+  EXPECT_NEAR(routed_difference(fp8), four_copies * (h * 1 + 2 * f * 2 + f * 1), 1.0);
+  // --recompute-modules moe_act (l.269-276, 1020-1030): the activation output is freed.
+  TrainingSpec moe_act = training;
+  moe_act.recompute_moe_activation = true;
+  EXPECT_NEAR(routed_difference(moe_act), four_copies * (h + 2 * f) * 2, 1.0);
+}
+
+// Recomputing moe_act re-runs the activation before fc2's backward (experts.py @d98e8a64
+// l.1020-1030): the stage's recompute time grows by that elementwise pass, nothing else changes.
+TEST(MoeTime, RecomputedMoeActivationCostsItsForwardPassAgain) {
+  const ModelSpec model = qwen3_235b();
+  TrainingSpec training = training_of(2048, 4096);
+  const GpuSpec gpu = *find_gpu("H100-SXM");
+  ParallelConfig config = moe_layout(1, 16, 16, 8, 1);
+  config.recompute = RecomputeMode::none;
+  const StageWork kept = profile_work(model, training, gpu, config).stages[1];
+  training.recompute_moe_activation = true;
+  const StageWork recomputed = profile_work(model, training, gpu, config).stages[1];
+  EXPECT_EQ(kept.recompute_seconds, 0);
+  EXPECT_GT(recomputed.recompute_seconds, 0);
+  EXPECT_DOUBLE_EQ(recomputed.forward_compute_seconds, kept.forward_compute_seconds);
+  EXPECT_NEAR(recomputed.backward_compute_seconds - kept.backward_compute_seconds, recomputed.recompute_seconds, 1e-12);
+  // SwiGLU reads fc1's 2f-wide output and writes f per copy: a sliver next to the expert GEMMs.
+  EXPECT_LT(recomputed.recompute_seconds, 0.1 * kept.forward_compute_seconds);
+}
+
 TEST(MoeTime, AllToAllInsideANodeIsCheaperThanAcrossNodes) {
   const ModelSpec model = qwen3_235b();
   const TrainingSpec training = training_of(2048, 4096);

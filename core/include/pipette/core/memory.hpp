@@ -86,9 +86,9 @@ double expert_parameters_on_stage(const ModelSpec& model, const ParallelConfig& 
 
 // layer_activation_bytes of an MoE layer: its attention half and shared expert as a dense layer
 // keeps them, plus the routed tokens (top-k copies per token received over the ep group and
-// gathered over etp, times TrainingSpec::expert_load_imbalance_factor: the dispatch buffer, its
-// sort by expert, the expert MLP's ffn-wide tensors and the pre-combine output) and the fp32
-// router logits and probabilities.
+// gathered over etp, times TrainingSpec::expert_load_imbalance_factor: the expert fc1's input, its
+// output and, unless TrainingSpec::recompute_moe_activation, the activation's output; fp8 GEMM
+// inputs at a byte) and the fp32 router logits and probabilities.
 double moe_layer_activation_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 
 // Per pipeline stage (rank-level; size pp): model state, activations of the in-flight

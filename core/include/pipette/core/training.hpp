@@ -73,6 +73,12 @@ struct TrainingSpec {
   // activations). 1.1 (a named assumption, not fitted: the busiest rank 10% over the mean once an
   // auxiliary loss has balanced the router); 1 is perfect balance.
   double expert_load_imbalance_factor = 1.1;
+  // Megatron's selective recompute of the MoE expert activation (--recompute-granularity selective
+  // --recompute-modules moe_act; transformer/moe/experts.py @d98e8a64 l.269-276, 1020-1030): the
+  // activation output fc2 needs is freed and the activation re-run in the backward. Megatron-Bridge's
+  // GPT-OSS-120B H100 recipe sets it (perf_recipes/gpt_oss/h100/gpt_oss.py @067f987d); the fidelity
+  // rows set it from their recipes. Not yet a searched knob, nor exported.
+  bool recompute_moe_activation = false;
   FixedKnobs fixed;
   FrameworkTarget target;
 };
