@@ -13,6 +13,12 @@
 //    a worse bottleneck and more latency steps. That is the mechanism behind the fall of bus
 //    bandwidth with node count in ground_truth_data/ultrascale_collective_bandwidth_vs_nodes.csv;
 //    a model with one nominal inter-node bandwidth cannot reproduce it.
+//  - Pairs, measured or assumed, do not show what a collective over many nodes meets on a shared
+//    fabric (contention across its tiers, the slowest of many fluctuating hops at every step). How
+//    much that costs depends on the fabric (flat on NVIDIA's InfiniBand, steep on AWS EFA), so it
+//    is data in the cluster (CollectiveScaling, cluster.hpp) applied to every ring across nodes:
+//    DP reductions, TP and expert-TP groups that cross nodes. Pipeline messages are node-pair
+//    transfers and keep their pairs' figures.
 //  - Node-pair links are rail-aligned figures (GPU i ↔ GPU i). A flow between GPUs on different
 //    rails (Cluster::rail_of) takes one of two paths (RailFabric in cluster.hpp says why):
 //    through the spine, at the spine's share of the aligned bandwidth plus its extra latency; or
@@ -303,16 +309,11 @@ CollectiveCost intra_node_cost(const Cluster& cluster, const NodeRing& ring) {
 }
 
 // Node pairs nobody measured are priors, all equal, and a ring over equal pairs keeps its
-// bandwidth however many nodes it crosses; real fabrics do not: the attained all-reduce bandwidth
-// falls with node count (ground_truth_data/ultrascale_collective_bandwidth_vs_nodes.csv: 436 →
-// 33 GB/s from 1 to 64 nodes) because a ring runs at its slowest pair and pairs spread. A prior is
-// the median pair; a ring over k assumed pairs is priced at the expected slowest of k log-normal
-// draws around it, median · exp(σ · E[min of k standard normals]) (Blom's approximation
-// Φ⁻¹((1 − 0.375)/(k + 0.25)); 1 for k = 1). σ = 0.8 is the spread that reproduces the
-// ultrascale all-reduce curve from measured pairs (tests/core/communication_test.cpp,
-// BusBandwidthFallsWithNodeCountLikeUltrascaleMeasurements, which also shows the held-out check).
-constexpr double kAssumedPairSpreadSigma = 0.8;
-
+// bandwidth however many nodes it crosses. A prior is the median pair; a ring over k assumed pairs
+// is priced at the expected slowest of k log-normal draws around it, median · exp(σ · E[min of k
+// standard normals]) (Blom's approximation Φ⁻¹((1 − 0.375)/(k + 0.25)); 1 for k = 1). σ is the
+// fabric's (Cluster::collective_scaling; collective_scaling_of in cluster.cpp says where each
+// kind's comes from).
 double standard_normal_quantile(double probability) {
   double low = -10, high = 10;  // bisection on Φ(x) = erfc(−x/√2)/2: deterministic, 1e-12 wide
   for (int step = 0; step < 64; ++step) {
@@ -322,13 +323,15 @@ double standard_normal_quantile(double probability) {
   return 0.5 * (low + high);
 }
 
-double expected_slowest_of_assumed_pairs(int pairs) {
-  if (pairs < 2) return 1.0;
-  return std::exp(kAssumedPairSpreadSigma * standard_normal_quantile(0.625 / (pairs + 0.25)));
+double expected_slowest_of_assumed_pairs(int pairs, double spread_sigma) {
+  if (pairs < 2 || spread_sigma == 0) return 1.0;
+  return std::exp(spread_sigma * standard_normal_quantile(0.625 / (pairs + 0.25)));
 }
 
 // Inter-node all-reduce of each GPU's 1/subrings shard over the node ring, at its slowest node
-// pair (assumed pairs at their expected slowest). `flows_on_edge(from_node, to_node)`: how many flows share that node pair while this ring
+// pair (assumed pairs at their expected slowest) times the fabric's contention factor for the
+// ring's node count (CollectiveScaling: pair figures, measured or assumed, cannot show a many-node
+// collective's contention, so it applies on top of both). `flows_on_edge(from_node, to_node)`: how many flows share that node pair while this ring
 // runs (its own sub-rings plus those of concurrent collectives).
 template <typename FlowsOnEdge>
 CollectiveCost inter_node_cost(const Cluster& cluster, const NodeRing& ring, FlowsOnEdge flows_on_edge) {
@@ -361,8 +364,12 @@ CollectiveCost inter_node_cost(const Cluster& cluster, const NodeRing& ring, Flo
     assumed_pairs += !link.measured && (nodes > 2 || i == 0);  // 2 nodes: one pair
     slowest_latency_seconds = std::max(slowest_latency_seconds, flow_latency_seconds);
   }
-  slowest_flow_bytes_per_second = std::min(
-      slowest_flow_bytes_per_second, slowest_assumed_flow_bytes_per_second * expected_slowest_of_assumed_pairs(assumed_pairs));
+  const CollectiveScaling& scaling = cluster.collective_scaling;
+  slowest_flow_bytes_per_second =
+      std::min(slowest_flow_bytes_per_second,
+               slowest_assumed_flow_bytes_per_second *
+                   expected_slowest_of_assumed_pairs(assumed_pairs, scaling.assumed_pair_spread_sigma)) *
+      scaling.bandwidth_factor(nodes);
   const double steps = 2.0 * (nodes - 1);
   cost.seconds_per_payload_byte = steps / nodes / subrings / slowest_flow_bytes_per_second;
   cost.latency_seconds = steps * slowest_latency_seconds;

@@ -260,7 +260,8 @@ TEST(RingAllreduce, BusBandwidthFallsWithNodeCountLikeUltrascaleMeasurements) {
 
 // Issue 14: a cluster of priors (every node pair assumed, all equal) had no such fall, and pure
 // data-parallel runs drifted −27% → −58% from 1 to 32 nodes. Assumed pairs are now priced at the
-// expected slowest of the ring's pairs, with the spread fitted above (σ = 0.8).
+// expected slowest of the ring's pairs, with the spread fitted above (σ = 0.8): the default
+// (InfiniBand) CollectiveScaling's; on EFA the fabric's contention curve carries the fall instead.
 TEST(RingAllreduce, PriorOnlyClustersFallWithNodeCountToo) {
   const auto rows = read_csv_rows(
       std::string(PIPETTE_SHARED_DIR) + "/ground_truth_data/ultrascale_collective_bandwidth_vs_nodes.csv", "collective");
@@ -309,6 +310,104 @@ Placement identity_placement(int gpus) {
   Placement placement;
   for (int g = 0; g < gpus; ++g) placement.gpu_of_rank.push_back(g);
   return placement;
+}
+
+// Issue 14 item 3: on AWS EFA the fall of a collective's bandwidth with its node count is the
+// fabric's (NetworkKind::efa, collective_scaling_of in core/src/cluster.cpp), fitted on the
+// all-reduce medians at 2, 8 and 32 nodes of ultrascale_collective_bandwidth_vs_nodes.csv (2 is
+// the pair, the base). Held out: 4, 16 and 64 nodes, and the all-gather and reduce-scatter rows.
+std::map<std::string, std::vector<std::string>> ultrascale_bandwidth_rows() {
+  return read_csv_rows(std::string(PIPETTE_SHARED_DIR) + "/ground_truth_data/ultrascale_collective_bandwidth_vs_nodes.csv",
+                       "collective");
+}
+
+double measured_fall(const std::map<std::string, std::vector<std::string>>& rows, const std::string& collective, int nodes) {
+  const auto median = [&](int n) { return std::stod(rows.at(collective + "/" + std::to_string(n))[4]); };
+  return median(nodes) / median(2);
+}
+
+// The factor itself against the data. Tolerances: 4 nodes +45% at most (the real fall from 2 to 4
+// nodes is steeper than a power law's: +41%), 16 and 64 nodes within 5%; never fitted, all-gather
+// and reduce-scatter within 5% at 4, 8 and 32 nodes.
+TEST(EfaContention, FactorReproducesTheAllReduceCurveOnHeldOutNodeCounts) {
+  const auto rows = ultrascale_bandwidth_rows();
+  const CollectiveScaling efa = collective_scaling_of(NetworkKind::efa);
+  const auto error = [&](const std::string& collective, int nodes) {
+    return efa.bandwidth_factor(nodes) / measured_fall(rows, collective, nodes) - 1;
+  };
+  EXPECT_GT(error("AllReduce", 4), 0.0);
+  EXPECT_LT(error("AllReduce", 4), 0.45);
+  EXPECT_NEAR(error("AllReduce", 16), 0.0, 0.05);
+  EXPECT_NEAR(error("AllReduce", 64), 0.0, 0.05);
+  for (const char* collective : {"AllGather", "ReduceScatter"})
+    for (const int nodes : {4, 8, 32}) EXPECT_NEAR(error(collective, nodes), 0.0, 0.05) << collective << " " << nodes;
+  EXPECT_EQ(efa.bandwidth_factor(2), 1.0);  // a pair is what a pair measurement saw
+  EXPECT_EQ(collective_scaling_of(NetworkKind::infiniband).bandwidth_factor(64), 1.0);
+}
+
+double bus_bandwidth(const Cluster& cluster, int nodes, double bytes) {
+  std::vector<int> gpus(static_cast<size_t>(cluster.gpus_per_node * nodes));
+  for (size_t g = 0; g < gpus.size(); ++g) gpus[g] = static_cast<int>(g);
+  const double n = static_cast<double>(gpus.size());
+  return 2 * (n - 1) / n * bytes / ring_allreduce_seconds(cluster, gpus, bytes);
+}
+
+// The whole ring on AWS p5 (8x H100, ~480 GB/s NVLink bus bandwidth; 32x100 Gb/s EFA = 400 GB/s
+// per node, ~20 µs a step) over equal pairs, measured or assumed: its bus bandwidth relative to 2
+// nodes follows the measured curve at the held-out 16 and 64 nodes within 20% (the intra-node
+// phases, which every node count pays, dilute the fall a little: +15% here), and InfiniBand with the
+// same pairs does not fall by contention: its 64-node ring is slower than EFA's only by the factor.
+TEST(EfaContention, WholeRingFollowsTheCurveOnHeldOutNodeCounts) {
+  const auto rows = ultrascale_bandwidth_rows();
+  const double bytes = 256 * units::mebibyte;
+  for (const bool measured_pairs : {true, false}) {
+    Cluster cluster = uniform_cluster(64, 8, 8, Link{480 * gigabyte, 3 * microsecond, true},
+                                      Link{400 * gigabyte, 20 * microsecond, measured_pairs});
+    cluster.collective_scaling = collective_scaling_of(NetworkKind::efa);
+    const double base = bus_bandwidth(cluster, 2, bytes);
+    for (const int nodes : {16, 64})
+      EXPECT_NEAR(bus_bandwidth(cluster, nodes, bytes) / base / measured_fall(rows, "AllReduce", nodes), 1.0, 0.20)
+          << nodes << " nodes, " << (measured_pairs ? "measured" : "assumed") << " pairs";
+  }
+  Cluster infiniband = uniform_cluster(64, 8, 8, Link{480 * gigabyte, 3 * microsecond, true},
+                                       Link{400 * gigabyte, 20 * microsecond, true});
+  Cluster efa = infiniband;
+  efa.collective_scaling = collective_scaling_of(NetworkKind::efa);
+  const double slower = bus_bandwidth(infiniband, 64, bytes) / bus_bandwidth(efa, 64, bytes);
+  EXPECT_GT(slower, 2.5);
+  EXPECT_LT(slower, 1 / collective_scaling_of(NetworkKind::efa).bandwidth_factor(64));
+}
+
+// The InfiniBand kind prices DP exactly as Pipette did before network kinds: a prior-only ring
+// over 8 nodes at the expected slowest of its 8 assumed pairs with σ = 0.8, no contention; a
+// measured one at its pairs. Hand-computed: dp = 64 over 8 nodes × 8 GPUs, 8 rails, tp = pp = 1.
+// Φ⁻¹(0.625 / 8.25) = −1.4342001596863794 (Python's statistics.NormalDist().inv_cdf).
+TEST(EfaContention, InfinibandPriorDpTimeIsUnchanged) {
+  const Link intra{480 * gigabyte, 3 * microsecond, true};
+  ParallelConfig config;
+  config.dp = 64;
+  WorkProfile work;
+  work.num_microbatches = 1;
+  StageWork stage;
+  stage.gradient_bytes_per_gpu = 4e9;
+  work.stages.push_back(stage);
+  const double intra_seconds = 2.0 * 7 / 8 * 4e9 / intra.bandwidth_bytes_per_second + 14 * 3e-6;
+  // 8 sub-rings (one per local GPU), each carrying 1/8 of the bytes on 1/8 of the pair's rails.
+  const double steps = 2.0 * 7;
+  for (const bool measured : {false, true}) {
+    Cluster cluster = uniform_cluster(8, 8, 8, intra, Link{400 * gigabyte, 10 * microsecond, measured});
+    cluster.collective_scaling = collective_scaling_of(NetworkKind::infiniband);
+    const double slowest_pair = 400 * gigabyte * (measured ? 1.0 : std::exp(0.8 * -1.4342001596863794));
+    const double inter_seconds = steps / 8 / 8 * 4e9 / (slowest_pair / 8) + steps * 10e-6;
+    const CommunicationTimes times = communication_times(cluster, config, work, identity_placement(64));
+    EXPECT_NEAR(times.dp_seconds[0] / (intra_seconds + inter_seconds), 1.0, 1e-9) << (measured ? "measured" : "prior");
+    // EFA's contention on the same ring: slower, by (2/8)^0.682 on the inter-node phase.
+    cluster.collective_scaling = collective_scaling_of(NetworkKind::efa);
+    const double efa_pair = 400 * gigabyte * std::pow(2.0 / 8, 0.682);
+    const double efa_inter_seconds = steps / 8 / 8 * 4e9 / (efa_pair / 8) + steps * 10e-6;
+    EXPECT_NEAR(communication_times(cluster, config, work, identity_placement(64)).dp_seconds[0] /
+                    (intra_seconds + efa_inter_seconds), 1.0, 1e-9);
+  }
 }
 
 TEST(CommunicationTimes, HandComputedTwoStageTwoReplicaLayout) {

@@ -144,6 +144,21 @@ TEST(ClusterAssembly, RailsComeFromHwlocAndTheCrossRailSampleReplacesTheFabricPr
   EXPECT_TRUE(assembled->cluster.rails.pxn);
 }
 
+// priors.network reaches the cluster as its collective scaling; the default is InfiniBand's.
+TEST(ClusterAssembly, NetworkKindGivesTheCollectiveScaling) {
+  Fixture f;
+  auto plain = assemble_cluster(f.input, f.site);
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  EXPECT_EQ(plain->cluster.collective_scaling.contention_exponent, 0.0);
+  EXPECT_EQ(plain->cluster.collective_scaling.assumed_pair_spread_sigma, 0.8);
+  auto efa = assemble_cluster(f.input, site_with("priors:\n  network: efa\n"));
+  ASSERT_TRUE(efa.ok()) << efa.error().message;
+  EXPECT_EQ(efa->cluster.collective_scaling.contention_exponent,
+            collective_scaling_of(NetworkKind::efa).contention_exponent);
+  EXPECT_GT(efa->cluster.collective_scaling.contention_exponent, 0.0);
+  EXPECT_EQ(efa->cluster.collective_scaling.assumed_pair_spread_sigma, 0.0);
+}
+
 TEST(ClusterAssembly, StaleMeasurementsBlendTowardThePrior) {
   Fixture f;
   f.site.staleness = {1 * kDay, 2 * kDay, 30 * kDay};

@@ -77,6 +77,20 @@ TEST(SiteConfig, GbitPerSecondIsConvertedExplicitly) {
   EXPECT_EQ(site->priors.rails, 8);
 }
 
+// priors.network picks the fabric's collective scaling: InfiniBand (the default) is what Pipette
+// priced before the key existed; EFA carries the fall fitted in core/src/cluster.cpp.
+TEST(SiteConfig, NetworkKindDefaultsToInfinibandAndReadsEfa) {
+  auto plain = parse_site_config("", "s.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  EXPECT_EQ(plain->priors.network, NetworkKind::infiniband);
+  auto efa = parse_site_config("priors:\n  network: efa\n", "s.yaml");
+  ASSERT_TRUE(efa.ok()) << efa.error().message;
+  EXPECT_EQ(efa->priors.network, NetworkKind::efa);
+  auto roce = parse_site_config("priors:\n  network: roce\n", "s.yaml");
+  ASSERT_TRUE(roce.ok()) << roce.error().message;
+  EXPECT_EQ(roce->priors.network, NetworkKind::roce);
+}
+
 TEST(SiteConfig, ErrorsNameFileLineKeyAndFix) {
   const std::pair<const char*, const char*> cases[] = {
       {"mode: sometimes\n", "s.yaml:1: key 'mode' must be auto | plan | off (got 'sometimes')"},
@@ -104,6 +118,7 @@ TEST(SiteConfig, ErrorsNameFileLineKeyAndFix) {
       {"mode: [auto\n", "s.yaml:2: not valid YAML"},
       {"- a\n- b\n", "s.yaml:1: key '(top level)' must be a mapping"},
       {"placement:\n  seed: -1\n", "key 'placement.seed' must be an integer from 0 to 18446744073709551615"},
+      {"priors:\n  network: omnipath\n", "s.yaml:2: key 'priors.network' must be infiniband | roce | efa (got 'omnipath')"},
   };
   for (const auto& [text, expected] : cases) {
     auto site = parse_site_config(text, "s.yaml");

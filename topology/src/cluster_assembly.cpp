@@ -186,6 +186,7 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
       cluster.rails.rail_of_local_gpu = nearest_nic_of_gpus(*input.local);
       if (!cluster.rails.rail_of_local_gpu.empty()) out.notes.push_back("each GPU's rail: its nearest NIC (hwloc)");
     }
+    cluster.collective_scaling = collective_scaling_of(site.priors.network);
     cluster.rails.pxn = site.priors.nccl_pxn;
     cluster.rails.spine_extra_latency_seconds = site.priors.cross_rail_extra_latency_seconds;
     const std::vector<double>& levels = site.priors.switch_level_factors;

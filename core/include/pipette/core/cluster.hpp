@@ -64,6 +64,33 @@ struct RailFabric {
   bool measured = false;  // spine figures from pipette-probe's cross-rail pairs, not a prior
 };
 
+// The kind of network between nodes (site file priors.network). It decides how the attained
+// bandwidth of a collective falls with the number of nodes it spans (collective_scaling_of).
+enum class NetworkKind { infiniband, roce, efa };
+
+const char* to_string(NetworkKind kind);
+
+// How a collective over n nodes attains less than its node pairs show. Two mechanisms:
+//  - Contention: a ring over n nodes loads the fabric with n hops per rail at once and every ring
+//    step waits for its slowest hop at that moment. A pair measurement (or a prior, which stands
+//    for one) reports a pair's typical rate, not the slowest of n fluctuating hops, and not the
+//    load of a whole many-node collective on shared spine tiers. The fall is a property of the
+//    fabric, so it is data per NetworkKind: inter-node bandwidth of a collective over n ≥ 2 nodes
+//    = its slowest pair's × (2/n)^contention_exponent (every doubling beyond a pair keeps
+//    2^−exponent of the bandwidth). It applies on top of measured and assumed pairs alike.
+//  - Spread of unmeasured pairs: an assumed pair stands for the median pair; a ring over k of them
+//    runs at the expected slowest of k log-normal draws of spread assumed_pair_spread_sigma.
+// Both default to what Pipette priced before network kinds existed (InfiniBand): no contention,
+// σ = 0.8. collective_scaling_of (cluster.cpp) gives each kind's figures and their sources.
+struct CollectiveScaling {
+  double contention_exponent = 0;
+  double assumed_pair_spread_sigma = 0.8;
+  // The contention factor for a collective whose ring crosses `nodes` nodes (1 below 3 nodes).
+  double bandwidth_factor(int nodes) const;
+};
+
+CollectiveScaling collective_scaling_of(NetworkKind kind);
+
 // The GPUs a job was given. Nodes are in Slurm's order (the order of the job's node list);
 // that order is the "default placement". Inter-node links are node-pair aggregates with all
 // rails (NICs) in use at once, as pipette-probe measures them.
@@ -75,6 +102,7 @@ struct Cluster {
   std::vector<LinkMatrix> intra_node;       // per node, gpus_per_node × gpus_per_node
   LinkMatrix inter_node;                    // nodes × nodes, rail-aligned flows (GPU i ↔ GPU i)
   RailFabric rails;
+  CollectiveScaling collective_scaling;     // how collectives over many nodes fall (NetworkKind)
 
   // The rail local GPU `local_gpu` sends on.
   int rail_of(int local_gpu) const {

@@ -42,6 +42,9 @@ struct LinkPriors {
   bool rail_only = false;
   double cross_rail_extra_latency_seconds = 1e-6;  // two more switch hops (leaf → spine → leaf)
   bool nccl_pxn = true;                             // NCCL_PXN_DISABLE=0, NCCL's default
+  // What kind of network joins the nodes: how the bandwidth of a collective over many nodes falls
+  // (collective_scaling_of in core/src/cluster.cpp: flat on InfiniBand, steep on AWS EFA).
+  NetworkKind network = NetworkKind::infiniband;
 };
 
 struct JobDefaults {
