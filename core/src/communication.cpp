@@ -799,9 +799,10 @@ CommunicationTimes communication_times(const Cluster& cluster, const ParallelCon
   for (int s = 0; s < config.pp; ++s) {
     const StageWork& stage = work.stages[static_cast<size_t>(s)];
     for (int d = 0; d < config.dp_cp(); ++d) {
-      if (s + 1 < config.pp)
+      // A boundary that carries nothing (to an idle nanotron rank) costs nothing, not a latency.
+      if (s + 1 < config.pp && boundary_bytes(work, s) > 0)
         times.p2p_seconds[static_cast<size_t>(s)][static_cast<size_t>(d)] =
-            detail::stage_boundary_seconds(cluster, config, map, work.p2p_bytes_per_microbatch, s, s + 1, d);
+            detail::stage_boundary_seconds(cluster, config, map, boundary_bytes(work, s), s, s + 1, d);
       times.tp_seconds[static_cast<size_t>(s)][static_cast<size_t>(d)] =
           detail::tp_collective_seconds(cluster, config, map, stage, s, d);
     }

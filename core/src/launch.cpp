@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "pipette/core/pipeline_blocks.hpp"
 #include "pipette/core/simulator.hpp"
 #include "pipette/core/units.hpp"
 
@@ -205,11 +206,13 @@ std::string profiled_stack_problem(Framework framework, const ModelSpec& model, 
   switch (framework) {
     case Framework::nanotron:
       // recompute_layer checkpoints whole decoder layers (models/llama.py @2411b022 l.761-776):
-      // full recompute or none. nanotron splits the layers over the stages itself, by compute cost
-      // (get_block_compute_costs, l.938); Pipette asks for an even split so that both agree.
+      // full recompute or none. nanotron takes no layer split: build_model partitions the model by
+      // compute cost itself (models/base.py l.221-233), so only that partition can run.
       if (config.recompute == RecomputeMode::selective)
         return "nanotron recomputes whole layers (recompute_layer) or nothing, not selectively";
-      if (!even_split(layers)) return "nanotron splits the layers evenly by cost; layer split " + split_text(layers) + " is not even";
+      if (const std::vector<int> own = layers_of(nanotron_partition(model, config.pp)); layers != own)
+        return "nanotron partitions the model itself (models/base.py build_model): on pp=" + std::to_string(config.pp) +
+               " its layers per stage are [" + split_text(own) + "], not [" + split_text(layers) + "]";
       return {};
     case Framework::megatron_deepspeed:
     case Framework::deepspeed:

@@ -305,11 +305,20 @@ double expert_parameters_on_stage(const ModelSpec& model, const ParallelConfig& 
 }
 
 double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config, int stage) {
+  PipelineRankBlocks ends;
+  ends.num_layers = static_cast<int>(layers_of_stage(model, config, stage));
+  ends.embedding = stage == 0;
+  ends.final_norm = ends.head = ends.fp32_cast = ends.loss = stage == config.pp - 1;
+  return parameters_on_stage(model, config, stage, ends);
+}
+
+double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config, int stage,
+                           const PipelineRankBlocks& blocks) {
   const double h = model.hidden_size;
   const double split = split_parameters_per_layer(model);
   const double replicated = static_cast<double>(parameters_per_layer(model)) - split;
   const double moe_layers = moe_layers_of_stage(model, config, stage);
-  double parameters = (layers_of_stage(model, config, stage) - moe_layers) * (split / config.tp + replicated);
+  double parameters = (blocks.num_layers - moe_layers) * (split / config.tp + replicated);
   if (moe_layers > 0) {
     // The non-expert part of an MoE layer: attention and the shared expert split over tp; norms,
     // the router (replicated on every rank: router.py @d98e8a64 l.60-72) and row biases whole.
@@ -323,21 +332,17 @@ double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config,
                   expert_parameters_on_stage(model, config, stage);
   }
   const double word_embedding_shard = static_cast<double>(model.vocab_size) * h / config.tp;
-  if (stage == 0) parameters += word_embedding_shard + static_cast<double>(model.learned_position_embeddings) * h;
-  if (stage == config.pp - 1) {
-    const bool holds_output_matrix = !model.tied_embeddings || config.pp > 1;
-    if (holds_output_matrix) parameters += word_embedding_shard;
-    const double final_norm = model.norm_kind == NormKind::layernorm ? 2 * h : h;
-    parameters += final_norm;
-  }
+  if (blocks.embedding) parameters += word_embedding_shard + static_cast<double>(model.learned_position_embeddings) * h;
+  // A tied output matrix is the embedding's own on the rank that holds both, a copy elsewhere.
+  if (blocks.head && (!model.tied_embeddings || !blocks.embedding)) parameters += word_embedding_shard;
+  if (blocks.final_norm) parameters += model.norm_kind == NormKind::layernorm ? 2 * h : h;
   return parameters;
 }
 
 std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingSpec& training,
                                          const ParallelConfig& config, const RuntimeOverheads& overheads) {
-  const std::vector<int> layers = config.layers_per_stage.empty()
-                                      ? balanced_layers_per_stage(model.num_layers, config.pp)
-                                      : config.layers_per_stage;
+  const PipelineBlocks blocks = pipeline_blocks(model, training.target.framework, config);
+  const std::vector<int> layers = layers_of(blocks);
   const int microbatches = std::max(1, num_microbatches_of(training, config));
   // The distributed optimizer shards over the dp·cp group (Megatron builds it on the data-parallel
   // group with context parallelism, distributed_data_parallel.py @d98e8a64 l.289).
@@ -358,7 +363,8 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
   std::vector<StageMemory> stages(static_cast<size_t>(config.pp));
   for (int stage = 0; stage < config.pp; ++stage) {
     StageMemory& memory = stages[static_cast<size_t>(stage)];
-    const double parameters = parameters_on_stage(model, config, stage);
+    const PipelineRankBlocks& held = blocks.ranks[static_cast<size_t>(stage)];
+    const double parameters = parameters_on_stage(model, config, stage, held);
     memory.weights_bytes = parameters * per_parameter.weights;
     if (training.precision == Precision::fp8 && !training.fp8_parameters) {
       // Transformer Engine casts each GEMM weight to fp8 once per iteration and caches the cast,
@@ -399,7 +405,7 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
     memory.activations_bytes =
         overheads.activation_memory_factor * (chunks * layers_per_chunk * mean_layer_activation + stage_working_set);
 
-    if (stage == config.pp - 1) {
+    if (held.head || held.loss) {
       // One micro-batch at a time reaches the loss (its backward follows at once): the final norm's
       // input and output (the output layer's saved input), the fp32 logits that Megatron's
       // vocab-parallel cross entropy turns in place into the softmax it keeps for backward (4 bytes,
@@ -408,9 +414,12 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
       // the backward (2 bytes).
       const double vocab_shard = static_cast<double>(model.vocab_size) / config.tp;
       // Stacks whose loss copies the logits out of place keep more at that peak (stack_profile.hpp).
+      // nanotron's partition can hold the head (the norm terms) and the loss (the logit terms) on
+      // different ranks; a rank with the head alone keeps its 16-bit logits until they are sent.
       memory.logits_and_loss_bytes =
-          2 * tokens * model.hidden_size * value_bytes / (config.sequence_parallel ? config.tp : 1) +
-          tokens * vocab_shard * (4.0 + value_bytes + stack.extra_logits_bytes_per_element);
+          (held.head ? 2 * tokens * model.hidden_size * value_bytes / (config.sequence_parallel ? config.tp : 1) : 0.0) +
+          tokens * vocab_shard *
+              (held.loss ? 4.0 + value_bytes + stack.extra_logits_bytes_per_element : value_bytes);
     }
     const double allocated = memory.weights_bytes + memory.gradients_bytes + memory.optimizer_state_bytes +
                              memory.activations_bytes + memory.logits_and_loss_bytes;
@@ -419,8 +428,9 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
     // however much free space lies in smaller fragments; at the peak up to one largest transient
     // request of such space sits reserved beside what is allocated.
     const double largest_request = overheads.expandable_segments ? 0.0
-                                   : stage == config.pp - 1
-                                       ? std::max(largest_layer_request, tokens * model.vocab_size / config.tp * 4.0)
+                                   : held.head || held.loss
+                                       ? std::max(largest_layer_request, tokens * model.vocab_size / config.tp *
+                                                                             (held.loss ? 4.0 : value_bytes))
                                        : largest_layer_request;
     memory.runtime_overhead_bytes = overheads.cuda_context_bytes +
                                     overheads.nccl_buffer_bytes_per_communicator * communicators_of_stage(config, stage) +

@@ -5,6 +5,7 @@
 
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/memory.hpp"
+#include "pipette/core/pipeline_blocks.hpp"
 #include "pipette/core/simulator.hpp"
 #include "pipette/core/stack_profile.hpp"
 #include "performance_internal.hpp"
@@ -239,15 +240,26 @@ LayerCost moe_layer_cost(const ModelSpec& model, const TrainingSpec& training, c
 // The LM head (output GEMM in 16 bits, as Transformer Engine keeps it, and the vocab-parallel
 // cross entropy: ~30 bytes per logit over forward and backward) on the last stage; the embedding
 // lookup and its fp32 gradient scatter on the first.
-PassSeconds head_cost(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
+// `gemm` and `loss` are the two parts on their own, for nanotron's partition, which can put the
+// loss on a later rank than the lm_head (pipeline_blocks.hpp); `both` is their sum as one rank runs it.
+struct HeadSeconds {
+  PassSeconds gemm;
+  PassSeconds loss;
+  PassSeconds both;
+};
+
+HeadSeconds head_cost(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
                       const GpuSpec& gpu, const ComputeEfficiency& efficiency) {
   const Precision head_precision = training.precision == Precision::fp8 ? Precision::bf16 : training.precision;
   const Roofs roofs = roofs_of(gpu, head_precision, efficiency);
   const double tokens = local_sequence_length(training, config) * config.micro_batch;
   const double vocab_shard = static_cast<double>(model.vocab_size) / config.tp;
-  PassSeconds head = linear_seconds(tokens, vocab_shard, model.hidden_size, roofs, activation_bytes_of(head_precision));
-  head.forward += 20 * tokens * vocab_shard / roofs.memory_bytes_per_second;
-  head.backward += 10 * tokens * vocab_shard / roofs.memory_bytes_per_second;
+  HeadSeconds head;
+  head.gemm = linear_seconds(tokens, vocab_shard, model.hidden_size, roofs, activation_bytes_of(head_precision));
+  head.loss = {20 * tokens * vocab_shard / roofs.memory_bytes_per_second, 10 * tokens * vocab_shard / roofs.memory_bytes_per_second};
+  head.both = head.gemm;
+  head.both.forward += head.loss.forward;
+  head.both.backward += head.loss.backward;
   return head;
 }
 
@@ -309,9 +321,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
 
 WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, const GpuSpec& gpu,
                          const ParallelConfig& config, const ComputeEfficiency& efficiency) {
-  const std::vector<int> layers = config.layers_per_stage.empty()
-                                      ? balanced_layers_per_stage(model.num_layers, config.pp)
-                                      : config.layers_per_stage;
+  const PipelineBlocks blocks = pipeline_blocks(model, training.target.framework, config);
   const Roofs roofs = roofs_of(gpu, training.precision, efficiency);
   const LayerCost layer = layer_cost(model, training, config, roofs, efficiency, model.ffn_hidden_size);
   // An MoE layer: attention and shared expert as a dense layer of the shared width, then the
@@ -324,7 +334,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     moe_layer.total.backward += routed.total.backward;
     moe_layer.recompute_seconds += routed.recompute_seconds;
   }
-  const PassSeconds head = head_cost(model, training, config, gpu, efficiency);
+  const HeadSeconds head = head_cost(model, training, config, gpu, efficiency);
   const PassSeconds embedding = embedding_cost(model, training, config, roofs);
   const double value_bytes = activation_bytes_of(training.precision);
   const double activation_message = local_sequence_length(training, config) * config.micro_batch *
@@ -355,17 +365,23 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
   work.num_microbatches = num_microbatches_of(training, config);
   work.virtual_stages = config.virtual_stages;
   work.p2p_bytes_per_microbatch = activation_message / (config.sequence_parallel ? config.tp : 1);
-  int first_layer = 0;
+  if (std::any_of(blocks.boundaries.begin(), blocks.boundaries.end(),
+                  [](BoundaryTensor tensor) { return tensor != BoundaryTensor::hidden_states; })) {
+    for (const BoundaryTensor tensor : blocks.boundaries)
+      work.boundary_bytes_per_microbatch.push_back(boundary_tensor_bytes(tensor, model, training, config));
+  }
   for (int stage = 0; stage < config.pp; ++stage) {
-    const int stage_layers = layers[static_cast<size_t>(stage)];
+    const PipelineRankBlocks& held = blocks.ranks[static_cast<size_t>(stage)];
+    const int first_layer = held.first_layer;
+    const int stage_layers = held.num_layers;
     StageWork& work_of_stage = work.stages.emplace_back();
     work_of_stage.first_layer = first_layer;
     work_of_stage.num_layers = stage_layers;
     const int moe_layers =
         model.is_moe() ? std::max(0, first_layer + stage_layers - std::max(first_layer, model.first_dense_layers)) : 0;
     const int dense_layers = stage_layers - moe_layers;
-    first_layer += stage_layers;
-    const double chunk_passes = config.pp > 1 ? config.virtual_stages : 0;
+    // An idle rank (nanotron, past the loss) runs no pass at all.
+    const double chunk_passes = config.pp > 1 && !held.idle ? config.virtual_stages : 0;
     work_of_stage.forward_compute_seconds = dense_layers * layer.total.forward + moe_layers * moe_layer.total.forward +
                                             chunk_passes * efficiency.chunk_pass_overhead_seconds;
     work_of_stage.recompute_seconds = dense_layers * layer.recompute_seconds + moe_layers * moe_layer.recompute_seconds;
@@ -400,18 +416,21 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
                                        (work_of_stage.cp_forward_rings + 2.0 * work_of_stage.cp_backward_rings);
     }
     int all_reduces = stage_layers * layer_all_reduces;
-    if (stage == 0) {
+    if (held.embedding) {
       work_of_stage.forward_compute_seconds += embedding.forward;
       work_of_stage.backward_compute_seconds += embedding.backward;
       work_of_stage.embedding_and_head_seconds += embedding.forward + embedding.backward;
       all_reduces += 1;  // the vocab-parallel embedding's output
     }
-    if (stage == config.pp - 1) {
-      work_of_stage.forward_compute_seconds += head.forward;
-      work_of_stage.backward_compute_seconds += head.backward;
-      work_of_stage.embedding_and_head_seconds += head.forward + head.backward;
-      all_reduces += 1;  // the LM head's input gradient
+    // The output GEMM where the lm_head is, the cross entropy's passes over the logits where the
+    // loss is (nanotron's cast_to_fp32 between them is priced with the loss).
+    const PassSeconds* head_part = held.head && held.loss ? &head.both : held.head ? &head.gemm : held.loss ? &head.loss : nullptr;
+    if (head_part != nullptr) {
+      work_of_stage.forward_compute_seconds += head_part->forward;
+      work_of_stage.backward_compute_seconds += head_part->backward;
+      work_of_stage.embedding_and_head_seconds += head_part->forward + head_part->backward;
     }
+    if (held.head) all_reduces += 1;  // the LM head's input gradient
     if (config.tp > 1) {
       // Plus the embedding output on the first stage (forward) and the LM head's input gradient on
       // the last (backward).
@@ -422,7 +441,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       work_of_stage.tp_bytes_per_microbatch =
           exposed_share * all_reduces * activation_message * 2.0 * (config.tp - 1) / config.tp;
       work_of_stage.tp_collectives_per_microbatch = all_reduces;
-      const double forward = stage_layers * issued_forward_per_layer + (stage == 0 ? 1 : 0);
+      const double forward = stage_layers * issued_forward_per_layer + (held.embedding ? 1 : 0);
       // A middle stage without layers (pp > layers) issues no collective at all.
       work_of_stage.tp_forward_share = all_reduces > 0 ? forward / all_reduces : 0.0;
       if (!overlapped && training.overlap_tensor_parallel_backward && all_reduces > 0) {
@@ -431,7 +450,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
                                                   moe_layers * moe_layer.column_parallel_backward_seconds;
       }
     }
-    const double parameters = parameters_on_stage(model, config, stage);
+    const double parameters = parameters_on_stage(model, config, stage, held);
     // Expert gradients are reduced over the expert-dp group, the rest over dp; the distributed
     // optimizer shards each over its own group.
     const double expert_parameters = expert_parameters_on_stage(model, config, stage);
@@ -443,6 +462,11 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
                                       optimizer_bytes_per_parameter / roofs.memory_bytes_per_second;
   }
   return work;
+}
+
+double boundary_bytes(const WorkProfile& work, int from_stage) {
+  return work.boundary_bytes_per_microbatch.empty() ? work.p2p_bytes_per_microbatch
+                                                    : work.boundary_bytes_per_microbatch[static_cast<size_t>(from_stage)];
 }
 
 TpPassSeconds exposed_tp_seconds(const StageWork& stage, double tp_seconds) {

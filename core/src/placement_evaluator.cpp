@@ -169,8 +169,10 @@ double PlacementEvaluator::compute_entry(const EntryRef& entry) {
   const StageWork& stage = work_.stages[static_cast<size_t>(entry.stage)];
   switch (entry.kind) {
     case EntryRef::p2p:
-      return stage_boundary_seconds(cluster_, config_, map_, work_.p2p_bytes_per_microbatch, entry.stage, entry.stage + 1,
-                                    entry.replica, &boundary_prices_);
+      // As communication_times prices it: nothing to send, nothing to pay.
+      if (boundary_bytes(work_, entry.stage) <= 0) return 0.0;
+      return stage_boundary_seconds(cluster_, config_, map_, boundary_bytes(work_, entry.stage), entry.stage,
+                                    entry.stage + 1, entry.replica, &boundary_prices_);
     case EntryRef::wraparound:
       return stage_boundary_seconds(cluster_, config_, map_, work_.p2p_bytes_per_microbatch, config_.pp - 1, 0, entry.replica,
                                     &boundary_prices_);

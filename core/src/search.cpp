@@ -10,6 +10,7 @@
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/launch.hpp"
 #include "pipette/core/performance.hpp"
+#include "pipette/core/pipeline_blocks.hpp"
 #include "pipette/core/placement.hpp"
 #include "pipette/core/simulator.hpp"
 #include "pipette/core/units.hpp"
@@ -148,6 +149,8 @@ std::vector<int> virtual_stage_options(const SearchSpace& space, int pp, int mic
 // of any shape.
 std::vector<std::vector<int>> layer_splits(const SearchSpace& space, int pp) {
   if (static_cast<int>(space.fixed.layers_per_stage.size()) == pp) return {space.fixed.layers_per_stage};
+  // nanotron takes no split: it partitions the model by cost itself (pipeline_blocks.hpp).
+  if (space.training.target.framework == Framework::nanotron) return {layers_of(nanotron_partition(space.model, pp))};
   const int num_layers = space.model.num_layers;
   std::vector<std::vector<int>> splits{balanced_layers_per_stage(num_layers, pp)};
   if (pp == 1) return splits;
@@ -697,7 +700,11 @@ Result<Plan> evaluate_plan(const ModelSpec& requested_model, const TrainingSpec&
     return Error{shape + ": the global batch of " + std::to_string(training.global_batch_sequences) +
                  " sequences is not a multiple of dp x mbs"};
   }
-  if (config.layers_per_stage.empty()) config.layers_per_stage = balanced_layers_per_stage(model.num_layers, config.pp);
+  if (config.layers_per_stage.empty()) {
+    config.layers_per_stage = training.target.framework == Framework::nanotron
+                                  ? layers_of(nanotron_partition(model, config.pp))
+                                  : balanced_layers_per_stage(model.num_layers, config.pp);
+  }
   if (static_cast<int>(config.layers_per_stage.size()) != config.pp ||
       std::accumulate(config.layers_per_stage.begin(), config.layers_per_stage.end(), 0) != model.num_layers ||
       *std::min_element(config.layers_per_stage.begin(), config.layers_per_stage.end()) < 0) {

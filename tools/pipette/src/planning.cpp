@@ -188,7 +188,9 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
     if (!plan) {
       const bool shaped_for_this_job = config.world_size() == prepared->cluster.num_gpus();
       if (!shaped_for_this_job) return Error{prefix + plan.error().message};
-      config.layers_per_stage = balanced_layers_per_stage(prepared->model.num_layers, config.pp);
+      config.layers_per_stage = prepared->training.target.framework == Framework::nanotron
+                                    ? layers_of(nanotron_partition(prepared->model, config.pp))
+                                    : balanced_layers_per_stage(prepared->model.num_layers, config.pp);
       outcome.fixed_memory = estimate_memory(prepared->model, prepared->training, config, prepared->options.overheads);
       double peak = 0;
       for (const StageMemory& stage : outcome.fixed_memory) peak = std::max(peak, stage.total_bytes());

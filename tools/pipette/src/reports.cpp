@@ -8,6 +8,7 @@
 #include "calibration_commands.hpp"
 #include "json_writer.hpp"
 #include "pipette/core/launch.hpp"
+#include "pipette/core/pipeline_blocks.hpp"
 #include "pipette/core/placement.hpp"
 #include "pipette/core/stack_profile.hpp"
 #include "pipette/core/units.hpp"
@@ -662,6 +663,40 @@ std::string stack_report(Framework framework) {
   return out;
 }
 
+// nanotron places the model's blocks itself (pipeline_blocks.hpp): what each pipeline rank holds
+// and what each boundary carries, as the plan is priced.
+std::string partition_report(const PlanningOutcome& outcome, const ParallelConfig& config) {
+  if (outcome.training.target.framework != Framework::nanotron || config.pp == 1) return {};
+  const PipelineBlocks blocks = nanotron_partition(outcome.model, config.pp);
+  std::string out = "partition: nanotron's own (models/base.py build_model, by get_block_compute_costs)\n";
+  TextTable table({{"stage", TextTable::Align::right}, {"layers", TextTable::Align::left},
+                   {"also holds", TextTable::Align::left}, {"sends the next", TextTable::Align::left},
+                   {"MiB per micro-batch"}});
+  for (size_t s = 0; s < blocks.ranks.size(); ++s) {
+    const PipelineRankBlocks& rank = blocks.ranks[s];
+    std::string layers = rank.num_layers == 0 ? "-"
+                         : rank.num_layers == 1
+                             ? std::to_string(rank.first_layer)
+                             : std::to_string(rank.first_layer) + "-" + std::to_string(rank.first_layer + rank.num_layers - 1);
+    std::string holds;
+    const auto add = [&](bool held, const char* name) {
+      if (held) holds += (holds.empty() ? "" : ", ") + std::string(name);
+    };
+    add(rank.embedding, "embedding");
+    add(rank.final_norm, "final norm");
+    add(rank.head, "lm_head");
+    add(rank.fp32_cast, "fp32 cast");
+    add(rank.loss, "loss");
+    add(rank.idle, "nothing (idle)");
+    const bool boundary = s + 1 < blocks.ranks.size();
+    const BoundaryTensor sent = boundary ? blocks.boundaries[s] : BoundaryTensor::nothing;
+    table.add_row({std::to_string(s), layers, holds.empty() ? "-" : holds, boundary ? to_string(sent) : "-",
+                   boundary ? strprintf("%.1f", boundary_tensor_bytes(sent, outcome.model, outcome.training, config) / units::mebibyte)
+                            : "-"});
+  }
+  return out + table.render("  ") + "  (each boundary's gradient comes back the same size)\n";
+}
+
 std::string explain_report(const PlanningOutcome& outcome) {
   std::string out = header(outcome) + "\n";
   if (!outcome.does_not_fit.empty()) return out + does_not_fit_report(outcome);
@@ -671,6 +706,7 @@ std::string explain_report(const PlanningOutcome& outcome) {
   out += time_breakdown_report(best) + "\n";
   out += calibration_report(outcome) + "\n";
   if (const std::string stack = stack_report(outcome.training.target.framework); !stack.empty()) out += stack + "\n";
+  if (const std::string partition = partition_report(outcome, best.config); !partition.empty()) out += partition + "\n";
   out += memory_report(best.config, best.memory_per_stage, outcome.cluster, "plan 1") + "\n";
   if (const std::string experts = experts_report(outcome); !experts.empty()) out += experts + "\n";
   if (const std::string context = context_parallel_report(outcome); !context.empty()) out += context + "\n";

@@ -1,6 +1,7 @@
 #pragma once
 #include "pipette/core/cluster.hpp"
 #include "pipette/core/model.hpp"
+#include "pipette/core/pipeline_blocks.hpp"
 #include "pipette/core/plan.hpp"
 #include "pipette/core/training.hpp"
 
@@ -80,6 +81,9 @@ BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distrib
 // row-parallel biases; the word embedding (vocab/t rows) and learned positions on rank 0; the output
 // layer on the last rank (a copy of the tied embedding when pp > 1) and the final norm.
 double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config, int stage);
+// The same for a rank that holds `blocks` (pipeline_blocks.hpp) beyond its layers.
+double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config, int stage,
+                           const PipelineRankBlocks& blocks);
 // Of those, the routed experts' parameters: num_experts/ep experts per MoE layer of the stage,
 // each split over etp (fc2's bias whole). Zero for dense models.
 double expert_parameters_on_stage(const ModelSpec& model, const ParallelConfig& config, int stage);

@@ -68,9 +68,17 @@ struct StageWork {
 struct WorkProfile {
   std::vector<StageWork> stages;         // size pp
   double p2p_bytes_per_microbatch = 0;   // activation (= its gradient) message per GPU between stages
+  // Per boundary (pp − 1 entries, stage s to s + 1) where they differ from that: nanotron's own
+  // partition (pipeline_blocks.hpp) sends the logits after the lm_head and nothing to its idle
+  // ranks. Empty: every boundary carries p2p_bytes_per_microbatch.
+  std::vector<double> boundary_bytes_per_microbatch;
   int num_microbatches = 0;
   int virtual_stages = 1;
 };
+
+// The message of one micro-batch from stage `from_stage` to the next (its gradient comes back the
+// same size): what communication_times and the placement search both price.
+double boundary_bytes(const WorkProfile& work, int from_stage);
 
 WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, const GpuSpec& gpu,
                          const ParallelConfig& config);

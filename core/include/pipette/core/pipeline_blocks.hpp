@@ -1,0 +1,63 @@
+#pragma once
+// What each pipeline rank holds beyond its decoder layers (the embedding, the final norm, the LM
+// head, the loss) and what each boundary between two ranks carries. Megatron-core, NeMo, torchtitan
+// and the DeepSpeed stacks take a layer split and keep the embedding on the first rank, the head and
+// loss on the last. nanotron takes no split: build_model partitions the model's PipelineBlocks by
+// compute cost itself (nanotron @2411b022 src/nanotron/models/base.py l.188-236), so the head can
+// land before the last rank, the fp32 cast and the loss on the rank(s) after it, and ranks after the
+// loss hold nothing.
+#include <vector>
+
+#include "pipette/core/model.hpp"
+#include "pipette/core/plan.hpp"
+#include "pipette/core/training.hpp"
+
+namespace pipette {
+
+struct PipelineRankBlocks {
+  int first_layer = 0;
+  int num_layers = 0;
+  bool embedding = false;
+  bool final_norm = false;
+  bool head = false;       // the output GEMM (lm_head)
+  bool fp32_cast = false;  // nanotron's cast_to_fp32 block; elsewhere part of the loss
+  bool loss = false;       // the cross entropy
+  // nanotron: past the loss, the rank holds no block, so it receives, computes and sends nothing.
+  // (A layer split's stage without layers still passes the hidden states on.)
+  bool idle = false;
+};
+
+// The tensor one rank sends the next in the forward (its gradient, of the same size and type, comes
+// back in the backward): nanotron's p2p sends each tensor with its own dtype and shape
+// (parallel/pipeline_parallel/p2p.py l.89), and the receiver's backward returns its gradient
+// (functional.py l.103-109, RecvTensorFromPipelineBuffer.backward).
+enum class BoundaryTensor {
+  hidden_states,  // b·s·h activations (split over tp with sequence parallelism)
+  logits,         // the head's b·s·V/tp output, 16-bit (nanotron: before cast_to_fp32)
+  fp32_logits,    // cast_to_fp32's b·s·V/tp output, 4 bytes each
+  nothing,        // after the loss: the ranks beyond hold nothing
+};
+
+struct PipelineBlocks {
+  std::vector<PipelineRankBlocks> ranks;   // pp entries
+  std::vector<BoundaryTensor> boundaries;  // pp − 1 entries: what rank r sends rank r + 1
+};
+
+// nanotron's own partition of a Llama model over pp ranks: build_model's rule (base.py l.221-233)
+// over the blocks of LlamaForTraining in model order with get_block_compute_costs's costs
+// (models/llama.py l.938-950).
+PipelineBlocks nanotron_partition(const ModelSpec& model, int pp);
+
+// The blocks each rank of `config` holds under `framework`: nanotron's partition, or
+// config.layers_per_stage with the embedding first and the head and loss last.
+PipelineBlocks pipeline_blocks(const ModelSpec& model, Framework framework, const ParallelConfig& config);
+
+std::vector<int> layers_of(const PipelineBlocks& blocks);
+
+// Bytes of one micro-batch's boundary tensor per GPU (the gradient back is the same size).
+double boundary_tensor_bytes(BoundaryTensor tensor, const ModelSpec& model, const TrainingSpec& training,
+                             const ParallelConfig& config);
+
+const char* to_string(BoundaryTensor tensor);
+
+}  // namespace pipette
