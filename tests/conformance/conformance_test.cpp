@@ -173,8 +173,18 @@ TEST(Conformance, EveryGridPlanStartsAsPriced) {
   const auto started = std::chrono::steady_clock::now();
   const std::vector<ModelSpec> models = presets();
   ASSERT_GE(models.size(), 18u);
-  const int node_counts[] = {1, 4, 16, 64, 256, 1024};
-  const std::int64_t batches[] = {256, 1024, 4096};
+#ifdef PIPETTE_SANITIZED
+  // Under ASan + UBSan (CI's asan step) the grid would take most of an hour; every rule and every
+  // code path it reaches is still reached by a third of it, and the full grid runs unsanitized in
+  // the release and suite steps.
+  const std::vector<int> node_counts = {1, 16, 256};
+  const std::vector<std::int64_t> batches = {256, 4096};
+  constexpr int kLeastPlansPerTarget = 600;
+#else
+  const std::vector<int> node_counts = {1, 4, 16, 64, 256, 1024};
+  const std::vector<std::int64_t> batches = {256, 1024, 4096};
+  constexpr int kLeastPlansPerTarget = 2000;
+#endif
   const int sequences[] = {2048, 8192, 32768, 131072};
   std::map<int, Cluster> clusters;
   for (const int nodes : node_counts) clusters.emplace(nodes, uniform_cluster(nodes));
@@ -213,7 +223,7 @@ TEST(Conformance, EveryGridPlanStartsAsPriced) {
       std::printf("%s: %d searches, %d plans (%d with a layout, %d with cp > 1), %d refused\n", target.name,
                   tally.searches, tally.plans, tally.layouts, tally.context_parallel, tally.refused);
       for (const std::string& example : tally.examples) std::printf("  %s\n", example.c_str());
-      EXPECT_GE(tally.plans, 2000) << target.name;
+      EXPECT_GE(tally.plans, kLeastPlansPerTarget) << target.name;
       // The layout targets must meet splits that only the layout expresses.
       if (target.target.pipeline_layout) {
         EXPECT_GT(tally.layouts, 0) << target.name;
