@@ -199,8 +199,9 @@ std::string fixed(double value, int decimals) {
 // deepspeed/runtime/pipe/schedule.py l.189-257).
 std::string profiled_stack_problem(Framework framework, const ModelSpec& model, const ParallelConfig& config) {
   const std::string name = to_string(framework);
-  if (model.is_moe()) return name + ": mixture-of-experts layers are not priced for this stack";
-  if (config.cp > 1) return name + ": context parallelism is not priced for this stack (cp must be 1)";
+  // launch_problem's caller names the framework ("nanotron cannot build it: ...").
+  if (model.is_moe()) return "its mixture-of-experts layers are not priced for " + name;
+  if (config.cp > 1) return "context parallelism is not priced for " + name + " (cp must be 1)";
   if (config.virtual_stages > 1 && config.pp > 1) return name + " has no interleaved pipeline schedule (vpp must be 1)";
   const std::vector<int>& layers = config.layers_per_stage;
   switch (framework) {

@@ -168,6 +168,13 @@ TEST(StackLaunch, EachStackRefusesWhatItCannotRun) {
   EXPECT_EQ(launch_problem(deepspeed, model, config_of(2, 1, 4), 8),
             "DeepSpeed's engine has no tensor parallelism of its own (tp must be 1)");
   EXPECT_EQ(launch_problem(deepspeed, model, config_of(1, 2, 4), 8), "");
+  // The profiles price no ring attention: each stack refuses cp > 1 rather than run it unpriced.
+  ParallelConfig context_parallel = config_of(1, 1, 4);
+  context_parallel.cp = 2;
+  for (const FrameworkTarget& target : {nanotron, deepspeed, megatron_deepspeed}) {
+    EXPECT_EQ(launch_problem(target, model, context_parallel, 8),
+              std::string("context parallelism is not priced for ") + to_string(target.framework) + " (cp must be 1)");
+  }
 }
 
 TEST(StackLaunch, ExportsSayWhatWasPriced) {
