@@ -878,14 +878,14 @@ TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& wor
   const double busiest_ep_seconds =
       communication.ep_seconds.empty() ? 0.0 : communication.ep_seconds[static_cast<size_t>(busiest)];
   const double busiest_cp_seconds = cp_ring_seconds_of(config, communication, busiest, slowest.replica);
-  busiest_seconds -= busiest_ep_seconds + busiest_cp_seconds;
   time.ep_communication_seconds = m * busiest_ep_seconds;
   time.cp_communication_seconds = m * busiest_cp_seconds;
   const StageWork& busiest_work = work.stages[static_cast<size_t>(busiest)];
   time.compute_seconds = m * (busiest_work.forward_compute_seconds + busiest_work.backward_compute_seconds);
   time.recompute_seconds = m * busiest_work.recompute_seconds;
-  time.tp_communication_seconds = m * (busiest_seconds - busiest_work.forward_compute_seconds -
-                                       busiest_work.backward_compute_seconds);
+  // The exposed share itself, not busiest − compute: the difference rounds to −0 where nothing is
+  // exposed (explain printed "-0.0 µs" for stages without layers).
+  time.tp_communication_seconds = m * exposed_tp_seconds(busiest_work, busiest_tp_seconds).total();
   time.tp_hidden_seconds = m * busiest_tp_seconds - time.tp_communication_seconds;
   time.pipeline_bubble_seconds =
       std::max(0.0, without_links.times.total_seconds - time.compute_seconds - time.tp_communication_seconds -
