@@ -31,12 +31,14 @@ const std::array<OptionInfo, option_count>& option_table() {
        "[pipette] sequence length in tokens", 1},
       {OptionId::fix, "pipette-fix", "PIPETTE_FIX", "KNOB=VALUE[,...]",
        "[pipette] knobs the search must keep, e.g. tp=8,mbs=1 "
-       "(tp, pp, dp, mbs, vpp, recompute, sp, distopt)",
+       "(tp, pp, dp, cp, ep, etp, mbs, vpp, recompute, sp, distopt)",
        1},
       {OptionId::strict, "pipette-strict", "PIPETTE_STRICT", nullptr,
        "[pipette] fail the job when it cannot be planned instead of running it unplanned", 0},
-      {OptionId::framework, "pipette-framework", "PIPETTE_FRAMEWORK", "megatron-core|nemo|torchtitan|megatron-deepspeed|nanotron|deepspeed",
-       "[pipette] the training framework that runs the plan: only plans it can build are considered, "
+      // A short placeholder: the six names joined by '|' are one word no terminal or man page can break.
+      {OptionId::framework, "pipette-framework", "PIPETTE_FRAMEWORK", "NAME",
+       "[pipette] the training framework that runs the plan (megatron-core, nemo, torchtitan, "
+       "megatron-deepspeed, nanotron or deepspeed): only plans it can build are considered, "
        "and its arguments are exported (default: the site's framework)",
        1},
   }};
