@@ -17,10 +17,15 @@ bool even_split(const std::vector<int>& layers) {
 
 // [a, b x (p-2), c]: what Megatron's first/last-stage counts express (transformer_config.py
 // __post_init__ "Uneven PP": the middle stages share the remaining layers equally).
+// A stage without decoder layers (pp > layers, or a fixed split with a 0).
+bool has_empty_stage(const std::vector<int>& layers) {
+  return std::any_of(layers.begin(), layers.end(), [](int count) { return count < 1; });
+}
+
 // Megatron's --decoder-first/last-pipeline-num-layers must be larger than 0 (transformer_config.py
 // @d98e8a64 l.2304, 2323): a split with a stage of no decoder layers needs the layout ("E|", "|L").
 bool first_last_form(const std::vector<int>& layers) {
-  if (std::any_of(layers.begin(), layers.end(), [](int count) { return count < 1; })) return false;
+  if (has_empty_stage(layers)) return false;
   if (layers.size() < 3) return true;
   return std::all_of(layers.begin() + 1, layers.end() - 1, [&](int count) { return count == layers[1]; });
 }
@@ -97,7 +102,7 @@ std::string torchtitan_problem(const ModelSpec& model, const ParallelConfig& con
   if (num_microbatches < config.pp) {
     return "torchtitan's 1F1B needs at least pp=" + std::to_string(config.pp) + " micro-batches";
   }
-  if (std::any_of(layers.begin(), layers.end(), [](int count) { return count < 1; })) {
+  if (has_empty_stage(layers)) {
     return "layer split " + split_text(layers) +
            " has a stage without layers, which the exported --parallelism.pipeline_parallel_layers_per_stage cannot "
            "express; plan with pp <= " + std::to_string(model.num_layers);
