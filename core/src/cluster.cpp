@@ -1,5 +1,6 @@
 #include "pipette/core/cluster.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace pipette {
@@ -38,8 +39,27 @@ const char* to_string(NetworkKind kind) {
 }
 
 double CollectiveScaling::bandwidth_factor(int nodes) const {
-  if (contention_exponent == 0 || nodes <= 2) return 1.0;
-  return std::pow(2.0 / nodes, contention_exponent);
+  if (measured.empty()) {
+    if (contention_exponent == 0 || nodes <= 2) return 1.0;
+    return std::pow(2.0 / nodes, contention_exponent);
+  }
+  if (nodes <= 2) return 1.0;
+  // Between measured counts (and between 2 nodes, factor 1, and the first): a power law through
+  // the two neighbours, i.e. linear in log(factor) over log(nodes) — the prior's own form
+  // ((2/n)^exponent is a line in log-log), so a curve that is one power law is reproduced exactly.
+  int lower_nodes = 2;
+  double lower_factor = 1.0;
+  for (const MeasuredCollectiveFactor& point : measured) {
+    if (nodes == point.nodes) return point.bandwidth_factor;
+    if (nodes < point.nodes) {
+      const double position = std::log(static_cast<double>(nodes) / lower_nodes) / std::log(static_cast<double>(point.nodes) / lower_nodes);
+      return lower_factor * std::pow(point.bandwidth_factor / lower_factor, position);
+    }
+    lower_nodes = point.nodes;
+    lower_factor = point.bandwidth_factor;
+  }
+  // Beyond the largest measured count: continue from it with the exponent fitted to all points.
+  return lower_factor * std::pow(static_cast<double>(lower_nodes) / nodes, contention_exponent);
 }
 
 // Each kind's figures, from published measurements (shared/ground_truth_data/).
@@ -75,9 +95,41 @@ CollectiveScaling collective_scaling_of(NetworkKind kind) {
   switch (kind) {
     case NetworkKind::infiniband:
     case NetworkKind::roce: return CollectiveScaling{};
-    case NetworkKind::efa: return CollectiveScaling{0.682, 0.0};
+    case NetworkKind::efa: return CollectiveScaling{0.682, 0.0, {}};
   }
   return CollectiveScaling{};
+}
+
+// A measured curve (pipette-probe --collectives, bus bandwidth as nccl-tests defines it) replaces
+// the prior's law:
+//  - Interpolation between measured counts is log-log (bandwidth_factor above): the measured fall
+//    is not one power law (EFA: 2 → 4 nodes is far steeper than 8 → 32, ultrascale_collective_
+//    bandwidth_vs_nodes.csv), so each interval keeps its own measured slope.
+//  - Beyond the largest measured count the curve continues with one exponent, the least-squares
+//    fit in log space of (2/n)^exponent to every measured point (as collective_scaling_of fitted
+//    EFA's), not the last interval's slope alone: one interval's two medians are one noisy sample
+//    of a rate that fluctuates by 8x at 32 nodes (the same file's p5/p95). Clamped at 0: more
+//    nodes never add bandwidth to a ring whose hops are all pairs.
+//  - A factor above 1 (more bus bandwidth over n nodes than over 2) is clamped to 1: a ring over
+//    n nodes is no faster than its slowest pair, which is what the inter-node links hold; a rise
+//    is NCCL choosing another algorithm at 2 nodes (NVLS/tree, NVIDIA/nccl-tests #309) or noise.
+//  - The assumed pairs carry no spread (σ = 0), as for EFA's prior: the curve was measured on real
+//    pairs, so it already holds the slowest-hop fall that the spread stands in for.
+CollectiveScaling measured_collective_scaling(std::vector<MeasuredCollectiveFactor> falls) {
+  std::sort(falls.begin(), falls.end(),
+            [](const MeasuredCollectiveFactor& a, const MeasuredCollectiveFactor& b) { return a.nodes < b.nodes; });
+  CollectiveScaling scaling;
+  scaling.assumed_pair_spread_sigma = 0.0;
+  double numerator = 0, denominator = 0;
+  for (MeasuredCollectiveFactor point : falls) {
+    point.bandwidth_factor = std::min(1.0, point.bandwidth_factor);
+    const double log_ratio = std::log(2.0 / point.nodes);
+    numerator += std::log(point.bandwidth_factor) * log_ratio;
+    denominator += log_ratio * log_ratio;
+    scaling.measured.push_back(point);
+  }
+  scaling.contention_exponent = denominator > 0 ? std::max(0.0, numerator / denominator) : 0.0;
+  return scaling;
 }
 
 std::string validate(const Cluster& cluster) {
@@ -117,6 +169,13 @@ std::string validate(const Cluster& cluster) {
     return "the collective contention exponent must be in [0, 10)";
   if (!(scaling.assumed_pair_spread_sigma >= 0 && scaling.assumed_pair_spread_sigma < 10))
     return "the assumed pairs' spread must be in [0, 10)";
+  for (std::size_t i = 0; i < scaling.measured.size(); ++i) {
+    const MeasuredCollectiveFactor& point = scaling.measured[i];
+    if (point.nodes <= 2 || (i > 0 && point.nodes <= scaling.measured[i - 1].nodes))
+      return "the measured collective curve's node counts must be above 2 and ascending";
+    if (!(point.bandwidth_factor > 0 && point.bandwidth_factor <= 1))
+      return "the measured collective curve's factors must be in (0, 1]";
+  }
   if (rails.spine_bandwidth_fraction == 0 && !rails.pxn)
     return "a fabric without a spine path between rails needs PXN (NCCL_PXN_DISABLE=0) for cross-rail flows";
   return check_links(cluster.inter_node, cluster.num_nodes(), "inter-node matrix");

@@ -407,7 +407,65 @@ TEST(EfaContention, InfinibandPriorDpTimeIsUnchanged) {
     const double efa_inter_seconds = steps / 8 / 8 * 4e9 / (efa_pair / 8) + steps * 10e-6;
     EXPECT_NEAR(communication_times(cluster, config, work, identity_placement(64)).dp_seconds[0] /
                     (intra_seconds + efa_inter_seconds), 1.0, 1e-9);
+    // A measured curve (pipette-probe --collectives, issue 14) instead: the pairs times the curve's
+    // factor at 8 nodes, with no assumed-pair spread (measured_collective_scaling).
+    cluster.collective_scaling = measured_collective_scaling({{4, 0.6}, {8, 0.35}});
+    const double curve_inter_seconds = steps / 8 / 8 * 4e9 / (400 * gigabyte * 0.35 / 8) + steps * 10e-6;
+    EXPECT_NEAR(communication_times(cluster, config, work, identity_placement(64)).dp_seconds[0] /
+                    (intra_seconds + curve_inter_seconds), 1.0, 1e-9);
   }
+}
+
+// Issue 14: a curve measured by pipette-probe --collectives replaces the prior's power law. At
+// measured counts the factor is the measurement; between them it is the power law through the two
+// neighbours; beyond the largest it continues with the exponent least-squares fitted to all points.
+TEST(MeasuredCollectiveScaling, InterpolatesInLogSpaceAndExtrapolatesWithTheFit) {
+  // An exact power law is reproduced everywhere, and its exponent recovered.
+  std::vector<MeasuredCollectiveFactor> power_law;
+  for (const int nodes : {4, 8, 32}) power_law.push_back({nodes, std::pow(2.0 / nodes, 0.5)});
+  const CollectiveScaling exact = measured_collective_scaling(power_law);
+  EXPECT_NEAR(exact.contention_exponent, 0.5, 1e-12);
+  EXPECT_EQ(exact.assumed_pair_spread_sigma, 0.0);
+  for (const int nodes : {3, 6, 12, 32, 100}) EXPECT_NEAR(exact.bandwidth_factor(nodes), std::pow(2.0 / nodes, 0.5), 1e-12) << nodes;
+
+  // The EFA medians of ultrascale_collective_bandwidth_vs_nodes.csv (all-reduce, 256 MB), given
+  // out of order: the curve, not a single power law.
+  const CollectiveScaling efa = measured_collective_scaling(
+      {{64, 32.94 / 361.75}, {4, 160.14 / 361.75}, {8, 99.56 / 361.75}, {16, 84.74 / 361.75}, {32, 64.93 / 361.75}});
+  EXPECT_EQ(efa.bandwidth_factor(2), 1.0);
+  EXPECT_EQ(efa.bandwidth_factor(1), 1.0);
+  EXPECT_DOUBLE_EQ(efa.bandwidth_factor(4), 160.14 / 361.75);
+  EXPECT_DOUBLE_EQ(efa.bandwidth_factor(16), 84.74 / 361.75);
+  const double six = efa.bandwidth_factor(6);  // between 4 and 8, log-log
+  EXPECT_NEAR(six, 160.14 / 361.75 * std::pow(99.56 / 160.14, std::log(6.0 / 4) / std::log(2.0)), 1e-12);
+  EXPECT_NEAR(efa.bandwidth_factor(3), std::pow(160.14 / 361.75, std::log(1.5) / std::log(2.0)), 1e-12);
+  // Beyond 64: (64/n)^exponent from the 64-node point, the exponent fitted to all five points.
+  double numerator = 0, denominator = 0;
+  for (const auto& [nodes, gb] : std::vector<std::pair<int, double>>{{4, 160.14}, {8, 99.56}, {16, 84.74}, {32, 64.93}, {64, 32.94}}) {
+    numerator += std::log(gb / 361.75) * std::log(2.0 / nodes);
+    denominator += std::log(2.0 / nodes) * std::log(2.0 / nodes);
+  }
+  EXPECT_NEAR(efa.contention_exponent, numerator / denominator, 1e-12);
+  EXPECT_NEAR(efa.bandwidth_factor(128), 32.94 / 361.75 * std::pow(0.5, numerator / denominator), 1e-12);
+
+  // More bandwidth over n nodes than over 2 is clamped to the pair's; a rising curve fits no fall.
+  const CollectiveScaling rising = measured_collective_scaling({{4, 1.3}, {8, 1.1}});
+  EXPECT_EQ(rising.bandwidth_factor(4), 1.0);
+  EXPECT_EQ(rising.contention_exponent, 0.0);
+  EXPECT_EQ(rising.bandwidth_factor(64), 1.0);
+}
+
+TEST(MeasuredCollectiveScaling, ValidateRefusesABrokenTable) {
+  Cluster cluster = uniform_cluster(2, 8, 8, nvlink, fabric);
+  cluster.gpu = *find_gpu("H100-SXM");
+  cluster.collective_scaling = measured_collective_scaling({{4, 0.5}, {8, 0.3}});
+  EXPECT_EQ(validate(cluster), "");
+  cluster.collective_scaling.measured[1].nodes = 4;
+  EXPECT_NE(validate(cluster).find("ascending"), std::string::npos);
+  cluster.collective_scaling.measured = {{2, 0.5}};
+  EXPECT_NE(validate(cluster).find("above 2"), std::string::npos);
+  cluster.collective_scaling.measured = {{4, 0.0}};
+  EXPECT_NE(validate(cluster).find("(0, 1]"), std::string::npos);
 }
 
 TEST(CommunicationTimes, HandComputedTwoStageTwoReplicaLayout) {

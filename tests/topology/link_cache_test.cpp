@@ -46,6 +46,17 @@ NodeMeasurement node(std::string name, std::int64_t at, int gpus) {
   return n;
 }
 
+CollectiveMeasurement collective(int nodes, std::int64_t at, double all_reduce_gb_per_s) {
+  CollectiveMeasurement entry;
+  entry.nodes = nodes;
+  entry.measured_at_unix_seconds = at;
+  entry.nccl_version = "2.21.5";
+  entry.message_bytes = 268435456;
+  entry.all_reduce_bus_bytes_per_second = all_reduce_gb_per_s * 1e9;
+  entry.all_gather_bus_bytes_per_second = 0.9 * all_reduce_gb_per_s * 1e9;
+  return entry;
+}
+
 class TempDir : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -130,7 +141,7 @@ TEST(LinkCacheFormat, CrossRailSampleNeedsVersionTwoAndAllFourFields) {
       "partial.yaml");
   ASSERT_FALSE(partial.ok());
   EXPECT_NE(partial.error().message.find("go together"), std::string::npos);
-  EXPECT_FALSE(parse_link_cache("pipette_link_cache: 3\npairs: {}\n", "v3.yaml").ok());
+  EXPECT_FALSE(parse_link_cache("pipette_link_cache: 4\npairs: {}\n", "v4.yaml").ok());
 }
 
 TEST(LinkCacheFormat, AcceptsPartialAndHandWrittenCaches) {
@@ -181,7 +192,7 @@ TEST(LinkCacheFormat, BadValuesAreErrorsNamingFileLineAndEntry) {
       {"pipette_link_cache: 1\nnodes:\n  n: {measured_at: 2026-01-01T00:00:00Z, gpus: 2, bandwidth_gb_per_s: [[0, 0], "
        "[1, 0]], latency_us: [[0, 1], [1, 0]]}\n",
        "node n: bandwidth_gb_per_s[0][1] is 0"},
-      {"pipette_link_cache: 3\n", "format version 3 is not supported"},
+      {"pipette_link_cache: 4\n", "format version 4 is not supported"},
       {"nodes:\n", "the first key must be `pipette_link_cache: 1`"},
       {"hello: world\n", "unknown top-level key \"hello\""},
       {"", "not a Pipette link cache"},
@@ -302,6 +313,14 @@ void expect_same_table(const LinkTable& a, const LinkTable& b) {
     EXPECT_EQ(a.nodes[i].bandwidth_bytes_per_second, b.nodes[i].bandwidth_bytes_per_second);
     EXPECT_EQ(a.nodes[i].latency_seconds, b.nodes[i].latency_seconds);
   }
+  ASSERT_EQ(a.collectives.size(), b.collectives.size());
+  for (std::size_t i = 0; i < a.collectives.size(); ++i) {
+    EXPECT_EQ(a.collectives[i].nodes, b.collectives[i].nodes);
+    EXPECT_EQ(a.collectives[i].measured_at_unix_seconds, b.collectives[i].measured_at_unix_seconds);
+    EXPECT_EQ(a.collectives[i].message_bytes, b.collectives[i].message_bytes);
+    EXPECT_EQ(a.collectives[i].all_reduce_bus_bytes_per_second, b.collectives[i].all_reduce_bus_bytes_per_second);
+    EXPECT_EQ(a.collectives[i].all_gather_bus_bytes_per_second, b.collectives[i].all_gather_bus_bytes_per_second);
+  }
 }
 
 TEST_F(TempDir, IndexGivesExactlyWhatParsingGives) {
@@ -313,6 +332,7 @@ TEST_F(TempDir, IndexGivesExactlyWhatParsingGives) {
   cache.pairs[1].rail_latency_seconds = 8e-6;
   cache.pairs[1].cross_rail_bandwidth_bytes_per_second = 41.25e9;
   cache.pairs[1].cross_rail_latency_seconds = 9.5e-6;
+  cache.collectives = {collective(2, kDecember1, 361.75), collective(8, kDecember1, 99.56)};  // the curve too
   ASSERT_TRUE(update_link_cache(file, cache).ok());
   auto indexed = read_link_table(file);
   ASSERT_TRUE(indexed.ok()) << indexed.error().message;
@@ -372,6 +392,83 @@ TEST(Staleness, WeightsDecayAndBlendGeometrically) {
   EXPECT_FALSE(blend_toward_prior(measured, prior, 0).measured);
   EXPECT_EQ(blend_toward_prior(measured, prior, 0).bandwidth_bytes_per_second, 50e9);
   EXPECT_EQ(blend_toward_prior(measured, prior, 1).bandwidth_bytes_per_second, 40e9);
+}
+
+// Issue 14: version 3 adds the collective curve of pipette-probe --collectives beside the pairs.
+TEST(LinkCacheFormat, CollectiveCurveRoundTripsAsVersionThreeAndMergesPerNodeCount) {
+  LinkCache cache;
+  cache.pairs = {pair("a", "b", 45, 10, kDecember1)};
+  cache.collectives = {collective(2, kDecember1, 361.75), collective(8, kDecember1, 99.56)};
+  const std::string text = format_link_cache(cache);
+  EXPECT_NE(text.find("pipette_link_cache: 3\n"), std::string::npos) << text;
+  auto parsed = parse_link_cache(text, "curve.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(format_link_cache(*parsed), text);
+  ASSERT_EQ(parsed->collectives.size(), 2u);
+  EXPECT_EQ(parsed->collectives[0].nodes, 2);
+  EXPECT_NEAR(parsed->collectives[1].all_reduce_bus_bytes_per_second, 99.56e9, 1);
+  EXPECT_NEAR(parsed->collectives[1].all_gather_bus_bytes_per_second, 0.9 * 99.56e9, 1);
+  EXPECT_EQ(parsed->collectives[1].message_bytes, 268435456);
+  EXPECT_EQ(parsed->collectives[1].nccl_version, "2.21.5");
+  const YAML::Node yaml = YAML::Load(text);  // any YAML reader sees the same document
+  EXPECT_DOUBLE_EQ(yaml["collectives"][8]["all_reduce_bus_gb_per_s"].as<double>(), 99.56);
+
+  // A cache without a curve stays what older readers read; old files load unchanged.
+  cache.collectives.clear();
+  EXPECT_NE(format_link_cache(cache).find("pipette_link_cache: 1\n"), std::string::npos);
+  auto old_file = parse_link_cache("pipette_link_cache: 2\npairs:\n  a b: {measured_at: 2026-12-01T17:00:00Z, "
+                                   "bandwidth_gb_per_s: 45, latency_us: 10}\n",
+                                   "old.yaml");
+  ASSERT_TRUE(old_file.ok());
+  EXPECT_TRUE(old_file->collectives.empty());
+
+  // Newer entry per node count wins; counts only one side has are kept.
+  LinkCache base, incoming;
+  base.collectives = {collective(2, kDecember1, 300), collective(4, kDecember1, 200)};
+  incoming.collectives = {collective(4, kDecember1 + 60, 150), collective(16, kDecember1 + 60, 80)};
+  const LinkCache merged = merge_link_caches(base, incoming);
+  ASSERT_EQ(merged.collectives.size(), 3u);
+  EXPECT_NEAR(merged.collectives[0].all_reduce_bus_bytes_per_second, 300e9, 1);
+  EXPECT_NEAR(merged.collectives[1].all_reduce_bus_bytes_per_second, 150e9, 1);
+  EXPECT_EQ(merged.collectives[2].nodes, 16);
+}
+
+TEST(LinkCacheFormat, MalformedCollectiveCurveIsAOneLineErrorNamingLineAndEntry) {
+  const std::string head = "pipette_link_cache: 3\ncollectives:\n";
+  const std::string good = "{measured_at: 2026-12-01T17:00:00Z, message_bytes: 268435456, all_reduce_bus_gb_per_s: 160, "
+                           "all_gather_bus_gb_per_s: 150}";
+  struct Case {
+    std::string text;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"pipette_link_cache: 2\ncollectives:\n  4: " + good + "\n", "c.yaml:2: collectives: needs `pipette_link_cache: 3`"},
+      {head + "  1: " + good + "\n", "c.yaml:3: collective over 1 nodes: a collective entry is named by its node count"},
+      {head + "  4.5: " + good + "\n", "named by its node count, an integer"},
+      {head + "  four: " + good + "\n", "named by its node count, an integer"},
+      {head + "  4: {measured_at: 2026-12-01T17:00:00Z, message_bytes: 268435456, all_reduce_bus_gb_per_s: 160}\n",
+       "c.yaml:3: collective over 4 nodes: measured_at, message_bytes, all_reduce_bus_gb_per_s and all_gather_bus_gb_per_s "
+       "are required"},
+      {head + "  4: {measured_at: 2026-12-01T17:00:00Z, message_bytes: 268435456, all_reduce_bus_gb_per_s: -1, "
+              "all_gather_bus_gb_per_s: 150}\n",
+       "collective over 4 nodes: all_reduce_bus_gb_per_s is -1; it must be a finite number > 0"},
+      {head + "  4: {measured_at: 2026-12-01T17:00:00Z, message_bytes: 268435456, all_reduce_bus_gb_per_s: .nan, "
+              "all_gather_bus_gb_per_s: 150}\n",
+       "all_reduce_bus_gb_per_s is nan"},
+      {head + "  4: {measured_at: 2026-12-01T17:00:00Z, message_bytes: 0, all_reduce_bus_gb_per_s: 160, "
+              "all_gather_bus_gb_per_s: 150}\n",
+       "message_bytes is 0"},
+      {head + "  4: {measured_at: 2026-12-01T17:00:00Z, message_bytes: 1, all_reduce_bus_gb_per_s: 160, "
+              "all_gather_bus_gb_per_s: 150, busbw: 3}\n",
+       "unknown field \"busbw\"; collective fields are"},
+      {head + "  4: " + good + "\n  4: " + good + "\n", "c.yaml:4: this node count is listed twice (also on line 3)"},
+  };
+  for (const auto& c : cases) {
+    auto parsed = parse_link_cache(c.text, "c.yaml");
+    ASSERT_FALSE(parsed.ok()) << c.text;
+    EXPECT_NE(parsed.error().message.find(c.expected), std::string::npos) << parsed.error().message;
+    EXPECT_EQ(parsed.error().message.find('\n'), std::string::npos) << parsed.error().message;
+  }
 }
 
 }  // namespace

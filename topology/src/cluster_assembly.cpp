@@ -39,6 +39,52 @@ std::string days(double seconds) {
   return text;
 }
 
+// The collective scaling the cache's curve gives (pipette-probe --collectives), or the prior
+// unchanged, with a note saying which. The core prices every inter-node collective as ring
+// all-reduce steps (a distributed optimizer's reduce-scatter + all-gather too, communication.cpp),
+// so the all-reduce curve sets the factors; the all-gather curve is reported beside it. Each
+// factor is the all-reduce bus bandwidth over n nodes relative to the 2-node point, which is the
+// pair the inter-node links hold (a curve without a 2-node point says nothing relative to them
+// and is not used). Like a link, a point is blended toward the prior with the staleness weight of
+// the older of its two measurements: factor = measured^w · prior^(1−w), ignored at w = 0.
+CollectiveScaling scaling_from_curve(const std::vector<CollectiveBusBandwidth>& curve, const CollectiveScaling& prior,
+                                     const StalenessPolicy& staleness, std::int64_t now, std::vector<std::string>& notes) {
+  const auto pair_point = std::find_if(curve.begin(), curve.end(), [](const CollectiveBusBandwidth& p) { return p.nodes == 2; });
+  if (curve.empty()) return prior;
+  if (pair_point == curve.end() || curve.size() < 2) {
+    notes.push_back("collective scaling: the link cache's collective curve needs the 2-node point and at least one larger "
+                    "count (re-run pipette-probe --collectives on 3 or more nodes); using the prior");
+    return prior;
+  }
+  std::vector<MeasuredCollectiveFactor> falls;
+  std::string points;
+  for (const CollectiveBusBandwidth& point : curve) {
+    if (point.nodes == 2) continue;
+    const std::int64_t older = std::min(point.measured_at_unix_seconds, pair_point->measured_at_unix_seconds);
+    const double weight = staleness_weight(staleness, static_cast<double>(now - older));
+    if (!(weight > 0)) continue;
+    const double measured = point.all_reduce_bus_bytes_per_second / pair_point->all_reduce_bus_bytes_per_second;
+    const double prior_factor = prior.bandwidth_factor(point.nodes);
+    falls.push_back({point.nodes, weight >= 1 ? measured : prior_factor * std::pow(measured / prior_factor, weight)});
+    char text[96];
+    std::snprintf(text, sizeof text, "%s%d nodes %.2f (all-gather %.2f)%s", points.empty() ? "" : ", ", point.nodes,
+                  measured, point.all_gather_bus_bytes_per_second / pair_point->all_gather_bus_bytes_per_second,
+                  weight < 1 ? " stale, blended toward the prior" : "");
+    points += text;
+  }
+  if (falls.empty()) {
+    notes.push_back("collective scaling: the link cache's collective curve is past links.max_age_hours; using the prior");
+    return prior;
+  }
+  CollectiveScaling measured = measured_collective_scaling(std::move(falls));
+  char fit[96];
+  std::snprintf(fit, sizeof fit, "; beyond %d nodes exponent %.3f (fitted to the curve)", measured.measured.back().nodes,
+                measured.contention_exponent);
+  notes.push_back("collective scaling: measured by pipette-probe --collectives, all-reduce bus bandwidth relative to 2 nodes (" +
+                  gb_per_s(pair_point->all_reduce_bus_bytes_per_second) + "): " + points + fit);
+  return measured;
+}
+
 // A prior for every GPU pair inside one node, and a sentence saying where it came from.
 struct IntraNodePrior {
   LinkMatrix links;
@@ -264,6 +310,7 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
                             " measured pair(s), median " + std::to_string(rails.spine_bandwidth_fraction).substr(0, 4) +
                             " of a rail-aligned flow");
       }
+      cluster.collective_scaling = scaling_from_curve(table.collectives, cluster.collective_scaling, site.staleness, now, out.notes);
       const std::string local_fingerprint = input.local && local_gpus > 0 ? hardware_fingerprint(*input.local) : "";
       for (const LinkTable::Node& measurement : table.nodes) {
         const int node = job_index_of_name[measurement.name];

@@ -374,6 +374,43 @@ std::optional<Error> parse_pair(std::string_view names, FlowCursor& cursor, cons
   return std::nullopt;
 }
 
+// The largest node count a curve entry may name: far beyond any allocation, far inside int.
+constexpr double kMaxCollectiveNodes = 1 << 20;
+
+std::optional<Error> parse_collective(std::string_view count, FlowCursor& cursor, const ParseContext& context,
+                                      CollectiveMeasurement& entry) {
+  FlowCursor count_cursor(count);
+  const auto nodes = count_cursor.number();
+  if (!nodes || !count_cursor.at_end() || *nodes < 2 || *nodes > kMaxCollectiveNodes || *nodes != std::floor(*nodes))
+    return context.error("a collective entry is named by its node count, an integer from 2 to 1048576 (e.g. `8:`)");
+  entry.nodes = static_cast<int>(*nodes);
+  bool has_time = false, has_bytes = false, has_all_reduce = false, has_all_gather = false;
+  auto problem = parse_flow_mapping(cursor, context, [&](std::string_view key, FlowCursor& c) -> std::optional<Error> {
+    if (auto handled = parse_provenance_field(key, c, context, entry.measured_at_unix_seconds, entry.nccl_version, has_time))
+      return *handled;
+    double* target = key == "message_bytes"             ? &entry.message_bytes
+                     : key == "all_reduce_bus_gb_per_s" ? &entry.all_reduce_bus_bytes_per_second
+                     : key == "all_gather_bus_gb_per_s" ? &entry.all_gather_bus_bytes_per_second
+                                                        : nullptr;
+    if (target == nullptr)
+      return context.error("unknown field \"" + std::string(key) +
+                           "\"; collective fields are measured_at, nccl_version, message_bytes, all_reduce_bus_gb_per_s, "
+                           "all_gather_bus_gb_per_s");
+    const auto value = c.number();
+    if (!value) return context.error(std::string(key) + " must be a number");
+    if (auto bad = check_positive(context, key, *value)) return bad;
+    const bool bytes = target == &entry.message_bytes;
+    *target = bytes ? *value : *value * units::gigabyte;
+    (bytes ? has_bytes : target == &entry.all_reduce_bus_bytes_per_second ? has_all_reduce : has_all_gather) = true;
+    return std::nullopt;
+  });
+  if (problem) return problem;
+  if (!has_time || !has_bytes || !has_all_reduce || !has_all_gather)
+    return context.error("measured_at, message_bytes, all_reduce_bus_gb_per_s and all_gather_bus_gb_per_s are required in "
+                         "every collective entry (re-run pipette-probe --collectives)");
+  return std::nullopt;
+}
+
 template <typename Entry, typename Key>
 std::optional<Error> sort_and_reject_duplicates(std::vector<Entry>& entries, std::vector<int>& lines,
                                                 const std::string& source, Key&& key, const char* kind) {
@@ -447,6 +484,7 @@ std::vector<Entry> merge_sorted(std::vector<Entry> base, const std::vector<Entry
 
 auto node_key = [](const NodeMeasurement& node) -> const std::string& { return node.name; };
 auto pair_key = [](const PairMeasurement& pair) { return std::pair<std::string_view, std::string_view>(pair.node_a, pair.node_b); };
+auto collective_key = [](const CollectiveMeasurement& entry) { return entry.nodes; };
 
 }  // namespace
 
@@ -504,8 +542,8 @@ std::string format_utc_timestamp(std::int64_t unix_seconds) {
 Result<LinkCache> parse_link_cache(std::string_view text, const std::string& source_name) {
   return guarded("link cache ", source_name, [&]() -> Result<LinkCache> {
     LinkCache cache;
-    std::vector<int> node_lines, pair_lines;
-    enum class Section { none, nodes, pairs } section = Section::none;
+    std::vector<int> node_lines, pair_lines, collective_lines;
+    enum class Section { none, nodes, pairs, collectives } section = Section::none;
     bool has_version = false;
     int format_version = 1;
     ParseContext context{source_name, 0, {}};
@@ -529,19 +567,22 @@ Result<LinkCache> parse_link_cache(std::string_view text, const std::string& sou
         if (*key == kVersionKey) {
           const auto version = cursor.number();
           if (!version || !cursor.at_end()) return context.error("pipette_link_cache must be a format version number");
-          if (*version != 1 && *version != kLinkCacheFormatVersion)
+          if (!(*version >= 1 && *version <= kLinkCacheFormatVersion) || *version != std::floor(*version))
             return context.error("format version " + shortest(*version) + " is not supported (this Pipette reads versions 1 to " +
                                  std::to_string(kLinkCacheFormatVersion) + "); upgrade Pipette or re-run pipette-probe");
           format_version = static_cast<int>(*version);
           has_version = true;
           section = Section::none;
-        } else if (*key == "nodes" || *key == "pairs") {
+        } else if (*key == "nodes" || *key == "pairs" || *key == "collectives") {
           if (!has_version) return context.error("the first key must be `pipette_link_cache: 1` (the format version)");
-          section = *key == "nodes" ? Section::nodes : Section::pairs;
+          if (*key == "collectives" && format_version < 3)
+            return context.error("collectives: needs `pipette_link_cache: 3` at the top of the file");
+          section = *key == "nodes" ? Section::nodes : *key == "pairs" ? Section::pairs : Section::collectives;
           if (cursor.consume('{') && !cursor.consume('}')) return context.error(std::string(*key) + ": only `{}` may follow on this line");
           if (!cursor.at_end()) return context.error("entries go on the following lines, indented");
         } else {
-          return context.error("unknown top-level key \"" + std::string(*key) + "\"; expected pipette_link_cache, nodes or pairs");
+          return context.error("unknown top-level key \"" + std::string(*key) +
+                               "\"; expected pipette_link_cache, nodes, pairs or collectives");
         }
         continue;
       }
@@ -557,8 +598,14 @@ Result<LinkCache> parse_link_cache(std::string_view text, const std::string& sou
         if (auto problem = parse_pair(*key, cursor, context, format_version, pair)) return *problem;
         cache.pairs.push_back(std::move(pair));
         pair_lines.push_back(context.line);
+      } else if (section == Section::collectives) {
+        context.entry = "collective over " + std::string(*key) + " nodes";
+        CollectiveMeasurement entry;
+        if (auto problem = parse_collective(*key, cursor, context, entry)) return *problem;
+        cache.collectives.push_back(std::move(entry));
+        collective_lines.push_back(context.line);
       } else {
-        return context.error("an indented entry must follow `nodes:` or `pairs:`");
+        return context.error("an indented entry must follow `nodes:`, `pairs:` or `collectives:`");
       }
     }
     if (!has_version)
@@ -566,6 +613,9 @@ Result<LinkCache> parse_link_cache(std::string_view text, const std::string& sou
                                  "links.cache at a file written by pipette-probe"};
     if (auto problem = sort_and_reject_duplicates(cache.nodes, node_lines, source_name, node_key, "this node")) return *problem;
     if (auto problem = sort_and_reject_duplicates(cache.pairs, pair_lines, source_name, pair_key, "this node pair"))
+      return *problem;
+    if (auto problem = sort_and_reject_duplicates(cache.collectives, collective_lines, source_name, collective_key,
+                                                  "this node count"))
       return *problem;
     return cache;
   });
@@ -586,7 +636,8 @@ std::string format_link_cache(const LinkCache& cache) {
   out += "# GB/s = 1e9 bytes/s. Written by pipette-probe / `pipette links import`; one entry per line.\n";
   out += "pipette_link_cache: ";
   const bool cross_rail = std::any_of(cache.pairs.begin(), cache.pairs.end(), [](const PairMeasurement& pair) { return pair.has_cross_rail(); });
-  out += cross_rail ? std::to_string(kLinkCacheFormatVersion) : "1";
+  // The oldest version that holds what the cache has, so older readers keep reading it.
+  out += !cache.collectives.empty() ? "3" : cross_rail ? "2" : "1";
   out += "\nnodes:";
   if (cache.nodes.empty()) out += " {}";
   out += '\n';
@@ -637,6 +688,19 @@ std::string format_link_cache(const LinkCache& cache) {
     }
     out += "}\n";
   }
+  if (cache.collectives.empty()) return out;
+  out += "collectives:\n";
+  for (const auto& entry : cache.collectives) {
+    out += "  " + std::to_string(entry.nodes) + ": {measured_at: " + format_utc_timestamp(entry.measured_at_unix_seconds);
+    if (!entry.nccl_version.empty()) out += ", nccl_version: " + quoted_if_needed(entry.nccl_version);
+    out += ", message_bytes: ";
+    append_number(out, entry.message_bytes);
+    out += ", all_reduce_bus_gb_per_s: ";
+    append_number(out, entry.all_reduce_bus_bytes_per_second / units::gigabyte);
+    out += ", all_gather_bus_gb_per_s: ";
+    append_number(out, entry.all_gather_bus_bytes_per_second / units::gigabyte);
+    out += "}\n";
+  }
   return out;
 }
 
@@ -647,6 +711,7 @@ LinkCache merge_link_caches(LinkCache base, const LinkCache& incoming) {
   LinkCache merged;
   merged.nodes = merge_sorted(std::move(base.nodes), normalized.nodes, node_key);
   merged.pairs = merge_sorted(std::move(base.pairs), normalized.pairs, pair_key);
+  merged.collectives = merge_sorted(std::move(base.collectives), normalized.collectives, collective_key);
   return merged;
 }
 

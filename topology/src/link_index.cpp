@@ -22,13 +22,15 @@ namespace {
 //   pairs: {u32 a, u32 b, i64 measured_at, f64 bandwidth, f64 latency, f64 rail bandwidth,
 //           f64 rail latency, f64 cross-rail bandwidth, f64 cross-rail latency} (0: not measured)
 //   matrices: per node with gpus > 0, gpus² bandwidths then gpus² latencies (f64)
+//   collectives: {i32 nodes, u32 zero, i64 measured_at, f64 message bytes, f64 all-reduce bus
+//                 bandwidth, f64 all-gather bus bandwidth}, as many as the header's collective_count
 constexpr char kMagic[8] = {'P', 'I', 'P', 'L', 'I', 'N', 'K', 'X'};
-constexpr std::uint32_t kIndexVersion = 3;  // 3: the cross-rail sample of a pair
+constexpr std::uint32_t kIndexVersion = 4;  // 3: the cross-rail sample of a pair; 4: the collective curve
 
 struct Header {
   char magic[8];
   std::uint32_t version;
-  std::uint32_t reserved;
+  std::uint32_t collective_count;
   std::uint64_t yaml_size;
   std::int64_t yaml_mtime_ns;
   std::uint64_t yaml_inode;
@@ -59,7 +61,15 @@ struct PairRecord {
   double cross_rail_bandwidth_bytes_per_second;
   double cross_rail_latency_seconds;
 };
-static_assert(sizeof(PairRecord) == 64 && sizeof(NodeRecord) == 16 && sizeof(Header) == 104);
+struct CollectiveRecord {
+  std::int32_t nodes;
+  std::uint32_t zero;
+  std::int64_t measured_at;
+  double message_bytes;
+  double all_reduce_bus_bytes_per_second;
+  double all_gather_bus_bytes_per_second;
+};
+static_assert(sizeof(PairRecord) == 64 && sizeof(NodeRecord) == 16 && sizeof(Header) == 104 && sizeof(CollectiveRecord) == 40);
 
 // 64-bit words folded with a multiply-xor: ~2 ms for a 1024-node index, enough to catch damage.
 std::uint64_t checksum_of(std::string_view payload) {
@@ -148,6 +158,7 @@ LinkTable link_table_of(const LinkCache& cache) {
                            pair.bandwidth_bytes_per_second, pair.latency_seconds, pair.rail_bandwidth_bytes_per_second,
                            pair.rail_latency_seconds, pair.cross_rail_bandwidth_bytes_per_second,
                            pair.cross_rail_latency_seconds});
+  table.collectives.assign(cache.collectives.begin(), cache.collectives.end());
   return table;
 }
 
@@ -172,6 +183,7 @@ std::string encode_link_index(const LinkTable& table, const struct stat& yaml_st
   header.node_count = table.nodes.size();
   header.pair_count = table.pairs.size();
   header.matrix_values = matrix_values;
+  header.collective_count = static_cast<std::uint32_t>(table.collectives.size());
 
   std::string out;
   out.reserve(sizeof header + names.size() + fingerprints.size() + 16 + table.nodes.size() * sizeof(NodeRecord) +
@@ -191,6 +203,9 @@ std::string encode_link_index(const LinkTable& table, const struct stat& yaml_st
                node.bandwidth_bytes_per_second.size() * sizeof(double));
     out.append(reinterpret_cast<const char*>(node.latency_seconds.data()), node.latency_seconds.size() * sizeof(double));
   }
+  for (const auto& entry : table.collectives)
+    append(out, CollectiveRecord{entry.nodes, 0, entry.measured_at_unix_seconds, entry.message_bytes,
+                                 entry.all_reduce_bus_bytes_per_second, entry.all_gather_bus_bytes_per_second});
   header.checksum = checksum_of(std::string_view(out).substr(sizeof header));
   std::memcpy(out.data(), &header, sizeof header);
   return out;
@@ -250,6 +265,17 @@ std::optional<LinkTable> decode_link_index(std::string_view bytes, const struct 
     if (!reader.read(node.bandwidth_bytes_per_second.data(), cells) || !reader.read(node.latency_seconds.data(), cells))
       return std::nullopt;
     table.nodes.push_back(std::move(node));
+  }
+  if (header.collective_count > reader.remaining() / sizeof(CollectiveRecord)) return std::nullopt;
+  std::vector<CollectiveRecord> collectives(header.collective_count);
+  if (!reader.read(collectives.data(), collectives.size())) return std::nullopt;
+  for (const CollectiveRecord& r : collectives) {
+    const auto positive = [](double value) { return std::isfinite(value) && value > 0; };
+    if (r.nodes < 2 || r.zero != 0 || !positive(r.message_bytes) || !positive(r.all_reduce_bus_bytes_per_second) ||
+        !positive(r.all_gather_bus_bytes_per_second) || (!table.collectives.empty() && r.nodes <= table.collectives.back().nodes))
+      return std::nullopt;
+    table.collectives.push_back(
+        {r.nodes, r.measured_at, r.message_bytes, r.all_reduce_bus_bytes_per_second, r.all_gather_bus_bytes_per_second});
   }
   if (!reader.at_end()) return std::nullopt;
   table.from_index = true;

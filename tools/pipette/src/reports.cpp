@@ -360,6 +360,24 @@ std::string link_text(const Link& link) {
                    link.latency_seconds / units::microsecond, link.measured ? "measured" : "ASSUMED");
 }
 
+// How much of its slowest pair's bandwidth a collective over all of the job's nodes attains, and
+// whether that fall comes from pipette-probe's measured curve or the site's prior (CollectiveScaling).
+std::string collective_scaling_text(const Cluster& cluster) {
+  const CollectiveScaling& scaling = cluster.collective_scaling;
+  std::string source;
+  if (scaling.measured.empty()) {
+    source = strprintf("the prior for the site's priors.network (exponent %.3f)", scaling.contention_exponent);
+  } else {
+    std::string counts = "2";
+    for (const MeasuredCollectiveFactor& point : scaling.measured) counts += ", " + std::to_string(point.nodes);
+    source = strprintf("the measured curve (pipette-probe --collectives at %s nodes; beyond %d, exponent %.3f fitted to it)",
+                       counts.c_str(), scaling.measured.back().nodes, scaling.contention_exponent);
+  }
+  return strprintf("collectives over the job's %d nodes: x%.3f of the slowest pair's bandwidth, from ", cluster.num_nodes(),
+                   scaling.bandwidth_factor(cluster.num_nodes())) +
+         source + "\n";
+}
+
 // The slowest node-pair link each pipeline hop, each stage's DP group (dp x cp lanes: Megatron
 // reduces gradients over both) and each stage's cp rings use.
 std::string links_report(const Plan& plan, const PlanningOutcome& outcome) {
@@ -415,6 +433,7 @@ std::string links_report(const Plan& plan, const PlanningOutcome& outcome) {
     add("cp ring of stage " + std::to_string(s), worst_a, worst_b);
   }
   out += table.render("  ");
+  out += "  " + collective_scaling_text(cluster);
   for (const auto& assumed : plan.links_assumed) out += "  assumed: " + assumed + "\n";
   return out;
 }

@@ -1,6 +1,7 @@
 // pipette-probe: run under srun with one task per GPU. Measures every node pair (GPU i of node A
 // with GPU i of node B, all rails at once) and every GPU pair inside each node with NCCL
-// send/receive, fits latency + bytes / bandwidth to each, and merges the result into the link cache.
+// send/receive, fits latency + bytes / bandwidth to each, and merges the result into the link cache;
+// with --collectives it also times all-reduce and all-gather over the first 2, 4, … N nodes.
 // Everything that needs no GPU lives in pipette_probe_lib and is tested on the CPU; this file is
 // the CUDA/NCCL shell around it.
 #include <cuda_runtime.h>
@@ -18,11 +19,13 @@
 #include <cstring>
 #include <ctime>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "pipette/probe/collective_curve.hpp"
 #include "pipette/probe/measurement_plan.hpp"
 #include "pipette/probe/probe_options.hpp"
 #include "pipette/probe/probe_results.hpp"
@@ -281,30 +284,60 @@ class Link {
   // slot out but still joins the barriers, which keep every pair of a round on the same size at
   // the same time, so all rails of a node pair are measured loaded).
   double median_exchange_seconds(int peer, size_t bytes, int warmup, int iterations, const std::string& what) {
+    return median_seconds_of(peer >= 0, [&] { exchange(peer, bytes); }, nullptr, warmup, iterations, what);
+  }
+
+  // The communicator of the ranks that pass member = true (every rank must call it, as NCCL's
+  // split is collective over the whole step); nullptr for the others.
+  ncclComm_t split(bool member, const std::string& what) {
+    ncclComm_t subset = nullptr;
+    Deadline deadline(watchdog_, "in ncclCommSplit " + what, timeout_seconds_);
+    PIPETTE_NCCL(ncclCommSplit(comm_, member ? 0 : NCCL_SPLIT_NOCOLOR, rank_, &subset, nullptr), comm_);
+    return subset;
+  }
+
+  // Median time of one `collective` of `bytes_per_rank` per GPU over `subset` (nullptr: this rank
+  // is outside it and only joins the barriers, so every subset is timed on an otherwise idle
+  // fabric). The all-gather's output is bytes_per_rank × the subset's ranks, at most the buffer.
+  double median_collective_seconds(ncclComm_t subset, Collective collective, size_t bytes_per_rank, int warmup,
+                                   int iterations, const std::string& what) {
+    const auto run = [&] {
+      if (collective == Collective::all_reduce)
+        PIPETTE_NCCL(ncclAllReduce(send_, receive_, bytes_per_rank / sizeof(float), ncclFloat, ncclSum, subset, stream_), subset);
+      else
+        PIPETTE_NCCL(ncclAllGather(send_, receive_, bytes_per_rank, ncclInt8, subset, stream_), subset);
+    };
+    return median_seconds_of(subset != nullptr, run, subset, warmup, iterations, what);
+  }
+
+ private:
+  // Barrier, untimed warm-up, barrier, `iterations` calls of `operation` each timed with CUDA
+  // events; the median of them, or NaN where this rank does not take part (it joins the barriers).
+  template <typename Operation>
+  double median_seconds_of(bool takes_part, Operation operation, ncclComm_t also_watch, int warmup, int iterations,
+                           const std::string& what) {
     barrier(what);
-    if (peer >= 0) {
-      for (int i = 0; i < warmup; ++i) exchange(peer, bytes);
-      wait("warming up " + what);
+    if (takes_part) {
+      for (int i = 0; i < warmup; ++i) operation();
+      wait("warming up " + what, also_watch);
     }
     barrier(what);
-    if (peer < 0) return std::nan("");
+    if (!takes_part) return std::nan("");
     for (int i = 0; i < iterations; ++i) {
       PIPETTE_CUDA(cudaEventRecord(starts_[static_cast<size_t>(i)], stream_));
-      exchange(peer, bytes);
+      operation();
       PIPETTE_CUDA(cudaEventRecord(stops_[static_cast<size_t>(i)], stream_));
     }
-    wait(what);
+    wait(what, also_watch);
     std::vector<double> seconds(static_cast<size_t>(iterations));
     for (int i = 0; i < iterations; ++i) {
       float milliseconds = 0;
       PIPETTE_CUDA(cudaEventElapsedTime(&milliseconds, starts_[static_cast<size_t>(i)], stops_[static_cast<size_t>(i)]));
       seconds[static_cast<size_t>(i)] = milliseconds * 1e-3;
     }
-    std::nth_element(seconds.begin(), seconds.begin() + iterations / 2, seconds.end());
-    return seconds[static_cast<size_t>(iterations / 2)];
+    return median_seconds(std::move(seconds));
   }
 
- private:
   void exchange(int peer, size_t bytes) {
     PIPETTE_NCCL(ncclGroupStart(), comm_);
     PIPETTE_NCCL(ncclSend(send_, bytes, ncclInt8, peer, comm_, stream_), comm_);
@@ -313,8 +346,9 @@ class Link {
   }
 
   // Waits for the stream while watching for NCCL's asynchronous errors (a peer's network failure
-  // surfaces there, not in the stream); the watchdog bounds the wait.
-  void wait(const std::string& what) {
+  // surfaces there, not in the stream) on the step's communicator and `also_watch` (a subset's,
+  // or nullptr); the watchdog bounds the wait.
+  void wait(const std::string& what, ncclComm_t also_watch = nullptr) {
     Deadline deadline(watchdog_, what, timeout_seconds_);
     while (true) {
       const cudaError_t status = cudaStreamQuery(stream_);
@@ -322,6 +356,8 @@ class Link {
       if (status != cudaErrorNotReady) check_cuda(status, ("cudaStreamQuery while " + what).c_str());
       ncclResult_t async_error = ncclSuccess;
       PIPETTE_NCCL(ncclCommGetAsyncError(comm_, &async_error), comm_);
+      if (also_watch != nullptr && (async_error == ncclSuccess || async_error == ncclInProgress))
+        PIPETTE_NCCL(ncclCommGetAsyncError(also_watch, &async_error), also_watch);
       if (async_error != ncclSuccess && async_error != ncclInProgress) {
         std::string message = "NCCL failed while " + what + ": " + ncclGetErrorString(async_error);
         ncclCommAbort(comm_);
@@ -414,15 +450,53 @@ std::vector<double> measure(Link& link, const ProbeLayout& layout, const Measure
   return slot_seconds;
 }
 
-// Rank 0: fit, merge into the cache, report. Returns false when the cache could not be written.
-bool write_results(const ProbeLayout& layout, const MeasurementPlan& plan, const std::vector<char>& gathered,
-                   const ProbeOptions& options) {
+// --collectives: every subset of the plan in turn, on a communicator split off for it; returns
+// this rank's median time per slot (NaN outside a subset).
+std::vector<double> measure_collectives(Link& link, const ProbeLayout& layout, const CollectivePlan& plan,
+                                        const ProbeOptions& options, int rank) {
+  std::vector<double> slot_seconds(static_cast<size_t>(plan.num_slots()), std::nan(""));
+  for (int subset = 0; subset < static_cast<int>(plan.node_counts.size()); ++subset) {
+    const std::string nodes = std::to_string(plan.node_counts[static_cast<size_t>(subset)]) + " nodes";
+    ncclComm_t communicator = link.split(in_collective_subset(layout, plan, subset, rank), "for the collectives over " + nodes);
+    try {
+      for (const Collective collective : {Collective::all_reduce, Collective::all_gather}) {
+        const std::string what = std::string(collective == Collective::all_reduce ? "all-reduce" : "all-gather") +
+                                 " over " + nodes + " at " + size_label(plan.message_bytes);
+        slot_seconds[static_cast<size_t>(plan.slot(subset, collective))] = link.median_collective_seconds(
+            communicator, collective, static_cast<size_t>(plan.bytes_per_rank(subset, collective)), options.warmup_iterations,
+            options.timed_iterations, what);
+      }
+    } catch (...) {
+      if (communicator != nullptr) ncclCommAbort(communicator);
+      throw;
+    }
+    if (communicator != nullptr) PIPETTE_NCCL(ncclCommDestroy(communicator), nullptr);
+    if (rank == 0) {
+      std::printf("pipette-probe: collectives over %s done\n", nodes.c_str());
+      std::fflush(stdout);
+    }
+  }
+  return slot_seconds;
+}
+
+std::vector<double> as_seconds(const std::vector<char>& gathered) {
   std::vector<double> slot_seconds(gathered.size() / sizeof(double));
   std::memcpy(slot_seconds.data(), gathered.data(), slot_seconds.size() * sizeof(double));
+  return slot_seconds;
+}
+
+// Rank 0: fit, merge into the cache, report. Returns false when the cache could not be written.
+bool write_results(const ProbeLayout& layout, const MeasurementPlan& plan, const std::vector<char>& gathered,
+                   const CollectivePlan* collective_plan, const std::vector<char>& collective_gathered,
+                   const ProbeOptions& options) {
   int version_code = 0;
   PIPETTE_NCCL(ncclGetVersion(&version_code), nullptr);
-  const ProbeOutcome outcome = assemble_link_cache(layout, plan, slot_seconds, static_cast<std::int64_t>(std::time(nullptr)),
-                                                   nccl_version_string(version_code));
+  const auto now = static_cast<std::int64_t>(std::time(nullptr));
+  const std::string nccl_version = nccl_version_string(version_code);
+  ProbeOutcome outcome = assemble_link_cache(layout, plan, as_seconds(gathered), now, nccl_version);
+  if (collective_plan != nullptr)
+    outcome.cache.collectives = assemble_collective_curve(layout, *collective_plan, as_seconds(collective_gathered), now,
+                                                          nccl_version, outcome.warnings);
   for (const std::string& warning : outcome.warnings) std::fprintf(stderr, "pipette-probe: warning: %s\n", warning.c_str());
   Result<LinkCache> updated = update_link_cache(options.cache_path, outcome.cache);
   if (!updated) {
@@ -439,6 +513,9 @@ bool write_results(const ProbeLayout& layout, const MeasurementPlan& plan, const
                 bandwidths[bandwidths.size() / 2], bandwidths.back());
   }
   std::printf("\n");
+  for (const CollectiveMeasurement& entry : outcome.cache.collectives)
+    std::printf("pipette-probe: %d nodes: all-reduce bus bandwidth %.1f GB/s, all-gather %.1f GB/s\n", entry.nodes,
+                entry.all_reduce_bus_bytes_per_second / 1e9, entry.all_gather_bus_bytes_per_second / 1e9);
   return outcome.warnings.empty();
 }
 
@@ -452,13 +529,21 @@ int run(const ProbeOptions& options, const TaskPlacement& task) {
   const std::string fingerprint = node_fingerprint(task);
   std::string id_file;
   const ncclUniqueId id = rendezvous(options, task, watchdog, id_file);
-  const double max_bytes = *std::max_element(options.message_bytes.begin(), options.message_bytes.end());
+  const double max_bytes = std::max(*std::max_element(options.message_bytes.begin(), options.message_bytes.end()),
+                                    options.measure_collectives ? options.collective_bytes : 0.0);
   Link link(id, task, static_cast<size_t>(max_bytes), options.timed_iterations, watchdog, options.timeout_seconds);
   if (task.rank == 0 && !id_file.empty()) ::unlink(id_file.c_str());  // every rank has joined: the id is spent
 
   const ProbeLayout layout = gather_layout(link, task, fingerprint);
   const MeasurementPlan plan =
       make_measurement_plan(layout, options.message_bytes, options.measure_intra_node, options.cross_rail_rounds);
+  // Every rank derives the same layout, so a refused curve (one node) fails every rank alike.
+  std::optional<CollectivePlan> collective_plan;
+  if (options.measure_collectives) {
+    Result<CollectivePlan> made = make_collective_plan(layout, options.collective_bytes);
+    if (!made) throw ProbeFailure(made.error().message);
+    collective_plan = *std::move(made);
+  }
   if (task.rank == 0) {
     std::printf("pipette-probe %s: %d nodes x %d GPUs, %zu inter-node and %zu intra-node rounds, %d sizes\n",
                 version(), layout.num_nodes(), layout.gpus_per_node, plan.inter_rounds.size(), plan.intra_rounds.size(),
@@ -471,8 +556,14 @@ int run(const ProbeOptions& options, const TaskPlacement& task) {
   const std::vector<char> gathered =
       mine.empty() ? std::vector<char>{}
                    : link.all_gather(mine.data(), mine.size() * sizeof(double), task.world_size, "timings");
+  std::vector<char> collective_gathered;
+  if (collective_plan) {
+    const std::vector<double> timings = measure_collectives(link, layout, *collective_plan, options, task.rank);
+    collective_gathered = link.all_gather(timings.data(), timings.size() * sizeof(double), task.world_size, "collective timings");
+  }
   int failed = 0;
-  if (task.rank == 0) failed = write_results(layout, plan, gathered, options) ? 0 : 1;
+  if (task.rank == 0)
+    failed = write_results(layout, plan, gathered, collective_plan ? &*collective_plan : nullptr, collective_gathered, options) ? 0 : 1;
   return link.max_over_ranks(failed);  // every task exits with rank 0's verdict
 }
 

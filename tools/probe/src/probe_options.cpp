@@ -85,6 +85,11 @@ std::string probe_usage() {
          "  --cross-rail ROUNDS  also time, for the node pairs of the first ROUNDS rounds, one flow\n"
          "                       GPU 0 <-> GPU 0 (one rail) and one GPU 0 <-> GPU g/2 (another rail);\n"
          "                       planning prices flows between rails by their ratio (default 0: off)\n"
+         "  --collectives        also time an all-reduce and an all-gather over the first 2, 4, 8, ...\n"
+         "                       nodes and over all of them, and store their bus bandwidth per node\n"
+         "                       count; planning takes how collectives fall with the node count from\n"
+         "                       this curve instead of the site's priors.network\n"
+         "  --collective-size S  the collectives' size per GPU (default 256M; with --collectives)\n"
          "  --timeout SECONDS    abort when one exchange waits longer than this (default 300)\n"
          "  --version            print the version and exit\n"
          "  --help               this text\n"
@@ -95,6 +100,7 @@ std::string probe_usage() {
 
 Result<ProbeOptions> parse_probe_options(const std::vector<std::string>& args, const std::string& nccl_comm_id) {
   ProbeOptions options;
+  bool collective_size_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     std::string name = arg;
@@ -118,12 +124,14 @@ Result<ProbeOptions> parse_probe_options(const std::vector<std::string>& args, c
       options.show_version = true;
       return options;
     }
-    if (name == "--no-intra") {
-      options.measure_intra_node = false;
+    if (name == "--no-intra" || name == "--collectives") {
+      if (has_inline_value) return Error{name + " takes no value (got '" + arg + "')"};
+      if (name == "--no-intra") options.measure_intra_node = false;
+      else options.measure_collectives = true;
       continue;
     }
     if (name != "--out" && name != "--rendezvous" && name != "--sizes" && name != "--warmup" &&
-        name != "--iters" && name != "--timeout" && name != "--cross-rail") {
+        name != "--iters" && name != "--timeout" && name != "--cross-rail" && name != "--collective-size") {
       return Error{"unknown option '" + arg + "' (see --help)"};
     }
     Result<std::string> taken = take_value();
@@ -147,6 +155,11 @@ Result<ProbeOptions> parse_probe_options(const std::vector<std::string>& args, c
       Result<long> count = parse_integer(text, "--iters", 3, 100000);
       if (!count) return count.error();
       options.timed_iterations = static_cast<int>(*count);
+    } else if (name == "--collective-size") {
+      Result<double> bytes = parse_byte_size(text);
+      if (!bytes) return Error{"--collective-size: " + bytes.error().message};
+      options.collective_bytes = *bytes;
+      collective_size_given = true;
     } else if (name == "--cross-rail") {
       Result<long> rounds = parse_integer(text, "--cross-rail", 0, 1 << 20);
       if (!rounds) return rounds.error();
@@ -158,6 +171,8 @@ Result<ProbeOptions> parse_probe_options(const std::vector<std::string>& args, c
     }
   }
   if (options.cache_path.empty()) return Error{"--out CACHE is required: the link cache to update"};
+  if (collective_size_given && !options.measure_collectives)
+    return Error{"--collective-size is the size of --collectives' measurements: add --collectives or drop it"};
   if (options.rendezvous_dir.empty() && nccl_comm_id.empty()) {
     return Error{"--rendezvous DIR (a directory every node shares) is required unless NCCL_COMM_ID=host:port is set"};
   }

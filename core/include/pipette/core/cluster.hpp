@@ -82,14 +82,30 @@ const char* to_string(NetworkKind kind);
 //    runs at the expected slowest of k log-normal draws of spread assumed_pair_spread_sigma.
 // Both default to what Pipette priced before network kinds existed (InfiniBand): no contention,
 // σ = 0.8. collective_scaling_of (cluster.cpp) gives each kind's figures and their sources.
+//
+// Where pipette-probe --collectives measured the fall (link cache `collectives:`), the measured
+// points replace the prior's power law: `measured` holds them and contention_exponent is the
+// power law fitted to them, used only beyond the largest measured count
+// (measured_collective_scaling).
+struct MeasuredCollectiveFactor {
+  int nodes = 0;                 // > 2
+  double bandwidth_factor = 0;   // bus bandwidth over `nodes` nodes / that over 2 nodes, in (0, 1]
+};
+
 struct CollectiveScaling {
   double contention_exponent = 0;
   double assumed_pair_spread_sigma = 0.8;
+  std::vector<MeasuredCollectiveFactor> measured;  // ascending nodes; empty: the prior alone
   // The contention factor for a collective whose ring crosses `nodes` nodes (1 below 3 nodes).
   double bandwidth_factor(int nodes) const;
 };
 
 CollectiveScaling collective_scaling_of(NetworkKind kind);
+
+// The scaling a measured curve gives: `falls` are the bus bandwidths over n > 2 nodes relative to
+// the 2-node point (any order; one per node count). See cluster.cpp for the interpolation, the
+// extrapolation and why the assumed pairs carry no spread on top of a measured curve.
+CollectiveScaling measured_collective_scaling(std::vector<MeasuredCollectiveFactor> falls);
 
 // The GPUs a job was given. Nodes are in Slurm's order (the order of the job's node list);
 // that order is the "default placement". Inter-node links are node-pair aggregates with all

@@ -44,7 +44,20 @@ namespace pipette {
 // Version 2 adds four optional pair fields (below); a file that uses none of them is written as
 // version 1, so older readers keep reading it. Readers accept both versions and refuse the new
 // fields in a version-1 file.
-inline constexpr int kLinkCacheFormatVersion = 2;
+//
+// Version 3 adds an optional fourth top-level key, the collective curve pipette-probe
+// --collectives measures: per node count n ≥ 2, the bus bandwidth (nccl-tests' definition,
+// doc/PERFORMANCE.md) of an all-reduce and an all-gather over the first n nodes of the probe's
+// allocation, median over the timed iterations, at one message size (bytes per GPU):
+//
+//   collectives:                     # per node count; `{}` when empty
+//     8: {measured_at: 2026-12-01T17:10:00Z, nccl_version: 2.21.5, message_bytes: 268435456,
+//         all_reduce_bus_gb_per_s: 99.56, all_gather_bus_gb_per_s: 101.2}
+//
+// measured_at, message_bytes and both bandwidths are required, nccl_version is optional. Merging
+// keeps the newer entry per node count, as for nodes and pairs. A file is written as version 3
+// only when it has a curve (else as before), and readers refuse `collectives:` in older versions.
+inline constexpr int kLinkCacheFormatVersion = 3;
 
 struct MessageTiming {
   double message_bytes = 0;
@@ -80,9 +93,23 @@ struct NodeMeasurement {
   std::vector<double> latency_seconds;             // gpus × gpus, row-major
 };
 
+// One point of the collective curve, as planning reads it (LinkTable) ...
+struct CollectiveBusBandwidth {
+  int nodes = 0;  // ≥ 2
+  std::int64_t measured_at_unix_seconds = 0;
+  double message_bytes = 0;  // per GPU
+  double all_reduce_bus_bytes_per_second = 0;
+  double all_gather_bus_bytes_per_second = 0;
+};
+// ... and as the cache file holds it.
+struct CollectiveMeasurement : CollectiveBusBandwidth {
+  std::string nccl_version;
+};
+
 struct LinkCache {
   std::vector<NodeMeasurement> nodes;  // sorted by name after read/merge
   std::vector<PairMeasurement> pairs;  // sorted by (node_a, node_b) after read/merge
+  std::vector<CollectiveMeasurement> collectives;  // sorted by node count after read/merge
 };
 
 // Reads a cache. A missing file is an error (callers decide whether that means "use priors").
@@ -90,7 +117,8 @@ Result<LinkCache> read_link_cache(const std::string& path);
 Result<LinkCache> parse_link_cache(std::string_view text, const std::string& source_name);
 std::string format_link_cache(const LinkCache& cache);
 
-// Merges `incoming` into `base`: newer measured_at wins per node and per pair; nothing dropped.
+// Merges `incoming` into `base`: newer measured_at wins per node, per pair and per node count of
+// the collective curve; nothing dropped.
 LinkCache merge_link_caches(LinkCache base, const LinkCache& incoming);
 
 // Reads the cache at `path` if it exists, merges `incoming`, and replaces the file atomically
@@ -124,6 +152,7 @@ struct LinkTable {
   std::vector<std::string> names;
   std::vector<Node> nodes;
   std::vector<Pair> pairs;
+  std::vector<CollectiveBusBandwidth> collectives;  // ascending node count
   bool from_index = false;  // read from the binary index rather than by parsing the YAML
 };
 

@@ -16,6 +16,8 @@ struct ProbeOptions {
   int timed_iterations = 20;
   bool measure_intra_node = true;   // --no-intra turns the intra-node rounds off
   int cross_rail_rounds = 0;        // --cross-rail N: sample the node pairs of N rounds across rails
+  bool measure_collectives = false;  // --collectives: the all-reduce / all-gather curve over 2, 4, … N nodes
+  double collective_bytes = 256.0 * 1024 * 1024;  // --collective-size: per GPU (nccl-tests' size column)
   double timeout_seconds = 300;     // any one wait on the network longer than this aborts the probe
   bool show_help = false;
   bool show_version = false;
