@@ -159,6 +159,91 @@ TEST(ClusterAssembly, NetworkKindGivesTheCollectiveScaling) {
   EXPECT_EQ(efa->cluster.collective_scaling.assumed_pair_spread_sigma, 0.0);
 }
 
+// Issue 14: where the link cache holds pipette-probe --collectives' curve, the collective scaling
+// comes from it: the all-reduce bus bandwidth over n nodes relative to 2 nodes. The test cache
+// (tests/data/link-cache/falling-collectives.yaml) falls as EFA's published curve does, so a DP
+// reduction over the 8 nodes takes longer than on the same measured pairs without the curve; without
+// the curve the scaling is InfiniBand's prior, bit for bit.
+TEST(ClusterAssembly, MeasuredCollectiveCurveReplacesThePrior) {
+  Fixture f;
+  f.input.node_names = {"jwb01", "jwb02", "jwb03", "jwb04", "jwb05", "jwb06", "jwb07", "jwb08"};
+  auto cache = read_link_cache(PIPETTE_SOURCE_DIR "/tests/data/link-cache/falling-collectives.yaml");
+  ASSERT_TRUE(cache.ok()) << cache.error().message;
+  const LinkTable with_curve = link_table_of(*cache);
+  LinkCache pairs_only = *cache;
+  pairs_only.collectives.clear();
+  const LinkTable without_curve = link_table_of(pairs_only);
+
+  f.input.cache = &without_curve;
+  auto prior = assemble_cluster(f.input, f.site);
+  ASSERT_TRUE(prior.ok()) << prior.error().message;
+  const CollectiveScaling infiniband = collective_scaling_of(NetworkKind::infiniband);
+  EXPECT_EQ(prior->cluster.collective_scaling.contention_exponent, infiniband.contention_exponent);
+  EXPECT_EQ(prior->cluster.collective_scaling.assumed_pair_spread_sigma, infiniband.assumed_pair_spread_sigma);
+  EXPECT_TRUE(prior->cluster.collective_scaling.measured.empty());
+  EXPECT_EQ(prior->measured_node_pairs, 28);
+
+  f.input.cache = &with_curve;
+  auto measured = assemble_cluster(f.input, f.site);
+  ASSERT_TRUE(measured.ok()) << measured.error().message;
+  const CollectiveScaling& scaling = measured->cluster.collective_scaling;
+  ASSERT_EQ(scaling.measured.size(), 2u);
+  EXPECT_DOUBLE_EQ(scaling.bandwidth_factor(4), 160.14 / 361.75);
+  EXPECT_DOUBLE_EQ(scaling.bandwidth_factor(8), 99.56 / 361.75);
+  EXPECT_GT(scaling.contention_exponent, 0.5);  // the fit continues the fall beyond 8 nodes
+  bool noted = false;
+  for (const std::string& note : measured->notes) noted |= note.find("collective scaling: measured by pipette-probe --collectives") == 0;
+  EXPECT_TRUE(noted);
+
+  // A DP-heavy plan: dp = 32 over the 8 nodes x 4 GPUs, 4 GB of gradients per GPU.
+  ParallelConfig config;
+  config.dp = 32;
+  WorkProfile work;
+  work.num_microbatches = 1;
+  StageWork stage;
+  stage.gradient_bytes_per_gpu = 4e9;
+  work.stages.push_back(stage);
+  Placement placement;
+  for (int gpu = 0; gpu < 32; ++gpu) placement.gpu_of_rank.push_back(gpu);
+  const double dp_prior = communication_times(prior->cluster, config, work, placement).dp_seconds[0];
+  const double dp_measured = communication_times(measured->cluster, config, work, placement).dp_seconds[0];
+  EXPECT_GT(dp_measured, 2 * dp_prior) << dp_prior << " s without the curve, " << dp_measured << " s with it";
+}
+
+// The curve counts only with its 2-node point (the pair its factors are relative to), and its
+// points age like links: past links.max_age_hours the prior is back, and a note says why.
+TEST(ClusterAssembly, UnusableCollectiveCurveFallsBackToThePriorWithANote) {
+  Fixture f;
+  const auto point = [](int nodes, double gb_per_s, std::int64_t at) {
+    CollectiveMeasurement entry;
+    entry.nodes = nodes;
+    entry.measured_at_unix_seconds = at;
+    entry.message_bytes = 268435456;
+    entry.all_reduce_bus_bytes_per_second = entry.all_gather_bus_bytes_per_second = gb_per_s * units::gigabyte;
+    return entry;
+  };
+  const auto scaling_and_note = [&](const std::vector<CollectiveMeasurement>& curve, const std::string& expected) {
+    LinkCache cache;
+    cache.collectives = curve;
+    const LinkTable table = link_table_of(cache);
+    f.input.cache = &table;
+    auto assembled = assemble_cluster(f.input, f.site);
+    EXPECT_TRUE(assembled.ok());
+    bool noted = false;
+    for (const std::string& note : assembled->notes) noted |= note.find(expected) != std::string::npos;
+    EXPECT_TRUE(noted) << expected;
+    return assembled->cluster.collective_scaling;
+  };
+  EXPECT_TRUE(scaling_and_note({point(4, 100, kNow), point(8, 50, kNow)}, "needs the 2-node point").measured.empty());
+  EXPECT_TRUE(scaling_and_note({point(2, 100, kNow)}, "at least one larger count").measured.empty());
+  f.site.staleness = {1 * kDay, 2 * kDay, 30 * kDay};
+  EXPECT_TRUE(scaling_and_note({point(2, 100, kNow - 40 * kDay), point(8, 50, kNow)}, "past links.max_age_hours").measured.empty());
+  // Stale but not expired: blended toward the prior (factor 1 on InfiniBand) with its weight.
+  const CollectiveScaling blended = scaling_and_note({point(2, 100, kNow - 3 * kDay), point(8, 50, kNow)}, "stale, blended");
+  ASSERT_EQ(blended.measured.size(), 1u);
+  EXPECT_NEAR(blended.bandwidth_factor(8), std::pow(0.5, staleness_weight(f.site.staleness, 3 * kDay)), 1e-12);
+}
+
 TEST(ClusterAssembly, StaleMeasurementsBlendTowardThePrior) {
   Fixture f;
   f.site.staleness = {1 * kDay, 2 * kDay, 30 * kDay};
