@@ -437,6 +437,28 @@ TEST_F(PipetteCli, TheExampleLinkCacheIsExactlyWhatItsGeneratorPrints) {
   EXPECT_EQ(read_file(generated), read_file(PIPETTE_SOURCE_DIR "/etc/example-cluster/links.yaml"));
 }
 
+// `explain` says where the fall of a many-node collective comes from: the site's prior, or the
+// curve pipette-probe --collectives put in the link cache (issue 14).
+TEST_F(PipetteCli, ExplainSaysWhetherCollectiveScalingIsMeasuredOrThePrior) {
+  const std::string site = path("site.yaml");
+  std::ofstream(site) << "gpu: A100-40GB\npriors:\n  nic_gbit_per_s: 200\n  rails: 4\n";
+  const std::string request = " --site '" + site + "' --model llama3-8b --nodes 'jwb[01-08]' --gpus-per-node 4 "
+                              "--global-batch 256 --seq 2048";
+  const Outcome prior = pipette("explain" + request);
+  ASSERT_EQ(prior.status, 0) << prior.err;
+  EXPECT_NE(prior.out.find("collectives over the job's 8 nodes: x1.000 of the slowest pair's bandwidth, from the prior for "
+                           "the site's priors.network (exponent 0.000)"),
+            std::string::npos)
+      << prior.out;
+  const Outcome measured =
+      pipette("explain" + request + " --links '" PIPETTE_SOURCE_DIR "/tests/data/link-cache/falling-collectives.yaml'");
+  ASSERT_EQ(measured.status, 0) << measured.err;
+  EXPECT_NE(measured.out.find("collectives over the job's 8 nodes: x0.275 of the slowest pair's bandwidth, from the measured "
+                              "curve (pipette-probe --collectives at 2, 4, 8 nodes; beyond 8, exponent "),
+            std::string::npos)
+      << measured.out;
+}
+
 // `pipette calibrate` on the sample Megatron-LM log and table (tests/data/run-records/), then
 // `explain` with the calibration the site file names beside the built-in constants.
 TEST_F(PipetteCli, CalibrateWritesTheSiteCalibrationAndExplainShowsBoth) {
