@@ -98,4 +98,41 @@ if ! grep -q "^  $node: " "$work/after-first.yaml" || ! diff <(grep "^  $node: "
   echo "FAIL: the node entry changed although the second run measured no GPU pair" >&2
   exit 1
 fi
+
+# --collectives needs two nodes: with 4 or more GPUs, the two halves of this machine stand in for
+# two nodes (SLURM_NODEID 0 and 1, names $node-a and $node-b), and the curve's 2-node point must
+# land in a cache of its own as format 3 with plausible bus bandwidths.
+if [ "$gpu_count" -ge 4 ] && [ $((gpu_count % 2)) -eq 0 ]; then
+  echo "== --collectives over two half-machine pseudo-nodes"
+  half=$((gpu_count / 2))
+  curve=$work/collectives.yaml
+  pids=()
+  status=0
+  for ((rank = 0; rank < gpu_count; rank++)); do
+    pseudo=$((rank / half))
+    SLURM_PROCID=$rank SLURM_NTASKS=$gpu_count SLURM_LOCALID=$((rank % half)) SLURM_NODEID=$pseudo \
+      SLURMD_NODENAME=$node-$([ "$pseudo" -eq 0 ] && echo a || echo b) SLURM_JOB_ID=gpucheck SLURM_STEP_ID=collectives \
+      CUDA_VISIBLE_DEVICES=$rank "$probe" --out "$curve" --rendezvous "$work" --sizes 1M,16M --warmup 3 --iters 10 \
+      --timeout 120 --no-intra --collectives --collective-size 64M >"$work/collectives.rank$rank.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  cat "$work/collectives.rank0.log"
+  if [ "$status" -ne 0 ]; then
+    echo "FAIL: pipette-probe --collectives exited non-zero" >&2
+    exit 1
+  fi
+  python3 - "$curve" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+assert re.search(r"^pipette_link_cache: 3$", text, re.M), "a cache with a curve is not format 3"
+line = next((l for l in text.splitlines() if l.startswith("  2: {")), None)
+assert line, "no 2-node entry under collectives:"
+for key in ("all_reduce_bus_gb_per_s", "all_gather_bus_gb_per_s"):
+    value = float(re.search(key + r": ([0-9.e+-]+)", line).group(1))
+    assert 1.0 < value < 5000.0, "%s %.2f GB/s is implausible" % (key, value)
+assert "message_bytes: 67108864" in line, "the entry does not record --collective-size"
+print("curve ok: " + line.strip())
+PY
+fi
 echo "PASS: pipette-probe GPU check on $node"
