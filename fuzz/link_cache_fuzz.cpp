@@ -24,10 +24,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto reread = pipette::parse_link_cache(written, "rewritten.yaml");
   pipette::fuzz::require(reread.ok(), "format_link_cache output parses again",
                          reread ? std::string_view() : std::string_view(reread.error().message));
-  pipette::fuzz::require(reread->nodes.size() == cache->nodes.size() && reread->pairs.size() == cache->pairs.size(),
+  pipette::fuzz::require(reread->nodes.size() == cache->nodes.size() && reread->pairs.size() == cache->pairs.size() &&
+                             reread->collectives.size() == cache->collectives.size(),
                          "a rewritten cache keeps every entry", written);
   const auto merged = pipette::merge_link_caches(*cache, *reread);
-  pipette::fuzz::require(merged.nodes.size() == cache->nodes.size() && merged.pairs.size() == cache->pairs.size(),
+  pipette::fuzz::require(merged.nodes.size() == cache->nodes.size() && merged.pairs.size() == cache->pairs.size() &&
+                             merged.collectives.size() == cache->collectives.size(),
                          "merging a cache with itself keeps one of each entry");
 
   struct stat stamp {};
@@ -35,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const pipette::LinkTable table = pipette::link_table_of(*cache);
   const auto decoded = pipette::decode_link_index(pipette::encode_link_index(table, stamp), stamp);
   pipette::fuzz::require(decoded.has_value() && decoded->names == table.names && decoded->pairs.size() == table.pairs.size() &&
-                             decoded->nodes.size() == table.nodes.size(),
+                             decoded->nodes.size() == table.nodes.size() && decoded->collectives.size() == table.collectives.size(),
                          "the binary index of an accepted cache decodes to the same table");
   return 0;
 }

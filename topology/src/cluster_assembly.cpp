@@ -49,8 +49,8 @@ std::string days(double seconds) {
 // the older of its two measurements: factor = measured^w · prior^(1−w), ignored at w = 0.
 CollectiveScaling scaling_from_curve(const std::vector<CollectiveBusBandwidth>& curve, const CollectiveScaling& prior,
                                      const StalenessPolicy& staleness, std::int64_t now, std::vector<std::string>& notes) {
-  const auto pair_point = std::find_if(curve.begin(), curve.end(), [](const CollectiveBusBandwidth& p) { return p.nodes == 2; });
   if (curve.empty()) return prior;
+  const auto pair_point = std::find_if(curve.begin(), curve.end(), [](const CollectiveBusBandwidth& p) { return p.nodes == 2; });
   if (pair_point == curve.end() || curve.size() < 2) {
     notes.push_back("collective scaling: the link cache's collective curve needs the 2-node point and at least one larger "
                     "count (re-run pipette-probe --collectives on 3 or more nodes); using the prior");

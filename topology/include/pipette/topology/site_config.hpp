@@ -43,7 +43,8 @@ struct LinkPriors {
   double cross_rail_extra_latency_seconds = 1e-6;  // two more switch hops (leaf → spine → leaf)
   bool nccl_pxn = true;                             // NCCL_PXN_DISABLE=0, NCCL's default
   // What kind of network joins the nodes: how the bandwidth of a collective over many nodes falls
-  // (collective_scaling_of in core/src/cluster.cpp: flat on InfiniBand, steep on AWS EFA).
+  // (collective_scaling_of in core/src/cluster.cpp: flat on InfiniBand, steep on AWS EFA). A curve
+  // measured by pipette-probe --collectives in the link cache replaces it (cluster_assembly.cpp).
   NetworkKind network = NetworkKind::infiniband;
 };
 
