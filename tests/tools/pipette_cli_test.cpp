@@ -450,8 +450,12 @@ TEST_F(PipetteCli, ExplainSaysWhetherCollectiveScalingIsMeasuredOrThePrior) {
                            "the site's priors.network (exponent 0.000)"),
             std::string::npos)
       << prior.out;
-  const Outcome measured =
-      pipette("explain" + request + " --links '" PIPETTE_SOURCE_DIR "/tests/data/link-cache/falling-collectives.yaml'");
+  const std::string cache = " --links '" PIPETTE_SOURCE_DIR "/tests/data/link-cache/falling-collectives.yaml'";
+  const Outcome shown = pipette("links show" + cache);
+  ASSERT_EQ(shown.status, 0) << shown.err;
+  EXPECT_NE(shown.out.find("collectives (bus bandwidth over the first N nodes"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("      8             99.6             69.0       256"), std::string::npos) << shown.out;
+  const Outcome measured = pipette("explain" + request + cache);
   ASSERT_EQ(measured.status, 0) << measured.err;
   EXPECT_NE(measured.out.find("collectives over the job's 8 nodes: x0.275 of the slowest pair's bandwidth, from the measured "
                               "curve (pipette-probe --collectives at 2, 4, 8 nodes; beyond 8, exponent "),

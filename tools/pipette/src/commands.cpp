@@ -141,7 +141,7 @@ int check_config_command(const Arguments& arguments) {
     auto cache = read_link_cache(cache_path);
     if (!cache) return fail("pipette check-config: " + cache.error().message);
     out += "  link cache: " + std::to_string(cache->nodes.size()) + " nodes, " + std::to_string(cache->pairs.size()) +
-           " node pairs, readable\n";
+           " node pairs, " + std::to_string(cache->collectives.size()) + " collective node counts, readable\n";
   }
   print(out);
   return 0;
@@ -204,6 +204,17 @@ int links_show_command(const Arguments& arguments) {
                      age_text(node.measured_at_unix_seconds, now)});
     }
     out += intra.render("  ");
+  }
+  if (!cache->collectives.empty()) {
+    // pipette-probe --collectives' curve; planning uses the all-reduce column relative to 2 nodes.
+    out += "collectives (bus bandwidth over the first N nodes, pipette-probe --collectives):\n";
+    TextTable curve({{"nodes"}, {"all-reduce GB/s"}, {"all-gather GB/s"}, {"size MiB"}, {"age"}, {"NCCL", TextTable::Align::left}});
+    for (const auto& entry : cache->collectives)
+      curve.add_row({std::to_string(entry.nodes), strprintf("%.1f", entry.all_reduce_bus_bytes_per_second / units::gigabyte),
+                     strprintf("%.1f", entry.all_gather_bus_bytes_per_second / units::gigabyte),
+                     strprintf("%.0f", entry.message_bytes / units::mebibyte), age_text(entry.measured_at_unix_seconds, now),
+                     entry.nccl_version});
+    out += curve.render("  ");
   }
   print(out);
   return 0;
