@@ -84,6 +84,7 @@ TEST(CollectivePlan, FirstPowersOfTwoNodesThenAll) {
   EXPECT_TRUE(in_collective_subset(layout, plan, 2, 19));
   EXPECT_EQ(plan.ranks_in(1), 16);
   EXPECT_EQ(plan.bytes_per_rank(1, Collective::all_reduce), 1000);
+  EXPECT_EQ(make_collective_plan(layout, 1003)->bytes_per_rank(0, Collective::all_reduce), 1000);  // whole floats
   EXPECT_EQ(plan.bytes_per_rank(1, Collective::all_gather), 62);  // 1000 / 16, rounded down
   EXPECT_EQ(plan.slot(2, Collective::all_gather), 5);
   EXPECT_EQ(plan.num_slots(), 6);

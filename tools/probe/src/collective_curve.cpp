@@ -6,7 +6,7 @@
 namespace pipette::probe {
 
 double CollectivePlan::bytes_per_rank(int subset, Collective collective) const {
-  if (collective == Collective::all_reduce) return message_bytes;
+  if (collective == Collective::all_reduce) return 4 * std::floor(message_bytes / 4);  // whole fp32 elements
   return std::max(1.0, std::floor(message_bytes / ranks_in(subset)));
 }
 

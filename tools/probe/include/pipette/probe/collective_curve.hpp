@@ -30,8 +30,9 @@ struct CollectivePlan {
   int num_slots() const { return 2 * static_cast<int>(node_counts.size()); }
   int slot(int subset, Collective collective) const { return 2 * subset + (collective == Collective::all_gather ? 1 : 0); }
   int ranks_in(int subset) const { return node_counts[static_cast<size_t>(subset)] * gpus_per_node; }
-  // The bytes of one collective call per GPU: the all-reduce's buffer, the all-gather's share
-  // (message_bytes / ranks, rounded down; at least 1).
+  // The bytes of one collective call per GPU: the all-reduce's buffer (whole 4-byte floats), the
+  // all-gather's share (message_bytes / ranks, rounded down; at least 1). Bus bandwidth is
+  // computed from these, so the rounding never inflates it.
   double bytes_per_rank(int subset, Collective collective) const;
 };
 
