@@ -263,13 +263,12 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
     launch.first_dense_layers = model.first_dense_layers;
     launch.router_load_balancing = to_string(model.router_load_balancing);
   }
-  if (model.is_mla()) {
-    launch.q_lora_rank = model.q_lora_rank;
-    launch.kv_lora_rank = model.kv_lora_rank;
-    launch.qk_head_dim = model.qk_head_dim;
-    launch.qk_pos_emb_head_dim = model.qk_pos_emb_head_dim;
-    launch.v_head_dim = model.v_head_dim;
-  }
+  // Zero without multi-latent attention (validate() holds them to it).
+  launch.q_lora_rank = model.q_lora_rank;
+  launch.kv_lora_rank = model.kv_lora_rank;
+  launch.qk_head_dim = model.qk_head_dim;
+  launch.qk_pos_emb_head_dim = model.qk_pos_emb_head_dim;
+  launch.v_head_dim = model.v_head_dim;
   launch.micro_batch = config.micro_batch;
   launch.num_microbatches = plan.num_microbatches;
   launch.global_batch = static_cast<std::int64_t>(config.micro_batch) * config.dp * plan.num_microbatches;

@@ -158,6 +158,27 @@ CoreConfig read_sizes(const SizeNames& names, Number number) {
   return c;
 }
 
+// Multi-latent attention's widths under both spellings.
+struct MlaNames {
+  const char* q_lora_rank;
+  const char* kv_lora_rank;
+  const char* qk_head_dim;
+  const char* qk_pos_emb_head_dim;
+  const char* v_head_dim;
+};
+constexpr MlaNames kMegatronMlaNames{"q-lora-rank", "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim"};
+constexpr MlaNames kNemoMlaNames{"model.q_lora_rank", "model.kv_lora_rank", "model.qk_head_dim",
+                                 "model.qk_pos_emb_head_dim", "model.v_head_dim"};
+
+template <typename Number>
+void read_mla_widths(const MlaNames& names, Number number, CoreConfig& c) {
+  c.q_lora_rank = number(names.q_lora_rank).value_or(0);
+  c.kv_lora_rank = number(names.kv_lora_rank);
+  c.qk_head_dim = number(names.qk_head_dim);
+  c.qk_pos_emb_head_dim = number(names.qk_pos_emb_head_dim);
+  c.v_head_dim = number(names.v_head_dim);
+}
+
 std::string check_core(const CoreConfig& c, const JobFacts& facts, BuiltLayout& built) {
   const int L = facts.num_layers;
   // M:training/arguments.py:424-450: the model-parallel size is tp x pp x cp, dp the rest.
@@ -361,11 +382,7 @@ Verdict check_megatron(const std::string& arguments, const JobFacts& facts) {
   c.dispatcher = present("moe-token-dispatcher-type") ? values["moe-token-dispatcher-type"] : "";
   c.grouped_gemm = present("moe-grouped-gemm");
   c.multi_latent_attention = present("multi-latent-attention");
-  c.q_lora_rank = number("q-lora-rank").value_or(0);
-  c.kv_lora_rank = number("kv-lora-rank");
-  c.qk_head_dim = number("qk-head-dim");
-  c.qk_pos_emb_head_dim = number("qk-pos-emb-head-dim");
-  c.v_head_dim = number("v-head-dim");
+  read_mla_widths(kMegatronMlaNames, number, c);
   // M:training/arguments.py:3532-3534: the load-balancing choices.
   if (present("moe-router-load-balancing-type")) {
     static const std::vector<std::string> choices = {"aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn",
@@ -454,11 +471,7 @@ Verdict check_nemo(const std::string& overrides, const JobFacts& facts) {
       verdict.refusal = "model.q_lora_rank left to the recipe (MLATransformerConfig default 512, M:core/transformer/transformer_config.py:3288)";
       return verdict;
     }
-    c.q_lora_rank = number("model.q_lora_rank").value_or(0);
-    c.kv_lora_rank = number("model.kv_lora_rank");
-    c.qk_head_dim = number("model.qk_head_dim");
-    c.qk_pos_emb_head_dim = number("model.qk_pos_emb_head_dim");
-    c.v_head_dim = number("model.v_head_dim");
+    read_mla_widths(kNemoMlaNames, number, c);
     if (!c.kv_lora_rank || !c.qk_head_dim || !c.qk_pos_emb_head_dim || !c.v_head_dim) {
       verdict.refusal = "an MLA width left to the recipe (not what was priced)";
       return verdict;
