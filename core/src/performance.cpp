@@ -394,11 +394,22 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
   //    gradient, synchronous before their dgrad (TE module/base.py grad_output_preprocess l.1702-1709):
   //    1, exposed.
   const bool sp = config.sequence_parallel;
-  const double forward_per_layer = config.recompute == RecomputeMode::full ? 4 : 2;  // recompute's in the backward
-  const double issued_forward_per_layer = 2;
-  const double hideable_per_layer = 2;
+  // Multi-latent attention's column-parallel collectives carry its latents, not h: the up
+  // projections gather their q_lora- and kv_lora-wide inputs with SP and reduce those inputs'
+  // gradients, and the shared RoPE key is gathered with SP (multi_latent_attention.py @d98e8a64
+  // l.638-664, 753-763; the down projections, replicated, issue none). Of the counts above, the
+  // all-gather before QKV (half an all-reduce) and QKV's hideable backward (one) shrink to
+  // latent/h of the h-wide message; the count of collectives, for latency, stays.
+  const double qkv_width =
+      model.is_mla() ? static_cast<double>(model.q_lora_rank + model.kv_lora_rank + model.qk_pos_emb_head_dim) / model.hidden_size
+                     : 1.0;
+  const int layer_all_reduces = (config.recompute == RecomputeMode::full ? 4 : 2) + 2 + (sp ? 1 : 0);
+  const double issued_forward_per_layer = sp ? 1.5 + 0.5 * qkv_width : 2;
+  const double forward_per_layer = config.recompute == RecomputeMode::full ? 2 * issued_forward_per_layer
+                                                                         : issued_forward_per_layer;  // recompute's in the backward
+  const double hideable_per_layer = 1 + qkv_width;
   const double exposed_backward_per_layer = sp ? 1 : 0;
-  const int layer_all_reduces = static_cast<int>(forward_per_layer + hideable_per_layer + exposed_backward_per_layer);
+  const double layer_all_reduce_equivalents = forward_per_layer + hideable_per_layer + exposed_backward_per_layer;
   const double gradient_bytes = training.precision == Precision::fp32 || training.gradients_in_fp32 ? 4.0 : 2.0;
   const double optimizer_shard = config.distributed_optimizer ? 1.0 / config.dp_cp() : 1.0;
 
@@ -456,11 +467,14 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
                                        (work_of_stage.cp_forward_rings + 2.0 * work_of_stage.cp_backward_rings);
     }
     int all_reduces = stage_layers * layer_all_reduces;
+    // Embedding and head collectives are h wide: as many equivalents as collectives.
+    double all_reduce_equivalents = stage_layers * layer_all_reduce_equivalents;
     if (held.embedding) {
       work_of_stage.forward_compute_seconds += embedding.forward;
       work_of_stage.backward_compute_seconds += embedding.backward;
       work_of_stage.embedding_and_head_seconds += embedding.forward + embedding.backward;
       all_reduces += 1;  // the vocab-parallel embedding's output
+      all_reduce_equivalents += 1;
     }
     // The output GEMM where the lm_head is, the cross entropy's passes over the logits where the
     // loss is (nanotron's cast_to_fp32 between them is priced with the loss).
@@ -470,7 +484,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       work_of_stage.backward_compute_seconds += head_part->backward;
       work_of_stage.embedding_and_head_seconds += head_part->forward + head_part->backward;
     }
-    if (held.head) all_reduces += 1;  // the LM head's input gradient
+    if (held.head) all_reduces += 1, all_reduce_equivalents += 1;  // the LM head's input gradient
     if (config.tp > 1) {
       // Plus the embedding output on the first stage (forward) and the LM head's input gradient on
       // the last (backward).
@@ -479,13 +493,13 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       const bool overlapped = training.overlap_tensor_parallel_communication && config.sequence_parallel;
       const double exposed_share = overlapped ? 1.0 / config.tp : 1.0;
       work_of_stage.tp_bytes_per_microbatch =
-          exposed_share * all_reduces * activation_message * 2.0 * (config.tp - 1) / config.tp;
+          exposed_share * all_reduce_equivalents * activation_message * 2.0 * (config.tp - 1) / config.tp;
       work_of_stage.tp_collectives_per_microbatch = all_reduces;
       const double forward = stage_layers * issued_forward_per_layer + (held.embedding ? 1 : 0);
       // A middle stage without layers (pp > layers) issues no collective at all.
-      work_of_stage.tp_forward_share = all_reduces > 0 ? forward / all_reduces : 0.0;
+      work_of_stage.tp_forward_share = all_reduces > 0 ? forward / all_reduce_equivalents : 0.0;
       if (!overlapped && training.overlap_tensor_parallel_backward && all_reduces > 0) {
-        work_of_stage.tp_hideable_share = stage_layers * hideable_per_layer / all_reduces;
+        work_of_stage.tp_hideable_share = stage_layers * hideable_per_layer / all_reduce_equivalents;
         work_of_stage.tp_overlap_window_seconds = dense_layers * layer.column_parallel_backward_seconds +
                                                   moe_layers * moe_layer.column_parallel_backward_seconds;
       }

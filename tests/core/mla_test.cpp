@@ -2,6 +2,7 @@
 // memory, FLOPs and the framework refusals.
 #include <gtest/gtest.h>
 
+#include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/launch.hpp"
 #include "pipette/core/memory.hpp"
 #include "pipette/core/performance.hpp"
@@ -106,6 +107,24 @@ TEST(MultiLatentAttention, ModelFlopsCountQkAndVWidthsApart) {
   const double attention = 0.5 * 2 * s * a * ((128 + 64) + 128);
   const double per_token = 4 * (2 * weights + attention) + 2.0 * 1024 * 32000;
   EXPECT_DOUBLE_EQ(model_flops_per_iteration(model, training, AttentionFlops::causal), 3 * per_token * s * 64);
+}
+
+// With SP, the attention's all-gather and its column-parallel backward carry the latents: a
+// wider Q latent adds (½ + 1) × its share of the h-wide message per layer, and nothing to the count.
+TEST(MultiLatentAttention, TensorParallelCollectivesCarryTheLatents) {
+  const ModelSpec model = small_mla();
+  const TrainingSpec training = training_of(4096);
+  const GpuSpec gpu = *find_gpu("H100-SXM");
+  ModelSpec wider_q_latent = model;
+  wider_q_latent.q_lora_rank += 64;
+  const StageWork narrow = profile_work(model, training, gpu, layout(2, true)).stages.front();
+  const StageWork wide = profile_work(wider_q_latent, training, gpu, layout(2, true)).stages.front();
+  const double message_bytes = 4096.0 * 1024 * 2;  // b·s·h in bf16
+  EXPECT_NEAR(wide.tp_bytes_per_microbatch - narrow.tp_bytes_per_microbatch,
+              4 * 1.5 * (64.0 / 1024) * message_bytes * 2 * (2 - 1) / 2, 1e-3);
+  EXPECT_EQ(wide.tp_collectives_per_microbatch, narrow.tp_collectives_per_microbatch);
+  // Standard attention's QKV collectives stay h wide.
+  EXPECT_LT(narrow.tp_bytes_per_microbatch, (4 * 7 + 2) * message_bytes * 2 * (2 - 1) / 2);
 }
 
 TEST(MultiLatentAttention, TorchtitanRefusesSequenceSplitDownProjections) {
