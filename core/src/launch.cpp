@@ -206,6 +206,7 @@ std::string profiled_stack_problem(Framework framework, const ModelSpec& model, 
   const std::string name = to_string(framework);
   // launch_problem's caller names the framework ("nanotron cannot build it: ...").
   if (model.is_moe()) return "its mixture-of-experts layers are not priced for " + name;
+  if (model.is_mla()) return "its multi-latent attention is not priced for " + name;
   if (config.cp > 1) return "context parallelism is not priced for " + name + " (cp must be 1)";
   if (config.virtual_stages > 1 && config.pp > 1) return name + " has no interleaved pipeline schedule (vpp must be 1)";
   const std::vector<int>& layers = config.layers_per_stage;
@@ -262,6 +263,12 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
     launch.first_dense_layers = model.first_dense_layers;
     launch.router_load_balancing = to_string(model.router_load_balancing);
   }
+  // Zero without multi-latent attention (validate() holds them to it).
+  launch.q_lora_rank = model.q_lora_rank;
+  launch.kv_lora_rank = model.kv_lora_rank;
+  launch.qk_head_dim = model.qk_head_dim;
+  launch.qk_pos_emb_head_dim = model.qk_pos_emb_head_dim;
+  launch.v_head_dim = model.v_head_dim;
   launch.micro_batch = config.micro_batch;
   launch.num_microbatches = plan.num_microbatches;
   launch.global_batch = static_cast<std::int64_t>(config.micro_batch) * config.dp * plan.num_microbatches;
@@ -304,6 +311,14 @@ std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model
       // dp_shard or cp enabled, distributed/parallel_dims.py @b5bcd76c l.644-645), which the model
       // does not price (its torchtitan data parallelism is replication).
       if (config.cp > 1) return "torchtitan shards parameters with FSDP over cp (cp must be 1)";
+      // torchtitan gathers MLA's input to the whole sequence on every TP rank before its
+      // replicated down projections (models/deepseek_v3/sharding.py @b5bcd76c l.96-116);
+      // Megatron-core, as priced, runs them on the rank's s/tp tokens with SP. Without SP both run
+      // them on every token.
+      if (model.is_mla() && config.tp > 1 && config.sequence_parallel) {
+        return "torchtitan runs multi-latent attention's down projections on the whole sequence on every tp rank, "
+               "not sequence-split as priced (plan with sp=off or tp=1)";
+      }
       if (const std::string problem = torchtitan_expert_problem(model, config); !problem.empty()) return problem;
       return torchtitan_problem(model, config, num_microbatches);
     }
@@ -383,6 +398,16 @@ std::string megatron_arguments(const LaunchDescription& launch) {
     }
     if (launch.first_dense_layers > 0) args += " --moe-layer-freq " + layer_pattern(launch);
   }
+  if (launch.kv_lora_rank > 0) {
+    // --multi-latent-attention is TransformerConfig.multi_latent_attention as a switch
+    // (transformer_config.py @d98e8a64 l.288, argument_utils.py l.190-191); the widths are
+    // arguments.py l.3548-3557. --q-lora-rank's default None is "no Q latent".
+    args += " --multi-latent-attention";
+    if (launch.q_lora_rank > 0) args += " --q-lora-rank " + std::to_string(launch.q_lora_rank);
+    args += " --kv-lora-rank " + std::to_string(launch.kv_lora_rank) + " --qk-head-dim " +
+            std::to_string(launch.qk_head_dim) + " --qk-pos-emb-head-dim " + std::to_string(launch.qk_pos_emb_head_dim) +
+            " --v-head-dim " + std::to_string(launch.v_head_dim);
+  }
   return args;
 }
 
@@ -439,6 +464,17 @@ std::string nemo_overrides(const LaunchDescription& launch) {
     set("model.moe_shared_expert_intermediate_size",
         or_null(launch.shared_expert_ffn_hidden_size, launch.shared_expert_ffn_hidden_size > 0));
     if (launch.first_dense_layers > 0) set("model.moe_layer_freq", "'" + layer_pattern(launch) + "'");
+  }
+  if (launch.kv_lora_rank > 0) {
+    // MLATransformerConfig's fields (transformer_config.py @d98e8a64 l.3278-3300): they exist on
+    // an MLA model provider only (Megatron-Bridge's DeepSeek recipes). Its q_lora_rank defaults to
+    // 512, so "no Q latent" is written out as null.
+    set("model.multi_latent_attention", "true");
+    set("model.q_lora_rank", or_null(launch.q_lora_rank, launch.q_lora_rank > 0));
+    set("model.kv_lora_rank", std::to_string(launch.kv_lora_rank));
+    set("model.qk_head_dim", std::to_string(launch.qk_head_dim));
+    set("model.qk_pos_emb_head_dim", std::to_string(launch.qk_pos_emb_head_dim));
+    set("model.v_head_dim", std::to_string(launch.v_head_dim));
   }
   return text;
 }

@@ -41,7 +41,30 @@ struct LayerShape {
   // The stack's habits (stack_profile.hpp): what its SwiGLU and RoPE keep.
   int swiglu_saved_ffn_tensors = 3;
   RotaryCopies rotary_copies = RotaryCopies::rotated_query_and_key;
+  // Multi-latent attention (kv_lora > 0): the latent widths and the widths of Q, K, V and the
+  // attention output; q, kv and rotary then play no part.
+  double q_lora = 0, kv_lora = 0, rope = 0;
+  double mla_q = 0, mla_k = 0, mla_v = 0, mla_output = 0;
 };
+
+// What MLASelfAttention (multi_latent_attention.py @d98e8a64) keeps for its backward, beyond the
+// layer's norm inputs and the down projections' input that the dense count already has (both down
+// projections save the same input-norm output):
+//  - replicated (sequence-split with SP: the down projections are TELinear "duplicated" and run on
+//    the rank's s/tp tokens, l.638-664): the Q latent, which the up projection's fused norm saves as
+//    its input, and that norm's output, its GEMM input (TELayerNormColumnParallelLinear,
+//    gpt_layer_specs.py l.246-255); the KV latent's norm input is a view of kv_combined
+//    (torch.split, l.750-760), which keeps the RoPE key's columns alive with it, and its norm output;
+//  - split over TP: Q and K as the core attention saves them (torch.cat of the nope part and the
+//    rotated part, then .contiguous(): l.966-979, new tensors, so the up projections' outputs die)
+//    and V (a contiguous copy of the KV up projection's split, l.939, 979), and the attention
+//    output, the output projection's input.
+void add_mla_elements(const LayerShape& shape, double tokens, LayerActivationElements& e) {
+  e.replicated_values += tokens * (2 * shape.q_lora + 2 * shape.kv_lora + shape.rope);
+  e.replicated_gemm_inputs += tokens * (shape.q_lora + shape.kv_lora);
+  e.split_values += tokens * (shape.mla_q + shape.mla_k + shape.mla_v + shape.mla_output);
+  e.split_gemm_inputs += tokens * shape.mla_output;
+}
 
 LayerActivationElements layer_activation_elements(const LayerShape& shape, bool keep_attention_scores,
                                                   bool flash_attention) {
@@ -51,9 +74,12 @@ LayerActivationElements layer_activation_elements(const LayerShape& shape, bool 
   e.replicated_values = tokens * h * 4;  // two norm inputs, QKV input, MLP input
   e.replicated_masks = shape.dropout ? tokens * h * 2 : 0;  // dropout after attention and after the MLP
   const double q = shape.q > 0 ? shape.q : h;
-  e.split_values =
-      tokens * (2 * q + 2 * shape.kv) + tokens * shape.f * (shape.ffn == FfnKind::swiglu ? shape.swiglu_saved_ffn_tensors : 2);
-  if (shape.rotary && shape.rotary_copies == RotaryCopies::packed_key_value_copy) {
+  const bool mla = shape.kv_lora > 0;
+  const double ffn_values = tokens * shape.f * (shape.ffn == FfnKind::swiglu ? shape.swiglu_saved_ffn_tensors : 2);
+  e.split_values = mla ? ffn_values : tokens * (2 * q + 2 * shape.kv) + ffn_values;
+  if (mla) {
+    add_mla_elements(shape, tokens, e);
+  } else if (shape.rotary && shape.rotary_copies == RotaryCopies::packed_key_value_copy) {
     // nanotron (models/llama.py @2411b022 l.448-472, 680-683): multi-head attention permutes the
     // QKV output into one contiguous [3, b, s, heads, d] copy whose Q flash attention saves (its K
     // and V stay alive with it) and copies K and V again for the rotary kernel; grouped-query
@@ -73,8 +99,8 @@ LayerActivationElements layer_activation_elements(const LayerShape& shape, bool 
     e.split_masks += shape.dropout ? scores : 0;         // attention dropout mask
   }
   e.layer_input_values = tokens * h;
-  e.replicated_gemm_inputs = tokens * h * 2;
-  e.split_gemm_inputs = tokens * (q + shape.f);
+  e.replicated_gemm_inputs += tokens * h * 2;
+  e.split_gemm_inputs += tokens * ((mla ? 0 : q) + shape.f);
   return e;
 }
 
@@ -113,6 +139,7 @@ double split_mlp_parameters(const ModelSpec& model, double f) {
 }
 
 double split_attention_parameters(const ModelSpec& model) {
+  if (model.is_mla()) return static_cast<double>(attention_weight_elements(model).split);
   const double h = model.hidden_size;
   const double q = model.query_hidden_size();
   const double kv = model.kv_hidden_size();
@@ -199,7 +226,11 @@ LayerShape layer_shape_of(const ModelSpec& model, const TrainingSpec& training, 
           static_cast<double>(model.ffn_hidden_size),    static_cast<double>(model.num_attention_heads),
           model.ffn_kind,                                model.dropout,
           model.learned_position_embeddings == 0,        static_cast<double>(model.query_hidden_size()),
-          stack.swiglu_saved_ffn_tensors,                stack.rotary};
+          stack.swiglu_saved_ffn_tensors,                stack.rotary,
+          static_cast<double>(model.q_lora_rank),        static_cast<double>(model.kv_lora_rank),
+          static_cast<double>(model.qk_pos_emb_head_dim), static_cast<double>(model.query_width()),
+          static_cast<double>(model.key_width()),        static_cast<double>(model.value_width()),
+          static_cast<double>(model.attention_output_width())};
 }
 
 // What one layer keeps for its backward when nothing is recomputed (the recompute mode only picks
@@ -257,12 +288,21 @@ double layer_working_set_bytes(const ModelSpec& model, const TrainingSpec& train
   return working + cp_ring_buffer_bytes(model, training, config);
 }
 
+double kv_chunk_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
+  // K and V of the rank's tokens and heads (MLA: the up-projected per-head K and V, not the latent:
+  // the core attention and its ring see those).
+  const double tokens = local_sequence_length(training, config) * config.micro_batch;
+  const double key_values = model.is_mla() ? static_cast<double>(model.key_width()) + model.value_width()
+                                           : 2.0 * model.kv_hidden_size();
+  return tokens * key_values / config.tp * activation_value_bytes(training.precision);
+}
+
 double cp_ring_buffer_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
   if (config.cp <= 1) return 0;
   const double tokens = local_sequence_length(training, config) * config.micro_batch;
   const double value_bytes = activation_value_bytes(training.precision);
-  const double kv_chunk = tokens * 2.0 * model.kv_hidden_size() / config.tp * value_bytes;
-  const double output_chunk = tokens * static_cast<double>(model.query_hidden_size()) / config.tp * value_bytes;
+  const double kv_chunk = kv_chunk_bytes(model, training, config);
+  const double output_chunk = tokens * static_cast<double>(model.attention_output_width()) / config.tp * value_bytes;
   // Transformer Engine's AttnFuncWithCPAndKVP2P (dot_product_attention/context_parallel.py
   // @d0067d0d): the forward keeps every K/V chunk it receives in p2p_comm_buffers and every step's
   // output for the final softmax correction until the layer's attention ends (l.1685-1717), plus

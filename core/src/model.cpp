@@ -14,8 +14,18 @@ std::int64_t norm_parameters(const ModelSpec& model) {
 namespace {
 
 // QKV, output projection (Q and the attention output are query_hidden_size wide), the per-head
-// Q and K norms (Qwen3) and the per-head softmax offsets (GPT-OSS).
+// Q and K norms (Qwen3) and the per-head softmax offsets (GPT-OSS). Multi-latent attention: its
+// five matrices, none with a bias but the output projection (multi_latent_attention.py @d98e8a64
+// l.221-227, 510-617), and the norms of the two latents.
 std::int64_t attention_parameters(const ModelSpec& model) {
+  if (model.is_mla()) {
+    const std::int64_t latent_norms =
+        model.qk_layernorm ? (model.norm_kind == NormKind::layernorm ? 2 : 1) *
+                                 static_cast<std::int64_t>(model.q_lora_rank + model.kv_lora_rank)
+                           : 0;
+    return attention_weight_elements(model).total() + (model.linear_bias ? model.hidden_size : 0) + latent_norms +
+           (model.attention_sink ? model.num_attention_heads : 0);
+  }
   const std::int64_t h = model.hidden_size;
   const std::int64_t q = model.query_hidden_size();
   const std::int64_t kv = model.kv_hidden_size();
@@ -40,6 +50,26 @@ std::int64_t router_parameters(const ModelSpec& model) {
 bool is_moe_layer(const ModelSpec& model, int layer) { return model.is_moe() && layer >= model.first_dense_layers; }
 
 }  // namespace
+
+AttentionWeightElements attention_weight_elements(const ModelSpec& model) {
+  const std::int64_t h = model.hidden_size;
+  const std::int64_t q = model.query_width();
+  AttentionWeightElements elements;
+  if (!model.is_mla()) {
+    elements.split = h * (q + 2 * static_cast<std::int64_t>(model.kv_hidden_size())) + q * h;
+    return elements;
+  }
+  // Column-parallel: linear_q_up_proj (q_lora_rank → Q) or linear_q_proj (h → Q), and
+  // linear_kv_up_proj (kv_lora_rank → every head's K nope part and V); row-parallel linear_proj.
+  // Replicated: linear_q_down_proj (h → q_lora_rank) and linear_kv_down_proj (h → kv_lora_rank
+  // plus the shared RoPE key).
+  const std::int64_t q_lora = model.q_lora_rank;
+  const std::int64_t kv_up_width = static_cast<std::int64_t>(model.num_attention_heads) * (model.qk_head_dim + model.v_head_dim);
+  elements.split = (q_lora > 0 ? q_lora : h) * q + static_cast<std::int64_t>(model.kv_lora_rank) * kv_up_width +
+                   static_cast<std::int64_t>(model.attention_output_width()) * h;
+  elements.replicated = h * (q_lora + model.kv_lora_rank + model.qk_pos_emb_head_dim);
+  return elements;
+}
 
 std::int64_t parameters_per_layer(const ModelSpec& model) {
   return attention_parameters(model) + mlp_parameters(model, model.ffn_hidden_size) + 2 * norm_parameters(model);
@@ -94,6 +124,34 @@ const char* to_string(RouterLoadBalancing balancing) {
   return "aux_loss";
 }
 
+namespace {
+
+std::string validate_mla(const ModelSpec& model) {
+  if (!model.is_mla()) {
+    if (model.kv_lora_rank < 0) return "kv_lora_rank must be 0 (standard attention) or positive";
+    if (model.q_lora_rank != 0 || model.qk_head_dim != 0 || model.qk_pos_emb_head_dim != 0 || model.v_head_dim != 0) {
+      return "q_lora_rank, qk_head_dim, qk_pos_emb_head_dim and v_head_dim are multi-latent attention's: they need kv_lora_rank > 0";
+    }
+    return {};
+  }
+  if (model.q_lora_rank < 0) return "q_lora_rank must be 0 (no Q down-projection) or positive";
+  if (model.qk_head_dim < 1) return "qk_head_dim must be a positive integer with kv_lora_rank";
+  if (model.qk_pos_emb_head_dim < 1) return "qk_pos_emb_head_dim must be a positive integer with kv_lora_rank";
+  if (model.v_head_dim < 1) return "v_head_dim must be a positive integer with kv_lora_rank";
+  // MLA's head widths are its own, every head has its K and V, and its RoPE is applied inside
+  // (multi_latent_attention.py @d98e8a64 l.163-205).
+  if (model.kv_channels != 0) return "kv_channels does not apply with multi-latent attention (qk_head_dim, v_head_dim set the head widths)";
+  if (model.num_kv_heads != model.num_attention_heads) {
+    return "num_kv_heads must equal num_attention_heads with multi-latent attention (every head has its own K and V)";
+  }
+  if (model.learned_position_embeddings != 0) {
+    return "learned_position_embeddings must be 0 with multi-latent attention (it applies RoPE to qk_pos_emb_head_dim)";
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string validate(const ModelSpec& model) {
   const auto positive = [](int value, const char* field) -> std::string {
     return value > 0 ? std::string() : std::string(field) + " must be a positive integer";
@@ -110,7 +168,8 @@ std::string validate(const ModelSpec& model) {
   }
   if (model.learned_position_embeddings < 0) return "learned_position_embeddings must be 0 (rotary) or positive";
   if (model.kv_channels < 0) return "kv_channels must be 0 (hidden_size / num_attention_heads) or positive";
-  if (model.kv_channels == 0 && model.hidden_size % model.num_attention_heads != 0) {
+  if (const std::string problem = validate_mla(model); !problem.empty()) return problem;
+  if (model.kv_channels == 0 && !model.is_mla() && model.hidden_size % model.num_attention_heads != 0) {
     return "hidden_size " + std::to_string(model.hidden_size) + " is not divisible by num_attention_heads " +
            std::to_string(model.num_attention_heads);
   }

@@ -103,6 +103,39 @@ PassSeconds linear_seconds(double tokens, double out_features, double in_feature
               gemm_seconds(in_features, out_features, tokens, roofs, 4.0 /* fp32 main grad */)};
 }
 
+// The projections into Q, K and V. Standard attention: one column-parallel QKV GEMM. Multi-latent
+// attention (multi_latent_attention.py @d98e8a64 l.638-664, 862-875): the down projections,
+// replicated on every TP rank and run on the rank's s/tp tokens with sequence parallelism (all s
+// without), then the column-parallel up projections (or linear_q_proj without a Q latent) on all
+// tokens.
+struct QkvSeconds {
+  PassSeconds column_parallel;
+  PassSeconds replicated;
+};
+
+QkvSeconds qkv_projection_seconds(const ModelSpec& model, const ParallelConfig& config, double tokens,
+                                  const Roofs& roofs, double value_bytes) {
+  const double t = config.tp;
+  const double h = model.hidden_size;
+  QkvSeconds qkv;
+  if (!model.is_mla()) {
+    const double q = model.query_hidden_size();
+    const double kv = model.kv_hidden_size();
+    qkv.column_parallel = linear_seconds(tokens, (q + 2 * kv) / t, h, roofs, value_bytes);
+    return qkv;
+  }
+  const double q_lora = model.q_lora_rank;
+  const double down_tokens = config.sequence_parallel ? tokens / t : tokens;
+  const double down_width = q_lora + model.kv_lora_rank + model.qk_pos_emb_head_dim;
+  qkv.replicated = linear_seconds(down_tokens, down_width, h, roofs, value_bytes);
+  const PassSeconds q_up = linear_seconds(tokens, model.query_width() / t, q_lora > 0 ? q_lora : h, roofs, value_bytes);
+  const PassSeconds kv_up = linear_seconds(
+      tokens, static_cast<double>(model.num_attention_heads) * (model.qk_head_dim + model.v_head_dim) / t,
+      model.kv_lora_rank, roofs, value_bytes);
+  qkv.column_parallel = {q_up.forward + kv_up.forward, q_up.backward + kv_up.backward};
+  return qkv;
+}
+
 struct LayerCost {
   PassSeconds total;
   PassSeconds attention;  // the attention core, which ring attention splits into cp steps
@@ -120,18 +153,20 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   const double s = training.sequence_length;
   const double tokens = local_sequence_length(training, config) * config.micro_batch;
   const double h = model.hidden_size;
-  const double q = model.query_hidden_size();
-  const double kv = model.kv_hidden_size();
+  const double q = model.query_width();
+  const double k = model.key_width();
+  const double v = model.value_width();
+  const double o = model.attention_output_width();
   const double f = mlp_width;
   const double a = model.num_attention_heads;
   const double value_bytes = activation_bytes_of(training.precision);
   const bool swiglu = model.ffn_kind == FfnKind::swiglu;
 
   PassSeconds gemms;
-  const PassSeconds qkv = linear_seconds(tokens, (q + 2 * kv) / t, h, roofs, value_bytes);
+  const QkvSeconds qkv = qkv_projection_seconds(model, config, tokens, roofs, value_bytes);
   const PassSeconds fc1 = f > 0 ? linear_seconds(tokens, (swiglu ? 2 : 1) * f / t, h, roofs, value_bytes) : PassSeconds{};
   const PassSeconds fc2 = f > 0 ? linear_seconds(tokens, h, f / t, roofs, value_bytes) : PassSeconds{};
-  for (const PassSeconds& linear : {qkv, linear_seconds(tokens, h, q / t, roofs, value_bytes), fc1, fc2}) {
+  for (const PassSeconds& linear : {qkv.column_parallel, qkv.replicated, linear_seconds(tokens, h, o / t, roofs, value_bytes), fc1, fc2}) {
     gemms.forward += linear.forward;
     gemms.backward += linear.backward;
   }
@@ -141,7 +176,7 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   // share of the causal work, see cp_ring_work).
   PassSeconds attention;
   const double score_elements = config.micro_batch * (a / t) * (tokens / config.micro_batch) * s;
-  const double core_flops = 2 * 2 * score_elements * (q / a);  // QK^T and attention·V
+  const double core_flops = 2 * score_elements * ((q + o) / a);  // QK^T (q/a wide) and attention·V (o/a wide)
   if (training.attention == AttentionKernel::flash) {
     // Causal flash attention skips the masked half; its backward recomputes the scores (2.5×).
     attention.forward = 0.5 * core_flops / roofs.attention_flop_per_second;
@@ -160,8 +195,8 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
     // log-sum-exp correction (read the step's output, read and write fp32: l.1919-2025); the
     // backward accumulates each step's dQ and dK/dV into their buffers (read both, write one,
     // l.2650-2800). Memory-bound, cp times per layer.
-    const double outputs = tokens * q / t;
-    const double key_values = tokens * 2 * kv / t;
+    const double outputs = tokens * o / t;
+    const double key_values = tokens * (k + v) / t;
     attention.forward += config.cp * outputs * (value_bytes + 8) / roofs.memory_bytes_per_second;
     attention.backward += config.cp * (outputs + key_values) * 3 * value_bytes / roofs.memory_bytes_per_second;
   }
@@ -178,15 +213,15 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
       tokens * (20 * hidden_per_rank + value_bytes * (swiglu ? stack.swiglu_forward_ffn_accesses : 2) * f / t);
   if (training.precision == Precision::fp8) elementwise_bytes += tokens * 3 * (h / t + f / t);
   elementwise_bytes += tokens * value_bytes *
-                       (2 * (stack.qkv_copy_passes * (q + 2 * kv) + stack.kv_copy_passes * 2 * kv) +
-                        (model.learned_position_embeddings == 0 ? stack.rotary_extra_accesses * (q + kv) : 0)) / t;
+                       (2 * (stack.qkv_copy_passes * (q + (k + v)) + stack.kv_copy_passes * (k + v)) +
+                        (model.learned_position_embeddings == 0 ? stack.rotary_extra_accesses * (q + k) : 0)) / t;
   const double elementwise = elementwise_bytes / roofs.memory_bytes_per_second;
 
   LayerCost cost;
   cost.attention = attention;
   cost.total.forward = gemms.forward + attention.forward + elementwise + efficiency.layer_overhead_seconds;
   cost.total.backward = gemms.backward + attention.backward + 2 * elementwise + 2 * efficiency.layer_overhead_seconds;
-  cost.column_parallel_backward_seconds = qkv.backward + fc1.backward;
+  cost.column_parallel_backward_seconds = qkv.column_parallel.backward + fc1.backward;
   if (config.recompute == RecomputeMode::full) cost.recompute_seconds = cost.total.forward;
   if (config.recompute == RecomputeMode::selective) cost.recompute_seconds = attention.forward;
   return cost;
@@ -282,9 +317,8 @@ constexpr double optimizer_bytes_per_parameter = 38;
 // projection and the two (GeLU) or three (SwiGLU) MLP matrices.
 double weight_elements_per_layer(const ModelSpec& model) {
   const double h = model.hidden_size;
-  const double q = model.query_hidden_size();
   const double f = model.ffn_hidden_size;
-  return h * (q + 2.0 * model.kv_hidden_size()) + q * h + (model.ffn_kind == FfnKind::swiglu ? 3 : 2) * h * f;
+  return static_cast<double>(attention_weight_elements(model).total()) + (model.ffn_kind == FfnKind::swiglu ? 3 : 2) * h * f;
 }
 
 // An MoE layer's weight elements one token multiplies: attention, router, shared expert and its
@@ -296,6 +330,13 @@ double active_weight_elements_per_moe_layer(const ModelSpec& model) {
   attention_only.ffn_hidden_size = 0;
   return weight_elements_per_layer(attention_only) + h * model.num_experts +
          mlp_matrices * h * (model.shared_expert_ffn_hidden_size + static_cast<double>(model.router_topk) * model.moe_ffn_hidden_size);
+}
+
+// The s×s attention core's FLOPs per query and key are 2·(QKᵀ width + attention·V width) over
+// the heads: 4 × this mean width (query_hidden_size unless MLA's Q/K and V heads differ).
+double attention_core_width(const ModelSpec& model) {
+  return model.is_mla() ? (static_cast<double>(model.query_width()) + model.attention_output_width()) / 2
+                        : model.query_hidden_size();
 }
 
 // Mean over the model's layers (dense and MoE).
@@ -310,7 +351,7 @@ double mean_active_weight_elements_per_layer(const ModelSpec& model) {
 double layer_forward_flops(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
   const double tokens = local_sequence_length(training, config) * config.micro_batch;
   const double causal_share = training.attention == AttentionKernel::flash ? 0.5 : 1.0;
-  const double attention = 4 * tokens * training.sequence_length * model.query_hidden_size() * causal_share;
+  const double attention = 4 * tokens * training.sequence_length * attention_core_width(model) * causal_share;
   return (2 * tokens * mean_active_weight_elements_per_layer(model) + attention) / config.tp;
 }
 
@@ -353,11 +394,22 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
   //    gradient, synchronous before their dgrad (TE module/base.py grad_output_preprocess l.1702-1709):
   //    1, exposed.
   const bool sp = config.sequence_parallel;
-  const double forward_per_layer = config.recompute == RecomputeMode::full ? 4 : 2;  // recompute's in the backward
-  const double issued_forward_per_layer = 2;
-  const double hideable_per_layer = 2;
+  // Multi-latent attention's column-parallel collectives carry its latents, not h: the up
+  // projections gather their q_lora- and kv_lora-wide inputs with SP and reduce those inputs'
+  // gradients, and the shared RoPE key is gathered with SP (multi_latent_attention.py @d98e8a64
+  // l.638-664, 753-763; the down projections, replicated, issue none). Of the counts above, the
+  // all-gather before QKV (half an all-reduce) and QKV's hideable backward (one) shrink to
+  // latent/h of the h-wide message; the count of collectives, for latency, stays.
+  const double qkv_width =
+      model.is_mla() ? static_cast<double>(model.q_lora_rank + model.kv_lora_rank + model.qk_pos_emb_head_dim) / model.hidden_size
+                     : 1.0;
+  const int layer_all_reduces = (config.recompute == RecomputeMode::full ? 4 : 2) + 2 + (sp ? 1 : 0);
+  const double issued_forward_per_layer = sp ? 1.5 + 0.5 * qkv_width : 2;
+  const double forward_per_layer = config.recompute == RecomputeMode::full ? 2 * issued_forward_per_layer
+                                                                         : issued_forward_per_layer;  // recompute's in the backward
+  const double hideable_per_layer = 1 + qkv_width;
   const double exposed_backward_per_layer = sp ? 1 : 0;
-  const int layer_all_reduces = static_cast<int>(forward_per_layer + hideable_per_layer + exposed_backward_per_layer);
+  const double layer_all_reduce_equivalents = forward_per_layer + hideable_per_layer + exposed_backward_per_layer;
   const double gradient_bytes = training.precision == Precision::fp32 || training.gradients_in_fp32 ? 4.0 : 2.0;
   const double optimizer_shard = config.distributed_optimizer ? 1.0 / config.dp_cp() : 1.0;
 
@@ -407,8 +459,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       // Dense and MoE layers run the same attention.
       work_of_stage.cp_forward_rings = stage_layers * (config.recompute == RecomputeMode::none ? 1 : 2);
       work_of_stage.cp_backward_rings = stage_layers;
-      work_of_stage.cp_kv_chunk_bytes = local_sequence_length(training, config) * config.micro_batch * 2.0 *
-                                        model.kv_hidden_size() / config.tp * value_bytes;
+      work_of_stage.cp_kv_chunk_bytes = kv_chunk_bytes(model, training, config);
       work_of_stage.cp_forward_step_seconds = layer.attention.forward / config.cp;
       work_of_stage.cp_backward_step_seconds = layer.attention.backward / config.cp;
       // Forward: cp − 1 chunks per ring; backward: 2(cp − 1) chunks' worth (K/V and dK/dV).
@@ -416,11 +467,14 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
                                        (work_of_stage.cp_forward_rings + 2.0 * work_of_stage.cp_backward_rings);
     }
     int all_reduces = stage_layers * layer_all_reduces;
+    // Embedding and head collectives are h wide: as many equivalents as collectives.
+    double all_reduce_equivalents = stage_layers * layer_all_reduce_equivalents;
     if (held.embedding) {
       work_of_stage.forward_compute_seconds += embedding.forward;
       work_of_stage.backward_compute_seconds += embedding.backward;
       work_of_stage.embedding_and_head_seconds += embedding.forward + embedding.backward;
       all_reduces += 1;  // the vocab-parallel embedding's output
+      all_reduce_equivalents += 1;
     }
     // The output GEMM where the lm_head is, the cross entropy's passes over the logits where the
     // loss is (nanotron's cast_to_fp32 between them is priced with the loss).
@@ -430,7 +484,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       work_of_stage.backward_compute_seconds += head_part->backward;
       work_of_stage.embedding_and_head_seconds += head_part->forward + head_part->backward;
     }
-    if (held.head) all_reduces += 1;  // the LM head's input gradient
+    if (held.head) all_reduces += 1, all_reduce_equivalents += 1;  // the LM head's input gradient
     if (config.tp > 1) {
       // Plus the embedding output on the first stage (forward) and the LM head's input gradient on
       // the last (backward).
@@ -439,13 +493,13 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       const bool overlapped = training.overlap_tensor_parallel_communication && config.sequence_parallel;
       const double exposed_share = overlapped ? 1.0 / config.tp : 1.0;
       work_of_stage.tp_bytes_per_microbatch =
-          exposed_share * all_reduces * activation_message * 2.0 * (config.tp - 1) / config.tp;
+          exposed_share * all_reduce_equivalents * activation_message * 2.0 * (config.tp - 1) / config.tp;
       work_of_stage.tp_collectives_per_microbatch = all_reduces;
       const double forward = stage_layers * issued_forward_per_layer + (held.embedding ? 1 : 0);
       // A middle stage without layers (pp > layers) issues no collective at all.
-      work_of_stage.tp_forward_share = all_reduces > 0 ? forward / all_reduces : 0.0;
+      work_of_stage.tp_forward_share = all_reduces > 0 ? forward / all_reduce_equivalents : 0.0;
       if (!overlapped && training.overlap_tensor_parallel_backward && all_reduces > 0) {
-        work_of_stage.tp_hideable_share = stage_layers * hideable_per_layer / all_reduces;
+        work_of_stage.tp_hideable_share = stage_layers * hideable_per_layer / all_reduce_equivalents;
         work_of_stage.tp_overlap_window_seconds = dense_layers * layer.column_parallel_backward_seconds +
                                                   moe_layers * moe_layer.column_parallel_backward_seconds;
       }
@@ -482,7 +536,7 @@ double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& tra
   const double h = model.hidden_size;
   const double attention_share = attention == AttentionFlops::causal ? 0.5 : 1.0;
   const double per_token_forward =
-      model.num_layers * (2 * mean_active_weight_elements_per_layer(model) + attention_share * 4 * s * model.query_hidden_size()) +
+      model.num_layers * (2 * mean_active_weight_elements_per_layer(model) + attention_share * 4 * s * attention_core_width(model)) +
       2 * h * model.vocab_size;
   return 3 * per_token_forward * s * static_cast<double>(training.global_batch_sequences);
 }

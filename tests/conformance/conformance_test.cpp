@@ -86,9 +86,14 @@ SearchOptions grid_options() {
 // What the framework builds from the plan's string, or why it refuses; "" when it starts as priced.
 std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster, const Plan& plan) {
   const EnvironmentVariables environment = plan_variables(model, training, plan, cluster.node_names, plan_hash(plan));
-  const JobFacts facts{model.num_layers,       model.num_attention_heads, model.num_kv_heads,
-                       cluster.num_gpus(),     environment,               model.num_experts,
-                       model.router_topk,      model.moe_ffn_hidden_size};
+  JobFacts facts{model.num_layers,       model.num_attention_heads, model.num_kv_heads,
+                 cluster.num_gpus(),     environment,               model.num_experts,
+                 model.router_topk,      model.moe_ffn_hidden_size};
+  facts.q_lora_rank = model.q_lora_rank;
+  facts.kv_lora_rank = model.kv_lora_rank;
+  facts.qk_head_dim = model.qk_head_dim;
+  facts.qk_pos_emb_head_dim = model.qk_pos_emb_head_dim;
+  facts.v_head_dim = model.v_head_dim;
   const auto [variable, text] = framework_arguments(training.target.framework, describe_launch(model, training, plan));
   bool exported = false;
   for (const auto& [name, value] : environment) exported |= name == variable && value == text;
@@ -326,6 +331,73 @@ TEST(Conformance, MoreStagesThanLayersStartOnlyFromALayout) {
   }
 }
 
+// Multi-latent attention (DeepSeek-V3): every framework starts the searched plans as priced, and
+// a string that builds other attention than the model's is refused.
+TEST(Conformance, MultiLatentAttentionStartsAsPricedAndOnlySo) {
+  const ModelSpec model = *load_model("deepseek-v3", {std::string(PIPETTE_SOURCE_DIR) + "/etc/models"});
+  TrainingSpec training;
+  training.global_batch_sequences = 1024;
+  training.sequence_length = 4096;
+  const Cluster cluster = uniform_cluster(64);
+  std::string megatron, nemo;
+  for (const Target& target : kTargets) {
+    training.target = target.target;
+    const Result<SearchResult> result = search_plans(model, training, cluster, grid_options());
+    if (!result) {
+      // torchtitan: no FSDP priced, and experts whole or split over tp only: 671B does not fit.
+      EXPECT_EQ(target.target.framework, Framework::torchtitan) << target.name << ": " << result.error().message;
+      continue;
+    }
+    Tally tally;
+    judge_all(model, training, cluster, *result, tally);
+    EXPECT_GT(tally.plans, 0) << target.name;
+    EXPECT_EQ(tally.refused, 0) << target.name << ": " << (tally.examples.empty() ? "" : tally.examples.front());
+    const LaunchDescription launch = describe_launch(model, training, result->plans.front());
+    if (target.target.framework == Framework::megatron_core) megatron = megatron_arguments(launch);
+    if (target.target.framework == Framework::nemo) nemo = nemo_overrides(launch);
+  }
+  ASSERT_NE(megatron.find(" --multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 "
+                          "--qk-pos-emb-head-dim 64 --v-head-dim 128"),
+            std::string::npos)
+      << megatron;
+  ASSERT_NE(nemo.find(" model.multi_latent_attention=true model.q_lora_rank=1536 model.kv_lora_rank=512 "
+                      "model.qk_head_dim=128 model.qk_pos_emb_head_dim=64 model.v_head_dim=128"),
+            std::string::npos)
+      << nemo;
+  JobFacts facts{model.num_layers, model.num_attention_heads, model.num_kv_heads, 8, {}, 0, 0, 0};
+  facts.q_lora_rank = model.q_lora_rank, facts.kv_lora_rank = model.kv_lora_rank, facts.qk_head_dim = model.qk_head_dim;
+  facts.qk_pos_emb_head_dim = model.qk_pos_emb_head_dim, facts.v_head_dim = model.v_head_dim;
+  const std::string base = "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --micro-batch-size 1 "
+                           "--global-batch-size 8 --seq-length 4096 --max-position-embeddings 4096";
+  const std::string mla = " --multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 "
+                          "--qk-pos-emb-head-dim 64 --v-head-dim 128";
+  EXPECT_EQ(check_megatron(base + mla, facts).refusal, "");
+  EXPECT_EQ(check_megatron(base, facts).refusal, "a multi-latent-attention model launched with standard attention (priced)");
+  // Megatron's defaults (kv 32, no Q latent) are not the model's.
+  EXPECT_EQ(check_megatron(base + " --multi-latent-attention", facts).refusal,
+            "the string's multi-latent-attention widths differ from the model's (priced)");
+  EXPECT_EQ(check_megatron(base + " --multi-latent-attention --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 "
+                                  "--v-head-dim 128",
+                           facts)
+                .refusal,
+            "the string's multi-latent-attention widths differ from the model's (priced)");
+  JobFacts standard = facts;
+  standard.q_lora_rank = standard.kv_lora_rank = standard.qk_head_dim = standard.qk_pos_emb_head_dim = standard.v_head_dim = 0;
+  EXPECT_EQ(check_megatron(base + mla, standard).refusal, "multi-latent attention on a model without it (priced)");
+  std::string no_q_latent = nemo;
+  no_q_latent.replace(no_q_latent.find(" model.q_lora_rank=1536"), std::string(" model.q_lora_rank=1536").size(), "");
+  EXPECT_NE(check_nemo(no_q_latent, facts).refusal.find("model.q_lora_rank left to the recipe"), std::string::npos);
+  // torchtitan gathers MLA's input before the down projections: TP with SP is not as priced.
+  const std::string titan = "--parallelism.tensor_parallel_degree 2 --parallelism.enable_sequence_parallel "
+                            "--parallelism.pipeline_parallel_degree 1 --parallelism.data_parallel_replicate_degree 1 "
+                            "--parallelism.data_parallel_shard_degree 1 --parallelism.context_parallel_degree 1 "
+                            "--training.num_tokens_per_microbatch_per_dp_rank 4096 --training.num_tokens_per_train_step 4096 "
+                            "--training.max_context_length 4096 activation-checkpoint:full";
+  facts.world_size = standard.world_size = 2;
+  EXPECT_EQ(check_torchtitan(titan, facts).refusal, "MLA down projections on the gathered sequence with SP: not what was priced");
+  EXPECT_EQ(check_torchtitan(titan, standard).refusal, "");
+}
+
 TEST(Conformance, InterleavedCornerCaseEmitsTheGroupSize) {
   TrainingSpec training;
   training.global_batch_sequences = 24;
@@ -465,7 +537,8 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       const LaunchDescription launch = describe_launch(launched, training, *plan);
       // A new field fails to compile here until this test says how the model prices it.
       const auto& [tp, pp, dp, cp, ep, etp, num_experts, router_topk, moe_ffn_hidden_size, shared_expert_ffn_hidden_size,
-                   num_layers, first_dense_layers, router_load_balancing, micro_batch, global_batch, num_microbatches,
+                   num_layers, first_dense_layers, router_load_balancing, q_lora_rank, kv_lora_rank, qk_head_dim,
+                   qk_pos_emb_head_dim, v_head_dim, micro_batch, global_batch, num_microbatches,
                    virtual_stages, microbatch_group_size, layers_per_stage, recompute, sequence_parallel,
                    distributed_optimizer, overlap_grad_reduce, overlap_param_gather, sequence_length,
                    max_position_embeddings, environment] = launch;
@@ -480,6 +553,12 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       EXPECT_EQ(num_layers, model.is_moe() ? model.num_layers : 0);
       EXPECT_EQ(first_dense_layers, model.first_dense_layers);
       EXPECT_EQ(router_load_balancing, model.is_moe() ? to_string(model.router_load_balancing) : "");
+      // Multi-latent attention's widths as priced (zero for standard attention).
+      EXPECT_EQ(q_lora_rank, model.q_lora_rank);
+      EXPECT_EQ(kv_lora_rank, model.kv_lora_rank);
+      EXPECT_EQ(qk_head_dim, model.qk_head_dim);
+      EXPECT_EQ(qk_pos_emb_head_dim, model.qk_pos_emb_head_dim);
+      EXPECT_EQ(v_head_dim, model.v_head_dim);
       const WorkProfile work = profile_work(launched, training, cluster.gpu, priced);
       EXPECT_EQ(tp, priced.tp);
       EXPECT_EQ(pp, priced.pp);

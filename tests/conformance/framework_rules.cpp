@@ -61,7 +61,29 @@ struct CoreConfig {
   std::optional<int> num_experts, ep, etp, router_topk, moe_ffn_hidden_size;
   std::string dispatcher;  // "" = the default
   bool grouped_gemm = false;
+  // Multi-latent attention as the string builds it (q_lora_rank 0: none, its default).
+  bool multi_latent_attention = false;
+  int q_lora_rank = 0;
+  std::optional<int> kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim, v_head_dim;
 };
+
+// Multi-latent attention: Megatron-core builds MLASelfAttention only with multi_latent_attention
+// (M:training/argument_utils.py:292-293 picks MLATransformerConfig, M:core/models/gpt/
+// gpt_layer_specs.py:244); its widths fall back to their defaults when absent
+// (M:training/arguments.py:3548-3557: kv 32, qk 128, rope 64, v 128). Whatever it builds must be
+// the attention that was priced.
+std::string check_attention(const CoreConfig& c, const JobFacts& facts) {
+  if (!c.multi_latent_attention) {
+    return facts.kv_lora_rank > 0 ? "a multi-latent-attention model launched with standard attention (priced)" : "";
+  }
+  if (facts.kv_lora_rank == 0) return "multi-latent attention on a model without it (priced)";
+  if (c.q_lora_rank != facts.q_lora_rank || c.kv_lora_rank.value_or(32) != facts.kv_lora_rank ||
+      c.qk_head_dim.value_or(128) != facts.qk_head_dim || c.qk_pos_emb_head_dim.value_or(64) != facts.qk_pos_emb_head_dim ||
+      c.v_head_dim.value_or(128) != facts.v_head_dim) {
+    return "the string's multi-latent-attention widths differ from the model's (priced)";
+  }
+  return {};
+}
 
 // Megatron-core's expert rules, shared by Megatron-LM and Bridge (both end in TransformerConfig and
 // initialize_model_parallel). What Pipette priced, where the framework would start otherwise, is
@@ -134,6 +156,27 @@ CoreConfig read_sizes(const SizeNames& names, Number number) {
   c.last_stage_layers = number(names.last_stage_layers);
   c.group_size = number(names.group_size);
   return c;
+}
+
+// Multi-latent attention's widths under both spellings.
+struct MlaNames {
+  const char* q_lora_rank;
+  const char* kv_lora_rank;
+  const char* qk_head_dim;
+  const char* qk_pos_emb_head_dim;
+  const char* v_head_dim;
+};
+constexpr MlaNames kMegatronMlaNames{"q-lora-rank", "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim"};
+constexpr MlaNames kNemoMlaNames{"model.q_lora_rank", "model.kv_lora_rank", "model.qk_head_dim",
+                                 "model.qk_pos_emb_head_dim", "model.v_head_dim"};
+
+template <typename Number>
+void read_mla_widths(const MlaNames& names, Number number, CoreConfig& c) {
+  c.q_lora_rank = number(names.q_lora_rank).value_or(0);
+  c.kv_lora_rank = number(names.kv_lora_rank);
+  c.qk_head_dim = number(names.qk_head_dim);
+  c.qk_pos_emb_head_dim = number(names.qk_pos_emb_head_dim);
+  c.v_head_dim = number(names.v_head_dim);
 }
 
 std::string check_core(const CoreConfig& c, const JobFacts& facts, BuiltLayout& built) {
@@ -250,6 +293,7 @@ std::string check_core(const CoreConfig& c, const JobFacts& facts, BuiltLayout& 
   if (c.tp > 1 && environment_value(facts, "CUDA_DEVICE_MAX_CONNECTIONS") != "1") {
     return "tp > 1 without CUDA_DEVICE_MAX_CONNECTIONS=1 (M:training/arguments.py:1477)";
   }
+  if (const std::string problem = check_attention(c, facts); !problem.empty()) return problem;
   return check_experts(c, facts, built);
 }
 
@@ -284,7 +328,11 @@ Verdict check_megatron(const std::string& arguments, const JobFacts& facts) {
       // into flags: expert_model_parallel_size, moe_router_topk, moe_ffn_hidden_size, ...).
       "expert-model-parallel-size", "expert-tensor-parallel-size", "num-experts", "moe-router-topk",
       "moe-ffn-hidden-size", "moe-router-load-balancing-type", "moe-token-dispatcher-type", "moe-grouped-gemm",
-      "moe-shared-expert-intermediate-size", "moe-layer-freq"};
+      "moe-shared-expert-intermediate-size", "moe-layer-freq",
+      // MLA: M:core/transformer/transformer_config.py:288 multi_latent_attention, a store_true switch
+      // through ArgumentGroupFactory (M:training/argument_utils.py:190-191); the widths are
+      // M:training/arguments.py:3548-3557.
+      "multi-latent-attention", "q-lora-rank", "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim"};
   for (const auto& [flag, value] : values) {
     if (std::find(known.begin(), known.end(), flag) == known.end()) {
       verdict.refusal = "argparse: unrecognized argument --" + flag;
@@ -333,6 +381,8 @@ Verdict check_megatron(const std::string& arguments, const JobFacts& facts) {
   c.moe_ffn_hidden_size = number("moe-ffn-hidden-size");
   c.dispatcher = present("moe-token-dispatcher-type") ? values["moe-token-dispatcher-type"] : "";
   c.grouped_gemm = present("moe-grouped-gemm");
+  c.multi_latent_attention = present("multi-latent-attention");
+  read_mla_widths(kMegatronMlaNames, number, c);
   // M:training/arguments.py:3532-3534: the load-balancing choices.
   if (present("moe-router-load-balancing-type")) {
     static const std::vector<std::string> choices = {"aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn",
@@ -412,6 +462,21 @@ Verdict check_nemo(const std::string& overrides, const JobFacts& facts) {
   c.moe_ffn_hidden_size = number("model.moe_ffn_hidden_size");
   c.dispatcher = is_null("model.moe_token_dispatcher_type") ? "" : values["model.moe_token_dispatcher_type"];
   c.grouped_gemm = flag("model.moe_grouped_gemm");
+  // MLA: MLATransformerConfig's fields (M:core/transformer/transformer_config.py:3285-3300); a
+  // Bridge MLA provider is one, and its q_lora_rank defaults to 512, not to "none": absent, the
+  // recipe's own value stands, which only null (no Q latent) or the model's width hold to the plan.
+  c.multi_latent_attention = flag("model.multi_latent_attention");
+  if (c.multi_latent_attention) {
+    if (!values.count("model.q_lora_rank")) {
+      verdict.refusal = "model.q_lora_rank left to the recipe (MLATransformerConfig default 512, M:core/transformer/transformer_config.py:3288)";
+      return verdict;
+    }
+    read_mla_widths(kNemoMlaNames, number, c);
+    if (!c.kv_lora_rank || !c.qk_head_dim || !c.qk_pos_emb_head_dim || !c.v_head_dim) {
+      verdict.refusal = "an MLA width left to the recipe (not what was priced)";
+      return verdict;
+    }
+  }
   // B:training/config.py:1644: model and dataset sequence lengths must match.
   if (number("dataset.seq_length") != number("model.seq_length")) {
     verdict.refusal = "model.seq_length != dataset.seq_length (B:training/config.py:1644)";
@@ -476,6 +541,13 @@ Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
   }
   if (facts.num_attention_heads % tp != 0 || facts.num_kv_heads % tp != 0) {
     verdict.refusal = "tp must divide the heads (the model's colwise split)";
+    return verdict;
+  }
+  // T:models/deepseek_v3/sharding.py:96-116: MLA's input is gathered to Replicate on the TP mesh
+  // before the replicated down projections, which then run on every token: priced sequence-split
+  // with SP (Megatron-core's way).
+  if (facts.kv_lora_rank > 0 && tp > 1 && sequence_parallel) {
+    verdict.refusal = "MLA down projections on the gathered sequence with SP: not what was priced";
     return verdict;
   }
   // T:config/configs.py:282-290, T:distributed/parallel_dims.py:186-192: ep divides

@@ -30,6 +30,12 @@ struct JobFacts {
   int num_experts = 0;
   int router_topk = 0;
   int moe_ffn_hidden_size = 0;
+  // Multi-latent attention (kv_lora_rank 0: standard attention).
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_head_dim = 0;
+  int qk_pos_emb_head_dim = 0;
+  int v_head_dim = 0;
 };
 
 // What the framework will build, read back from the string (for the tie to the plan).

@@ -47,6 +47,49 @@ TEST(MoePresets, TotalAndActiveParametersAreThePublishedOnes) {
   EXPECT_NEAR((active_parameters(oss) - embedding_parameters(oss)) / 1e9, 5.13, 0.005);
 }
 
+// DeepSeek-V3 (arXiv 2412.19437: 671B total, 37B activated per token, without the MTP module).
+// By hand from config_671B.json: MLA 187,107,328 per layer (h·1536 + 1536·128·192 + h·576 +
+// 512·128·256 + 128·128·h + the two latent norms 1536 + 512), 3 dense layers, 58 MoE layers of 256
+// routed + 1 shared expert of 3·h·2048, router h·256, two untied 129280 x h tables.
+TEST(MoePresets, DeepSeekV3CountsThePublishedParameters) {
+  const ModelSpec model = preset("deepseek-v3");
+  ASSERT_TRUE(model.is_mla());
+  EXPECT_EQ(attention_weight_elements(model).replicated, 7168LL * (1536 + 512 + 64));
+  EXPECT_EQ(total_parameters(model), 671'026'404'352);
+  EXPECT_EQ(active_parameters(model), 37'552'282'624);
+  EXPECT_NEAR(total_parameters(model) / 1e9, 671, 0.5);
+  EXPECT_NEAR(active_parameters(model) / 1e9, 37, 0.6);
+  EXPECT_EQ(parameters_of_layer(model, 0) - parameters_of_layer(model, 3),
+            3LL * 7168 * 18432 - (7168LL * 256 + 257LL * 3 * 7168 * 2048));
+}
+
+TEST(MoePresets, BadMlaKeysNameTheFieldAndFix) {
+  const std::string base = "num_layers: 4\nhidden_size: 256\nnum_attention_heads: 4\nvocab_size: 1000\n";
+  const auto error_of = [&](const std::string& extra) {
+    const Result<ModelSpec> model = parse_model_file(base + extra, "m.yaml");
+    return model ? std::string() : model.error().message;
+  };
+  const std::string mla = "kv_lora_rank: 64\nqk_head_dim: 32\nqk_pos_emb_head_dim: 16\nv_head_dim: 32\n";
+  EXPECT_EQ(error_of(mla), "");
+  EXPECT_EQ(error_of(mla + "q_lora_rank: 96\n"), "");
+  EXPECT_EQ(error_of("kv_lora_rank: 64\nqk_head_dim: 32\nv_head_dim: 32\n"),
+            "m.yaml: missing key 'qk_pos_emb_head_dim'; multi-latent attention (kv_lora_rank) needs it (a positive integer)");
+  EXPECT_EQ(error_of("q_lora_rank: 96\n"),
+            "m.yaml: q_lora_rank, qk_head_dim, qk_pos_emb_head_dim and v_head_dim are multi-latent attention's: they "
+            "need kv_lora_rank > 0");
+  EXPECT_EQ(error_of("kv_lora_rank: 0\n"), "m.yaml:5: key 'kv_lora_rank' must be an integer from 1 to 131072 (got 0)");
+  EXPECT_EQ(error_of(mla + "q_lora_rank: -1\n"),
+            "m.yaml:9: key 'q_lora_rank' must be an integer from 0 to 131072 (got -1)");
+  EXPECT_EQ(error_of(mla + "num_kv_heads: 2\n"),
+            "m.yaml: num_kv_heads must equal num_attention_heads with multi-latent attention (every head has its own K "
+            "and V)");
+  EXPECT_EQ(error_of(mla + "kv_channels: 64\n"),
+            "m.yaml: kv_channels does not apply with multi-latent attention (qk_head_dim, v_head_dim set the head widths)");
+  EXPECT_EQ(error_of(mla + "learned_position_embeddings: 512\n"),
+            "m.yaml: learned_position_embeddings must be 0 with multi-latent attention (it applies RoPE to "
+            "qk_pos_emb_head_dim)");
+}
+
 TEST(MoePresets, BadMoeKeysNameTheFileLineAndFix) {
   const std::string base =
       "num_layers: 4\nhidden_size: 256\nnum_attention_heads: 4\nvocab_size: 1000\nffn_kind: swiglu\n"

@@ -67,6 +67,9 @@ constexpr int kMaxLearnedPositions = 1 << 24;
 //    (validate()); dense leading layers < the layers (validate()).
 constexpr int kMaxHeadWidth = 4096;
 constexpr int kMaxExperts = 4096;
+//  - multi-latent attention's latents (q_lora_rank, kv_lora_rank) are projections of the hidden
+//    state, bounded like it (1536 and 512 in DeepSeek-V3); its head parts (qk_head_dim,
+//    qk_pos_emb_head_dim, v_head_dim: 128, 64, 128 there) are head widths (≤ kMaxHeadWidth).
 
 KeyParser boolean(bool ModelSpec::*field) {
   return [field](const YAML::Node& value, ModelSpec& model) -> std::string {
@@ -122,6 +125,11 @@ const std::map<std::string, KeyParser>& key_parsers() {
       {"moe_ffn_hidden_size", integer_in(&ModelSpec::moe_ffn_hidden_size, 1, kMaxFfnHiddenSize)},
       {"shared_expert_ffn_hidden_size", integer_in(&ModelSpec::shared_expert_ffn_hidden_size, 0, kMaxFfnHiddenSize)},
       {"first_dense_layers", integer_in(&ModelSpec::first_dense_layers, 0, kMaxLayers)},
+      {"q_lora_rank", integer_in(&ModelSpec::q_lora_rank, 0, kMaxHiddenSize)},
+      {"kv_lora_rank", integer_in(&ModelSpec::kv_lora_rank, 1, kMaxHiddenSize)},
+      {"qk_head_dim", integer_in(&ModelSpec::qk_head_dim, 1, kMaxHeadWidth)},
+      {"qk_pos_emb_head_dim", integer_in(&ModelSpec::qk_pos_emb_head_dim, 1, kMaxHeadWidth)},
+      {"v_head_dim", integer_in(&ModelSpec::v_head_dim, 1, kMaxHeadWidth)},
       {"router_load_balancing",
        choice(&ModelSpec::router_load_balancing, {{"aux_loss", RouterLoadBalancing::aux_loss},
                                                   {"seq_aux_loss", RouterLoadBalancing::seq_aux_loss},
@@ -188,6 +196,14 @@ Result<ModelSpec> parse_model_file(std::string_view text, const std::string& pat
     for (const char* required : {"router_topk", "moe_ffn_hidden_size"}) {
       if (!seen.count(required)) {
         return Error{path + ": missing key '" + required + "'; a model with num_experts needs it (a positive integer)"};
+      }
+    }
+  }
+  if (model.is_mla()) {
+    for (const char* required : {"qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"}) {
+      if (!seen.count(required)) {
+        return Error{path + ": missing key '" + required +
+                     "'; multi-latent attention (kv_lora_rank) needs it (a positive integer)"};
       }
     }
   }

@@ -30,6 +30,13 @@ struct LaunchDescription {
   int num_layers = 0;                    // with first_dense_layers, the MoE layer pattern
   int first_dense_layers = 0;
   std::string router_load_balancing;     // Megatron's spelling
+  // Multi-latent attention (kv_lora_rank == 0: standard attention, nothing exported); q_lora_rank
+  // 0: no Q latent.
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_head_dim = 0;
+  int qk_pos_emb_head_dim = 0;
+  int v_head_dim = 0;
   int micro_batch = 1;
   std::int64_t global_batch = 0;
   int num_microbatches = 0;              // per DP replica per iteration

@@ -51,6 +51,10 @@ double layer_activation_bytes(const ModelSpec& model, const TrainingSpec& traini
 // layer (full: everything a layer without recompute keeps; selective: the attention core).
 double layer_working_set_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 
+// K and V of one micro-batch on one rank (its s/cp tokens, its heads), bytes: what the
+// context-parallel ring passes per step.
+double kv_chunk_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
+
 // Context parallelism's ring buffers of the one layer whose attention runs (0 when cp = 1): the
 // larger of the forward's (every received K/V chunk and every step's output, plus the fp32
 // output) and the backward's (two [K/V, dK/dV] buffers and dQ). layer_working_set_bytes includes it.

@@ -52,10 +52,32 @@ struct ModelSpec {
   int first_dense_layers = 0;             // leading dense layers (--moe-layer-freq "([0]*k+[1]*(L-k))")
   RouterLoadBalancing router_load_balancing = RouterLoadBalancing::aux_loss;
 
+  // Multi-latent attention (DeepSeek-V2/V3; Megatron-core's MLASelfAttention,
+  // transformer/multi_latent_attention.py @d98e8a64 l.471-630). kv_lora_rank > 0 turns it on: the
+  // hidden state is projected down to a kv_lora_rank latent plus one shared qk_pos_emb_head_dim
+  // RoPE key (linear_kv_down_proj), normed, and projected up to every head's qk_head_dim key and
+  // v_head_dim value (linear_kv_up_proj); Q likewise through a q_lora_rank latent (0: one h → Q
+  // projection, linear_q_proj). A head's Q and K are qk_head_dim + qk_pos_emb_head_dim wide, its V
+  // and output v_head_dim. qk_layernorm: the norms of the two latents (q_layernorm, kv_layernorm,
+  // l.619-630; Megatron builds them only with --qk-layernorm, gpt_layer_specs.py l.246-255).
+  // kv_lora_rank == 0: standard attention, and the other four must be 0.
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_head_dim = 0;          // the "nope" part of a Q/K head
+  int qk_pos_emb_head_dim = 0;  // the rotary part of a Q/K head
+  int v_head_dim = 0;
+
   int head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
   int kv_hidden_size() const { return head_dim() * num_kv_heads; }
   int query_hidden_size() const { return head_dim() * num_attention_heads; }  // == hidden_size unless kv_channels says otherwise
   bool is_moe() const { return num_experts > 0; }
+  bool is_mla() const { return kv_lora_rank > 0; }
+  // Widths over all heads of the tensors attention keeps and moves: Q, K and V as the core
+  // attention takes them, and its output (the output projection's input).
+  int query_width() const { return is_mla() ? num_attention_heads * (qk_head_dim + qk_pos_emb_head_dim) : query_hidden_size(); }
+  int key_width() const { return is_mla() ? query_width() : kv_hidden_size(); }
+  int value_width() const { return is_mla() ? num_attention_heads * v_head_dim : kv_hidden_size(); }
+  int attention_output_width() const { return is_mla() ? value_width() : query_hidden_size(); }
   int moe_layers() const { return is_moe() ? num_layers - first_dense_layers : 0; }
 };
 
@@ -75,6 +97,17 @@ std::int64_t active_parameters(const ModelSpec& model);
 // Parameters of layer `layer` (0-based): dense layers as parameters_per_layer, MoE layers with
 // router, routed and shared experts in place of the dense MLP.
 std::int64_t parameters_of_layer(const ModelSpec& model, int layer);
+
+// Weight-matrix elements of one layer's attention (biases and norms excluded) by how Megatron-core
+// places them over the TP group: `split` column- or row-parallel, `replicated` whole on every rank
+// (MLA's down projections, TELinear parallel_mode "duplicated": multi_latent_attention.py @d98e8a64
+// l.525-602, gpt_layer_specs.py l.302-305).
+struct AttentionWeightElements {
+  std::int64_t split = 0;
+  std::int64_t replicated = 0;
+  std::int64_t total() const { return split + replicated; }
+};
+AttentionWeightElements attention_weight_elements(const ModelSpec& model);
 
 // The Megatron-core spelling (--moe-router-load-balancing-type).
 const char* to_string(RouterLoadBalancing balancing);
