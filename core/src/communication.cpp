@@ -547,11 +547,27 @@ double reductions_on_one_node_ring(const Cluster& cluster, const std::vector<int
   const auto flows_on_edge = [flows](int, int) { return flows; };
   // With one GPU per node, a group's ring crosses rails where its neighbours' rails differ; where
   // that happens hop for hop as in group 0's ring, its inter-node phase costs the same.
+  // Each member's rail is read once per group and group 0's hops once per call: the expert
+  // reductions of an MoE stage ask this for every (etp, ep) position on every move.
   const auto rail_at = [&](int k, int m) { return cluster.rail_of(local_of(cluster, gpu_of(k, m))); };
-  const auto crosses_rails_as_first = [&](int k) {
+  std::vector<bool> first_hop_on_one_rail;  // hop m → m + 1 of group 0's ring stays on one rail
+  if (!intra_phase && rails_matter) {
+    first_hop_on_one_rail.resize(static_cast<size_t>(members));
+    const int first_rail = rail_at(groups.front(), 0);
+    int rail = first_rail;
     for (int m = 0; m < members; ++m) {
-      const int next = (m + 1) % members;
-      if ((rail_at(k, m) == rail_at(k, next)) != (rail_at(groups.front(), m) == rail_at(groups.front(), next))) return false;
+      const int next_rail = m + 1 < members ? rail_at(groups.front(), m + 1) : first_rail;
+      first_hop_on_one_rail[static_cast<size_t>(m)] = rail == next_rail;
+      rail = next_rail;
+    }
+  }
+  const auto crosses_rails_as_first = [&](int k) {
+    const int first_rail = rail_at(k, 0);
+    int rail = first_rail;
+    for (int m = 0; m < members; ++m) {
+      const int next_rail = m + 1 < members ? rail_at(k, m + 1) : first_rail;
+      if ((rail == next_rail) != first_hop_on_one_rail[static_cast<size_t>(m)]) return false;
+      rail = next_rail;
     }
     return true;
   };
@@ -638,20 +654,27 @@ double expert_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig&
   for (int k = 0; k < groups; ++k)
     for (int g = 0; g < edp; ++g) nodes[static_cast<size_t>(k * edp + g)] = node_of(cluster, gpu_of(k, g));
   const auto nodes_of = [&](int k) { return nodes.begin() + static_cast<std::ptrdiff_t>(k) * edp; };
-  std::vector<std::vector<int>> classes;  // groups by node ring, in order of their first group
+  // Groups by node ring: first_of[k], the first group on group k's ring (flat, without a vector
+  // per class: this runs for every stage a move touches).
+  std::vector<int> first_of(static_cast<size_t>(groups));
   for (int k = 0; k < groups; ++k) {
-    const auto same = std::find_if(classes.begin(), classes.end(), [&](const std::vector<int>& members) {
-      return std::equal(nodes_of(k), nodes_of(k) + edp, nodes_of(members.front()));
-    });
-    if (same == classes.end())
-      classes.push_back({k});
-    else
-      same->push_back(k);
+    first_of[static_cast<size_t>(k)] = k;
+    for (int first = 0; first < k; ++first) {
+      if (first_of[static_cast<size_t>(first)] != first || !std::equal(nodes_of(k), nodes_of(k) + edp, nodes_of(first))) continue;
+      first_of[static_cast<size_t>(k)] = first;
+      break;
+    }
   }
   double slowest = 0;
-  for (const std::vector<int>& members : classes)
+  std::vector<int> members;  // of one ring, in order
+  for (int first = 0; first < groups; ++first) {
+    if (first_of[static_cast<size_t>(first)] != first) continue;
+    members.clear();
+    for (int k = first; k < groups; ++k)
+      if (first_of[static_cast<size_t>(k)] == first) members.push_back(k);
     slowest = std::max(slowest, reductions_on_one_node_ring(cluster, members, edp, gpu_of, groups,
                                                             work.expert_gradient_bytes_per_gpu));
+  }
   return slowest;
 }
 
