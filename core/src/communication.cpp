@@ -136,7 +136,11 @@ class NodeRing {
     group_begin_.push_back(static_cast<int>(gpus.size()));
     if (revisits_a_node(cluster)) group_scattered_members(cluster, gpus);
     same_count_everywhere_ = true;
-    for (int i = 1; i < node_count() && same_count_everywhere_; ++i) same_count_everywhere_ = gpus_on(i) == gpus_on(0);
+    for (int i = 1; i < node_count(); ++i) {
+      if (gpus_on(i) == gpus_on(0)) continue;
+      same_count_everywhere_ = false;
+      break;
+    }
     note_same_locals_everywhere();
   }
   // Becomes the ring of another group whose i-th member sits on the same node as this group's
@@ -202,12 +206,20 @@ class NodeRing {
     same_locals_everywhere_ = same_count_everywhere_;
     if (!same_locals_everywhere_ || node_count() < 2) return;
     const auto count = static_cast<size_t>(gpus_on(0));  // every node's: nodes hold consecutive runs
-    for (size_t first = count; first < local_gpus_.size() && same_locals_everywhere_; first += count)
-      for (size_t k = 0; k < count && same_locals_everywhere_; ++k) same_locals_everywhere_ = local_gpus_[first + k] == local_gpus_[k];
+    // Compared in locals, not through the member (which the compiler would store at every step).
+    const int* locals = local_gpus_.data();
+    for (size_t first = count; first < local_gpus_.size(); first += count)
+      for (size_t k = 0; k < count; ++k)
+        if (locals[first + k] != locals[k]) {
+          same_locals_everywhere_ = false;
+          return;
+        }
   }
 
   bool revisits_a_node(const Cluster& cluster) const {
-    constexpr size_t kPairwiseUpTo = 32;  // cheaper than a bitmap of every node of the cluster
+    // Pairwise is cheaper than a bitmap of every node of the cluster for a few nodes only: the
+    // expert-DP rings of the job-start benchmark's MoE layouts cross 32 nodes, 496 comparisons.
+    constexpr size_t kPairwiseUpTo = 8;
     if (nodes_.size() <= kPairwiseUpTo) {
       for (size_t i = 1; i < nodes_.size(); ++i)
         if (std::find(nodes_.begin(), nodes_.begin() + static_cast<std::ptrdiff_t>(i), nodes_[i]) != nodes_.begin() + static_cast<std::ptrdiff_t>(i))
@@ -547,11 +559,27 @@ double reductions_on_one_node_ring(const Cluster& cluster, const std::vector<int
   const auto flows_on_edge = [flows](int, int) { return flows; };
   // With one GPU per node, a group's ring crosses rails where its neighbours' rails differ; where
   // that happens hop for hop as in group 0's ring, its inter-node phase costs the same.
+  // Each member's rail is read once per group and group 0's hops once per call: the expert
+  // reductions of an MoE stage ask this for every (etp, ep) position on every move.
   const auto rail_at = [&](int k, int m) { return cluster.rail_of(local_of(cluster, gpu_of(k, m))); };
-  const auto crosses_rails_as_first = [&](int k) {
+  std::vector<char> first_hop_on_one_rail;  // hop m → m + 1 of group 0's ring stays on one rail
+  if (!intra_phase && rails_matter) {
+    first_hop_on_one_rail.resize(static_cast<size_t>(members));
+    const int first_rail = rail_at(groups.front(), 0);
+    int rail = first_rail;
     for (int m = 0; m < members; ++m) {
-      const int next = (m + 1) % members;
-      if ((rail_at(k, m) == rail_at(k, next)) != (rail_at(groups.front(), m) == rail_at(groups.front(), next))) return false;
+      const int next_rail = m + 1 < members ? rail_at(groups.front(), m + 1) : first_rail;
+      first_hop_on_one_rail[static_cast<size_t>(m)] = rail == next_rail;
+      rail = next_rail;
+    }
+  }
+  const auto crosses_rails_as_first = [&](int k) {
+    const int first_rail = rail_at(k, 0);
+    int rail = first_rail;
+    for (int m = 0; m < members; ++m) {
+      const int next_rail = m + 1 < members ? rail_at(k, m + 1) : first_rail;
+      if ((rail == next_rail) != static_cast<bool>(first_hop_on_one_rail[static_cast<size_t>(m)])) return false;
+      rail = next_rail;
     }
     return true;
   };
@@ -638,20 +666,27 @@ double expert_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig&
   for (int k = 0; k < groups; ++k)
     for (int g = 0; g < edp; ++g) nodes[static_cast<size_t>(k * edp + g)] = node_of(cluster, gpu_of(k, g));
   const auto nodes_of = [&](int k) { return nodes.begin() + static_cast<std::ptrdiff_t>(k) * edp; };
-  std::vector<std::vector<int>> classes;  // groups by node ring, in order of their first group
+  // Groups by node ring: first_of[k], the first group on group k's ring (flat, without a vector
+  // per class: this runs for every stage a move touches).
+  std::vector<int> first_of(static_cast<size_t>(groups));
   for (int k = 0; k < groups; ++k) {
-    const auto same = std::find_if(classes.begin(), classes.end(), [&](const std::vector<int>& members) {
-      return std::equal(nodes_of(k), nodes_of(k) + edp, nodes_of(members.front()));
-    });
-    if (same == classes.end())
-      classes.push_back({k});
-    else
-      same->push_back(k);
+    first_of[static_cast<size_t>(k)] = k;
+    for (int first = 0; first < k; ++first) {
+      if (first_of[static_cast<size_t>(first)] != first || !std::equal(nodes_of(k), nodes_of(k) + edp, nodes_of(first))) continue;
+      first_of[static_cast<size_t>(k)] = first;
+      break;
+    }
   }
   double slowest = 0;
-  for (const std::vector<int>& members : classes)
+  std::vector<int> members;  // of one ring, in order
+  for (int first = 0; first < groups; ++first) {
+    if (first_of[static_cast<size_t>(first)] != first) continue;
+    members.clear();
+    for (int k = first; k < groups; ++k)
+      if (first_of[static_cast<size_t>(k)] == first) members.push_back(k);
     slowest = std::max(slowest, reductions_on_one_node_ring(cluster, members, edp, gpu_of, groups,
                                                             work.expert_gradient_bytes_per_gpu));
+  }
   return slowest;
 }
 

@@ -1,6 +1,7 @@
 #include "pipette/core/performance.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "pipette/core/gpu_catalog.hpp"
@@ -612,22 +613,24 @@ PipelineTimes pipeline_times(const ReplicaPipeline& pipe, int microbatches, int 
     const int virtual_stages = p * chunks;
     double loop_pace = 0;  // what the round trips and the links impose on every rank
     double path = 0;
-    // Virtual stage q = chunk·p + rank, walked down with its rank and chunk kept alongside (no
-    // division per step: the placement search evaluates this loop for every replica a move
-    // touches, p·v steps each).
+    // Virtual stage q = chunk·p + rank, walked down from v·p − 2, chunk by chunk: only a chunk's
+    // first step (rank p − 1) takes the wrap-around, so the inner loop has no branch and no
+    // integer division (the placement search evaluates this loop for every replica a move touches, p·v
+    // steps each; a move that changes a stage's slowest expert group touches every replica).
+    const double* forward = pipe.forward.data();
+    const double* backward = pipe.backward.data();
+    const double* link = pipe.link.data();
     int rank = (virtual_stages - 2) % p;
-    int chunk = (virtual_stages - 2) / p;
-    for (int q = virtual_stages - 2; q >= 0; --q) {
-      const bool wraps = rank + 1 == p;  // the hop from the last rank back to the first
-      const int next_rank = wraps ? 0 : rank + 1;
-      path += pipe.forward[next_rank] + pipe.backward[next_rank] + 2 * (wraps ? pipe.wraparound : pipe.link[rank]);
-      const int distance = 2 * (chunks - 1 - chunk) * group + 2 * (p - rank - 1);
-      loop_pace = std::max(loop_pace, path / distance);
-      if (rank == 0) {
-        rank = p - 1;
-        --chunk;
-      } else {
+    for (int chunk = (virtual_stages - 2) / p; chunk >= 0; --chunk, rank = p - 1) {
+      const int chunk_distance = 2 * (chunks - 1 - chunk) * group;
+      if (rank == p - 1) {  // the hop from the last rank back to the first
+        path += forward[0] + backward[0] + 2 * pipe.wraparound;
+        loop_pace = std::max(loop_pace, path / chunk_distance);
         --rank;
+      }
+      for (; rank >= 0; --rank) {
+        path += forward[rank + 1] + backward[rank + 1] + 2 * link[rank];
+        loop_pace = std::max(loop_pace, path / (chunk_distance + 2 * (p - rank - 1)));
       }
     }
     const double wrap_share = static_cast<double>(chunks - 1) / chunks;
@@ -818,7 +821,22 @@ namespace detail {
 
 IncrementalIterationSeconds::IncrementalIterationSeconds(const ParallelConfig& config, const WorkProfile& work,
                                                          const TrainingSpec& training)
-    : config_(config), work_(work), training_(training), replica_times_(static_cast<size_t>(std::max(0, config.dp_cp()))) {}
+    : config_(config), work_(work), training_(training), replica_times_(static_cast<size_t>(std::max(0, config.dp_cp()))) {
+  // Interleaved MoE layouts: a move that changes a stage's slowest expert group changes every
+  // replica's pipeline, and with pp = 2 and 256 replicas recomputing them all took most of the
+  // job-start time. pipeline_times' interleaved closed form only adds, multiplies by non-negative
+  // constants, divides by positive ones and takes maxima of the links (max(0, Σ + links − N·f)
+  // included), and each of those rounds monotonically: with equal forward and backward times, a
+  // replica whose every link is no slower is no faster, bit for bit. The slowest replica is then
+  // found among the undominated ones (slowest_by_dominance), with nothing kept between moves.
+  by_dominance_ = effective_virtual_stages(config) > 1 && config.dp_cp() > 1 &&
+                  std::any_of(work.stages.begin(), work.stages.end(),
+                              [](const StageWork& stage) { return stage.ep_all_to_alls_per_microbatch > 0; });
+  if (by_dominance_) {
+    link_sum_.resize(replica_times_.size());
+    dominator_.resize(replica_times_.size());
+  }
+}
 
 PipelineTimes IncrementalIterationSeconds::replica_times(const CommunicationTimes& communication, int replica) {
   // A replica's time depends on the configuration and its own entries only. Replicas whose GPUs
@@ -834,33 +852,150 @@ PipelineTimes IncrementalIterationSeconds::replica_times(const CommunicationTime
   if (has_previous_ && entries_ == previous_entries_) return previous_times_;
   std::swap(entries_, previous_entries_);
   has_previous_ = true;
-  fill_replica_pipeline(config_, work_, communication, replica, true, true, scratch_);
-  previous_times_ = pipeline_times(scratch_, work_.num_microbatches, effective_virtual_stages(config_));
+  previous_times_ = computed_times(communication, replica);
   return previous_times_;
+}
+
+bool IncrementalIterationSeconds::same_stage_entries(const CommunicationTimes& communication, int a, int b) const {
+  const auto da = static_cast<size_t>(a), db = static_cast<size_t>(b);
+  const auto cp = static_cast<size_t>(config_.cp);
+  for (const auto& stage : communication.tp_seconds)
+    if (stage[da] != stage[db]) return false;
+  for (const auto& stage : communication.cp_seconds)
+    if (stage[da / cp] != stage[db / cp]) return false;
+  return true;
+}
+
+bool IncrementalIterationSeconds::same_own_entries(const CommunicationTimes& communication, int a, int b) const {
+  const auto da = static_cast<size_t>(a), db = static_cast<size_t>(b);
+  if (!same_stage_entries(communication, a, b)) return false;
+  for (const auto& boundary : communication.p2p_seconds)
+    if (boundary[da] != boundary[db]) return false;
+  return communication.wraparound_p2p_seconds.empty() ||
+         communication.wraparound_p2p_seconds[da] == communication.wraparound_p2p_seconds[db];
+}
+
+bool IncrementalIterationSeconds::links_at_most(const CommunicationTimes& communication, int a, int b) const {
+  const auto da = static_cast<size_t>(a), db = static_cast<size_t>(b);
+  for (const auto& boundary : communication.p2p_seconds)
+    if (boundary[da] > boundary[db]) return false;
+  return communication.wraparound_p2p_seconds.empty() ||
+         communication.wraparound_p2p_seconds[da] <= communication.wraparound_p2p_seconds[db];
+}
+
+PipelineTimes IncrementalIterationSeconds::computed_times(const CommunicationTimes& communication, int replica) {
+  fill_replica_pipeline(config_, work_, communication, replica, true, true, scratch_);
+  return pipeline_times(scratch_, work_.num_microbatches, effective_virtual_stages(config_));
+}
+
+double IncrementalIterationSeconds::block_bound_seconds(const CommunicationTimes& communication, size_t begin, size_t end) {
+  const int first = heads_[begin];
+  for (size_t k = begin + 1; k < end; ++k)
+    if (!same_stage_entries(communication, heads_[k], first)) return std::numeric_limits<double>::infinity();
+  fill_replica_pipeline(config_, work_, communication, first, true, true, scratch_);
+  for (size_t k = begin + 1; k < end; ++k) {
+    const auto d = static_cast<size_t>(heads_[k]);
+    for (size_t s = 0; s < scratch_.link.size(); ++s) scratch_.link[s] = std::max(scratch_.link[s], communication.p2p_seconds[s][d]);
+    if (!communication.wraparound_p2p_seconds.empty())
+      scratch_.wraparound = std::max(scratch_.wraparound, communication.wraparound_p2p_seconds[d]);
+  }
+  // Without a measured wrap-around, fill_replica_pipeline assumes the slowest link.
+  if (communication.wraparound_p2p_seconds.empty() && !scratch_.link.empty())
+    scratch_.wraparound = *std::max_element(scratch_.link.begin(), scratch_.link.end());
+  return pipeline_times(scratch_, work_.num_microbatches, effective_virtual_stages(config_)).total_seconds;
+}
+
+std::pair<int, PipelineTimes> IncrementalIterationSeconds::slowest_by_dominance(const CommunicationTimes& communication) {
+  // Only the first replica of a run of equal own entries can be the first of the slowest.
+  heads_.clear();
+  for (int replica = 0; replica < config_.dp_cp(); ++replica)
+    if (replica == 0 || !same_own_entries(communication, replica, replica - 1)) heads_.push_back(replica);
+  // A head whose links are at most another's of equal stage entries is no slower than it. Heads
+  // are taken by decreasing link sum (a dominating head's floating-point sum is no smaller: it
+  // rounds monotonically), so a head is checked against the undominated heads found so far.
+  for (const int head : heads_) {
+    double sum = 0;
+    for (const auto& boundary : communication.p2p_seconds) sum += boundary[static_cast<size_t>(head)];
+    if (!communication.wraparound_p2p_seconds.empty()) sum += communication.wraparound_p2p_seconds[static_cast<size_t>(head)];
+    link_sum_[static_cast<size_t>(head)] = sum;
+    dominator_[static_cast<size_t>(head)] = -1;
+  }
+  order_ = heads_;
+  std::sort(order_.begin(), order_.end(), [&](int a, int b) {
+    const double sum_a = link_sum_[static_cast<size_t>(a)], sum_b = link_sum_[static_cast<size_t>(b)];
+    return sum_a > sum_b || (sum_a == sum_b && a < b);
+  });
+  front_.clear();
+  double slowest_total = 0;
+  for (const int head : order_) {
+    for (const int other : front_) {
+      if (same_stage_entries(communication, head, other) && links_at_most(communication, head, other)) {
+        dominator_[static_cast<size_t>(head)] = other;
+        break;
+      }
+    }
+    if (dominator_[static_cast<size_t>(head)] >= 0) continue;
+    front_.push_back(head);
+    replica_times_[static_cast<size_t>(head)] = computed_times(communication, head);
+    slowest_total = std::max(slowest_total, replica_times_[static_cast<size_t>(head)].total_seconds);
+  }
+  // The first head as slow as the slowest: undominated heads are known; a dominated one can only
+  // tie where its dominator does. Most of them are dominated by the slowest, so they are taken
+  // in blocks: a pipeline with every link at the block's slowest is no faster than any of its
+  // heads, and where even it is faster than the slowest, no head of the block ties.
+  constexpr size_t kBlock = 8;
+  for (size_t begin = 0; begin < heads_.size(); begin += kBlock) {
+    const size_t end = std::min(begin + kBlock, heads_.size());
+    if (end - begin > 1 && block_bound_seconds(communication, begin, end) < slowest_total) continue;
+    for (size_t k = begin; k < end; ++k) {
+      const int head = heads_[k];
+      const int dominator = dominator_[static_cast<size_t>(head)];
+      if (dominator < 0) {
+        if (replica_times_[static_cast<size_t>(head)].total_seconds == slowest_total)
+          return {head, replica_times_[static_cast<size_t>(head)]};
+        continue;
+      }
+      if (replica_times_[static_cast<size_t>(dominator)].total_seconds < slowest_total) continue;
+      const PipelineTimes times = computed_times(communication, head);
+      if (times.total_seconds == slowest_total) return {head, times};
+    }
+  }
+  return {0, replica_times_[0]};  // not reached: the slowest undominated head is a head
+}
+
+void IncrementalIterationSeconds::all_replica_times(const CommunicationTimes& communication) {
+  // Every replica reads the same ep_seconds, so a replica whose own entries equal the previous
+  // replica's has its times: compared in place, without replica_times' copy of the entries (a
+  // move that changes a stage's slowest expert group comes here, for up to 256 replicas).
+  for (int replica = 0; replica < config_.dp_cp(); ++replica) {
+    const auto d = static_cast<size_t>(replica);
+    if (replica > 0 && same_own_entries(communication, replica, replica - 1)) {
+      replica_times_[d] = replica_times_[d - 1];
+      continue;
+    }
+    replica_times_[d] = computed_times(communication, replica);
+  }
 }
 
 double IncrementalIterationSeconds::of(const CommunicationTimes& communication) {
   saved_.clear();
   ep_seconds_ = communication.ep_seconds;
   ep_changed_ = false;
-  for (int replica = 0; replica < config_.dp_cp(); ++replica) {
-    replica_times_[static_cast<size_t>(replica)] = replica_times(communication, replica);
-  }
+  if (!by_dominance_) all_replica_times(communication);
   return finish(communication);
 }
 
 double IncrementalIterationSeconds::after_change(const CommunicationTimes& communication,
                                                  const std::vector<int>& changed_replicas) {
   saved_.clear();
+  if (by_dominance_) return finish(communication);  // keeps nothing between moves
   if (communication.ep_seconds != ep_seconds_) {
     // The stages' all-to-all times enter every replica: recompute them all (undo restores them).
-    for (int replica = 0; replica < config_.dp_cp(); ++replica)
-      saved_.emplace_back(replica, replica_times_[static_cast<size_t>(replica)]);
+    saved_all_times_ = replica_times_;
     saved_ep_seconds_ = ep_seconds_;
     ep_seconds_ = communication.ep_seconds;
     ep_changed_ = true;
-    for (int replica = 0; replica < config_.dp_cp(); ++replica)
-      replica_times_[static_cast<size_t>(replica)] = replica_times(communication, replica);
+    all_replica_times(communication);
     return finish(communication);
   }
   ep_changed_ = false;
@@ -873,19 +1008,31 @@ double IncrementalIterationSeconds::after_change(const CommunicationTimes& commu
 }
 
 void IncrementalIterationSeconds::undo_change() {
-  if (ep_changed_) ep_seconds_ = saved_ep_seconds_, ep_changed_ = false;
+  if (ep_changed_) {
+    ep_seconds_ = saved_ep_seconds_;
+    std::swap(replica_times_, saved_all_times_);
+    ep_changed_ = false;
+  }
   for (const auto& [replica, times] : saved_) replica_times_[static_cast<size_t>(replica)] = times;
   saved_.clear();
 }
 
 double IncrementalIterationSeconds::finish(const CommunicationTimes& communication) {
   if (config_.dp_cp() < 1) return iteration_seconds(config_, work_, communication, training_);
+  if (by_dominance_) {
+    const auto [replica, times] = slowest_by_dominance(communication);
+    return finish_after(communication, replica, times);
+  }
   // The first of the slowest, as slowest_replica picks it.
   const auto slowest = std::max_element(replica_times_.begin(), replica_times_.end(),
                                         [](const PipelineTimes& a, const PipelineTimes& b) { return a.total_seconds < b.total_seconds; });
-  const int replica = static_cast<int>(slowest - replica_times_.begin());
+  return finish_after(communication, static_cast<int>(slowest - replica_times_.begin()), *slowest);
+}
+
+double IncrementalIterationSeconds::finish_after(const CommunicationTimes& communication, int replica,
+                                                 const PipelineTimes& times) {
   fill_replica_pipeline(config_, work_, communication, replica, true, true, scratch_);
-  const IterationEnd end = iteration_end_after(config_, work_, communication, training_, {replica, *slowest}, scratch_);
+  const IterationEnd end = iteration_end_after(config_, work_, communication, training_, {replica, times}, scratch_);
   return end.reductions_done + end.optimizer;
 }
 

@@ -39,6 +39,8 @@ class IncrementalObjective {
 // replica's pipeline times are kept, and a move recomputes only those of the replicas it touched
 // (then the slowest one's end of iteration). With dp = 64 a node swap touches at most 16. The
 // result equals iteration_seconds of the same table bit for bit: the same functions compute it.
+// Interleaved MoE layouts keep nothing between moves and find the slowest replica by dominance
+// instead (see the constructor).
 class IncrementalIterationSeconds final : public IncrementalObjective {
  public:
   IncrementalIterationSeconds(const ParallelConfig& config, const WorkProfile& work, const TrainingSpec& training);
@@ -49,6 +51,20 @@ class IncrementalIterationSeconds final : public IncrementalObjective {
 
  private:
   PipelineTimes replica_times(const CommunicationTimes& communication, int replica);
+  // Replicas a and b have equal TP and cp entries (their forward and backward times: ep_seconds is
+  // every replica's), and also equal p2p and wrap-around entries.
+  bool same_stage_entries(const CommunicationTimes& communication, int a, int b) const;
+  bool same_own_entries(const CommunicationTimes& communication, int a, int b) const;
+  // Every p2p and wrap-around entry of replica a is at most b's.
+  bool links_at_most(const CommunicationTimes& communication, int a, int b) const;
+  void all_replica_times(const CommunicationTimes& communication);  // every replica's, from scratch
+  PipelineTimes computed_times(const CommunicationTimes& communication, int replica);
+  // The first of the slowest replicas and its times, as slowest_replica picks it (see by_dominance_).
+  std::pair<int, PipelineTimes> slowest_by_dominance(const CommunicationTimes& communication);
+  // A total no faster than any of heads_[begin … end) (their links' maxima; infinite where their
+  // TP or cp entries differ).
+  double block_bound_seconds(const CommunicationTimes& communication, size_t begin, size_t end);
+  double finish_after(const CommunicationTimes& communication, int replica, const PipelineTimes& times);
   double finish(const CommunicationTimes& communication);
 
   const ParallelConfig& config_;
@@ -64,6 +80,13 @@ class IncrementalIterationSeconds final : public IncrementalObjective {
   // The MoE stages' all-to-all seconds the kept replica times were computed with (empty: dense).
   std::vector<double> ep_seconds_;
   std::vector<double> saved_ep_seconds_;
+  std::vector<PipelineTimes> saved_all_times_;  // every replica's, before a change of ep_seconds
+  // Interleaved MoE layouts (see the constructor): replica_times_ holds only the times
+  // slowest_by_dominance computed for the current move; scratch per replica or head.
+  bool by_dominance_ = false;
+  std::vector<int> heads_, order_, front_;
+  std::vector<double> link_sum_;
+  std::vector<int> dominator_;  // an undominated head whose links are all at least this head's; −1: none
   bool ep_changed_ = false;
 };
 

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "../../core/src/communication_internal.hpp"
+#include "../../core/src/performance_internal.hpp"
 #include "../../core/src/placement_evaluator.hpp"
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/launch.hpp"
@@ -283,7 +284,12 @@ TEST(MoePlacement, IncrementalExpertEntriesMatchFullEvaluationAfterRandomMoves) 
   Cluster cluster = synthetic_cluster(fabric, 11);
   cluster.gpu = *find_gpu("H100-SXM");
   cluster.intra_node[2].at(1, 2).bandwidth_bytes_per_second /= 4;
-  for (const ParallelConfig& config : {moe_layout(2, 2, 16, 16, 1), moe_layout(2, 2, 16, 8, 2)}) {
+  // Interleaved as the job-start benchmark's pp 2 layouts (one layer a chunk): a move that changes
+  // a stage's slowest expert group recomputes every replica's pipeline, reusing a replica's times
+  // for the next where their own entries are equal.
+  ParallelConfig interleaved = moe_layout(2, 2, 16, 16, 1);
+  interleaved.virtual_stages = 47;
+  for (const ParallelConfig& config : {moe_layout(2, 2, 16, 16, 1), moe_layout(2, 2, 16, 8, 2), interleaved}) {
     const WorkProfile work = profile_work(model, training, cluster.gpu, config);
     const auto objective = [&](const CommunicationTimes& times) {
       return critical_path(config, work, times, training).iteration_seconds;
@@ -304,6 +310,63 @@ TEST(MoePlacement, IncrementalExpertEntriesMatchFullEvaluationAfterRandomMoves) 
       ASSERT_EQ(full.ep_seconds, evaluator.communication().ep_seconds) << "move " << move;
       ASSERT_EQ(full.dp_seconds, evaluator.communication().dp_seconds) << "move " << move;
       ASSERT_EQ(evaluator.value(), objective(full)) << "move " << move;
+    }
+  }
+}
+
+
+// IncrementalIterationSeconds keeps per-replica pipeline times (1F1B) or finds the slowest replica
+// among those no other replica's links dominate (interleaved MoE layouts); either must equal
+// iteration_seconds of the same table bit for bit. Random tables: links from a few values (ties,
+// dominated and undominated replicas), the stages' all-to-all times (a change reaches every
+// replica), and TP entries that split the replicas into classes of unequal forward times.
+TEST(MoePlacement, IncrementalIterationSecondsMatchesFullEvaluationOnRandomTables) {
+  const ModelSpec model = qwen3_235b();
+  const TrainingSpec training = training_of(256, 4096);
+  const Cluster cluster = h100_cluster(8);
+  ParallelConfig interleaved = moe_layout(2, 2, 16, 16, 1);
+  interleaved.virtual_stages = 47;
+  ParallelConfig deeper_interleaved = moe_layout(2, 4, 8, 16, 1);
+  deeper_interleaved.layers_per_stage = {24, 24, 24, 22};
+  deeper_interleaved.virtual_stages = 2;
+  for (const ParallelConfig& config : {interleaved, deeper_interleaved, moe_layout(2, 4, 8, 16, 1)}) {
+    const WorkProfile work = profile_work(model, training, cluster.gpu, config);
+    CommunicationTimes table = communication_times(cluster, config, work, default_placement(config));
+    ASSERT_FALSE(table.ep_seconds.empty());
+    ASSERT_EQ(table.wraparound_p2p_seconds.empty(), config.virtual_stages == 1);
+    const double chunk_seconds = work.stages[0].forward_compute_seconds / config.virtual_stages;
+    const double link_choices[] = {0.0, 0.3 * chunk_seconds, chunk_seconds, 3 * chunk_seconds, 10 * chunk_seconds};
+    std::mt19937_64 random(17);
+    const auto pick = [&](int below) { return static_cast<int>(random() % static_cast<std::uint64_t>(below)); };
+    // A replica's links: every boundary, the wrap-around, or one of them.
+    const auto draw_links = [&](int replica) {
+      const int what = pick(3);
+      for (auto& boundary : table.p2p_seconds)
+        if (what != 1) boundary[static_cast<size_t>(replica)] = link_choices[pick(5)];
+      if (what != 0 && !table.wraparound_p2p_seconds.empty())
+        table.wraparound_p2p_seconds[static_cast<size_t>(replica)] = link_choices[pick(5)];
+    };
+    for (int replica = 0; replica < config.dp_cp(); replica += 1 + pick(2)) draw_links(replica);
+    detail::IncrementalIterationSeconds incremental(config, work, training);
+    ASSERT_EQ(incremental.of(table), iteration_seconds(config, work, table, training));
+    std::vector<int> changed;
+    for (int step = 0; step < 400; ++step) {
+      const CommunicationTimes before = table;
+      changed.clear();
+      if (step % 7 == 3) {
+        table.ep_seconds[static_cast<size_t>(pick(config.pp))] = link_choices[pick(5)] * 2;
+      } else {
+        const int replica = pick(config.dp_cp());
+        changed.push_back(replica);
+        draw_links(replica);
+        if (step % 5 == 0) table.tp_seconds[static_cast<size_t>(pick(config.pp))][static_cast<size_t>(replica)] = link_choices[pick(5)];
+      }
+      ASSERT_EQ(incremental.after_change(table, changed), iteration_seconds(config, work, table, training))
+          << "pp " << config.pp << " vpp " << config.virtual_stages << " step " << step;
+      if (step % 4 == 1) {
+        incremental.undo_change();
+        table = before;
+      }
     }
   }
 }
