@@ -58,7 +58,8 @@ StackProfile nanotron_profile() {
   profile.assumptions = {
       "ZeRO-1 beside DP is priced as nanotron ran it until 7bc99232 (2025-06): since then trainer.py l.1093-1095 "
       "builds DDP whenever dp > 1 ('or' binds looser than 'and'), whose fp32 hook raises NotImplementedError for "
-      "ZeRO-1 (optim/gradient_accumulator.py l.354-355), so @2411b022 zero_stage=1 with dp > 1 does not start",
+      "ZeRO-1 (optim/gradient_accumulator.py l.354-355), so @2411b022 zero_stage=1 with dp > 1 does not start and "
+      "the plans keep it off (launch_problem)",
       "nanotron's default pp_engine is afab (config/parallelism_config.py l.43-44), which keeps every micro-batch's "
       "activations; Pipette prices and exports pp_engine 1f1b",
   };

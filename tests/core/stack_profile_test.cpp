@@ -186,6 +186,13 @@ TEST(StackLaunch, EachStackRefusesWhatItCannotRun) {
   EXPECT_EQ(launch_problem(nanotron, model, config_of(2, 2, 2), 8),
             "nanotron partitions the model itself (models/base.py build_model): on pp=2 its layers per stage are "
             "[13,11], not [12,12]");
+  // ZeRO-1 with fp32 accumulation stops nanotron @2411b022 at the first gradient sync when dp > 1
+  // (trainer.py l.1093-1095 builds DDP, optim/gradient_accumulator.py l.354-355 raises).
+  ParallelConfig zero_one = own;
+  zero_one.distributed_optimizer = true;
+  EXPECT_NE(launch_problem(nanotron, model, zero_one, 8).find("NotImplementedError"), std::string::npos);
+  zero_one.dp = 1;
+  EXPECT_EQ(launch_problem(nanotron, model, zero_one, 8), "");
   own.virtual_stages = 2;
   EXPECT_EQ(launch_problem(nanotron, model, own, 8), "nanotron has no interleaved pipeline schedule (vpp must be 1)");
   EXPECT_EQ(launch_problem(nanotron, model, selective, 8),
