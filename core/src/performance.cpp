@@ -735,6 +735,9 @@ struct IterationEnd {
   SlowestReplica slowest;
   double reductions_done = 0;
   double optimizer = 0;
+  // From the reductions' end to the iteration's: the slowest stage's optimizer step and the
+  // parameter all-gather that follows it (parameter_gather_after_step_share); optimizer without one.
+  double step = 0;
 };
 
 // How late the parameter all-gather (see parameter_gather_share) makes the pipeline: micro-batch 0's
@@ -788,7 +791,7 @@ IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile
     drain += slowest_pipe.backward[static_cast<size_t>(stage)] +
              (stage + 1 < config.pp ? slowest_pipe.link[static_cast<size_t>(stage)] : 0.0);
     double done = end;
-    if (reduction > 0 && !training.overlap_gradient_reduce) {
+    if (reduction > 0 && !gradient_reduction_overlapped(config, training)) {
       done = end + reduction;
     } else if (reduction > 0) {
       const double backward = (work.stages[static_cast<size_t>(stage)].backward_compute_seconds) / chunks;
@@ -803,9 +806,16 @@ IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile
     reductions_done = std::max(reductions_done, done);
   }
   double optimizer = 0;
-  for (const StageWork& stage : work.stages) optimizer = std::max(optimizer, stage.optimizer_seconds);
+  double step = 0;
+  const double gather_after_step_share = parameter_gather_after_step_share(config, training);
+  for (size_t stage = 0; stage < work.stages.size(); ++stage) {
+    const double stage_optimizer = work.stages[stage].optimizer_seconds;
+    const double gather = communication.dp_seconds.empty() ? 0.0 : gather_after_step_share * communication.dp_seconds[stage];
+    optimizer = std::max(optimizer, stage_optimizer);
+    step = std::max(step, stage_optimizer + gather);
+  }
 
-  return {slowest, reductions_done, optimizer};
+  return {slowest, reductions_done, optimizer, step};
 }
 
 IterationEnd iteration_end(const ParallelConfig& config, const WorkProfile& work,
@@ -1033,7 +1043,7 @@ double IncrementalIterationSeconds::finish_after(const CommunicationTimes& commu
                                                  const PipelineTimes& times) {
   fill_replica_pipeline(config_, work_, communication, replica, true, true, scratch_);
   const IterationEnd end = iteration_end_after(config_, work_, communication, training_, {replica, times}, scratch_);
-  return end.reductions_done + end.optimizer;
+  return end.reductions_done + end.step;
 }
 
 }  // namespace detail
@@ -1041,7 +1051,7 @@ double IncrementalIterationSeconds::finish_after(const CommunicationTimes& commu
 double iteration_seconds(const ParallelConfig& config, const WorkProfile& work,
                          const CommunicationTimes& communication, const TrainingSpec& training) {
   const IterationEnd end = iteration_end(config, work, communication, training);
-  return end.reductions_done + end.optimizer;
+  return end.reductions_done + end.step;
 }
 
 TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& work,
@@ -1054,9 +1064,9 @@ TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& wor
   const double optimizer = end.optimizer;
 
   TimeBreakdown time;
-  time.iteration_seconds = reductions_done + optimizer;
+  time.iteration_seconds = reductions_done + end.step;
   time.optimizer_seconds = optimizer;
-  time.dp_communication_seconds = reductions_done - pipeline;
+  time.dp_communication_seconds = reductions_done - pipeline + (end.step - optimizer);
 
   // Attribution: the busiest stage of the slowest replica does m·v chunk pairs of compute and TP;
   // links cost what removing them saves; the rest of the pipeline time is bubble.

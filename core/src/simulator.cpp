@@ -198,12 +198,39 @@ class ReplicaSimulation {
 
 int effective_virtual_stages(const ParallelConfig& config) { return config.pp > 1 ? config.virtual_stages : 1; }
 
-double parameter_gather_share(const ParallelConfig& config, const TrainingSpec& training) {
-  if (!config.distributed_optimizer || config.dp_cp() <= 1 || !training.overlap_gradient_reduce) return 0.0;
+namespace {
+
+// An all-gather of the parameters as a share of dp_seconds (an all-reduce of the gradient bytes):
+// half a ring all-reduce's steps, of parameter bytes rather than gradient bytes.
+double parameter_all_gather_share(const TrainingSpec& training) {
   const bool fp32 = training.precision == Precision::fp32;
   const double parameter_bytes = fp32 ? 4.0 : 2.0;
   const double gradient_bytes = fp32 || training.gradients_in_fp32 ? 4.0 : 2.0;
   return 0.5 * parameter_bytes / gradient_bytes;
+}
+
+bool sharded_over_replicas(const ParallelConfig& config, const TrainingSpec& training,
+                           ShardedOptimizerCollectives collectives) {
+  return config.distributed_optimizer && config.dp_cp() > 1 && training.sharded_optimizer == collectives;
+}
+
+}  // namespace
+
+double parameter_gather_share(const ParallelConfig& config, const TrainingSpec& training) {
+  if (!sharded_over_replicas(config, training, ShardedOptimizerCollectives::reduce_scatter_and_overlapped_gather) ||
+      !training.overlap_gradient_reduce)
+    return 0.0;
+  return parameter_all_gather_share(training);
+}
+
+double parameter_gather_after_step_share(const ParallelConfig& config, const TrainingSpec& training) {
+  if (!sharded_over_replicas(config, training, ShardedOptimizerCollectives::all_reduce_and_gather_after_step)) return 0.0;
+  return parameter_all_gather_share(training);
+}
+
+bool gradient_reduction_overlapped(const ParallelConfig& config, const TrainingSpec& training) {
+  return training.overlap_gradient_reduce &&
+         !sharded_over_replicas(config, training, ShardedOptimizerCollectives::all_reduce_and_gather_after_step);
 }
 
 double gradient_reduction_share(const ParallelConfig& config, const TrainingSpec& training) {
@@ -274,7 +301,7 @@ double simulate(const ParallelConfig& config, const WorkProfile& work, const Com
     const double reduction_seconds = gradient_reduction_share(config, training) * communication.dp_seconds[stage];
     double stage_done = 0;
     for (const auto& replica : replicas) stage_done = std::max(stage_done, replica.finish_seconds(stage));
-    if (reduction_seconds > 0 && !training.overlap_gradient_reduce) {
+    if (reduction_seconds > 0 && !gradient_reduction_overlapped(config, training)) {
       emit_for_every_replica(EventKind::dp_reduce, stage, 0, stage_done, stage_done + reduction_seconds);
       stage_done += reduction_seconds;
     } else if (reduction_seconds > 0) {
@@ -299,11 +326,16 @@ double simulate(const ParallelConfig& config, const WorkProfile& work, const Com
   double iteration_seconds = reductions_done_seconds;
   for (int stage = 0; stage < pp; ++stage) {
     const double optimizer_seconds = work.stages[stage].optimizer_seconds;
+    const double gather_seconds = parameter_gather_after_step_share(config, training) * communication.dp_seconds[stage];
     if (optimizer_seconds > 0) {
       emit_for_every_replica(EventKind::optimizer, stage, 0, reductions_done_seconds,
                              reductions_done_seconds + optimizer_seconds);
     }
-    iteration_seconds = std::max(iteration_seconds, reductions_done_seconds + optimizer_seconds);
+    if (gather_seconds > 0) {
+      emit_for_every_replica(EventKind::dp_gather, stage, 0, reductions_done_seconds + optimizer_seconds,
+                             reductions_done_seconds + optimizer_seconds + gather_seconds);
+    }
+    iteration_seconds = std::max(iteration_seconds, reductions_done_seconds + optimizer_seconds + gather_seconds);
   }
   return iteration_seconds;
 }

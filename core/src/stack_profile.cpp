@@ -21,6 +21,7 @@ StackProfile nanotron_profile() {
   profile.attention = AttentionKernel::flash;
   profile.overlap_tensor_parallel_backward = false;
   profile.overlap_gradient_reduce = true;
+  profile.sharded_optimizer = ShardedOptimizerCollectives::all_reduce_and_gather_after_step;
   profile.swiglu_saved_ffn_tensors = 4;
   profile.swiglu_forward_ffn_accesses = 5;
   profile.rotary = RotaryCopies::packed_key_value_copy;
@@ -37,8 +38,14 @@ StackProfile nanotron_profile() {
       "(models/llama.py l.466-472, 680-683)",
       "TP backward collectives: synchronous, tp_linear_async_communication defaults to false "
       "(config/parallelism_config.py l.47-48; bench_cluster's template sets false)",
-      "DP reduction: async bucketed all-reduce under the backward from the DDP fp32-accumulation hook "
-      "(optim/gradient_accumulator.py l.383-386; helpers.py l.446 registers it)",
+      "DP reduction without ZeRO: async bucketed all-reduce under the backward from the DDP fp32-accumulation "
+      "hook (optim/gradient_accumulator.py l.383-386; helpers.py l.446 registers it)",
+      "DP reduction with ZeRO-1 and fp32 accumulation: no DDP (trainer.py l.1084-1086 @c737f00f, 2025-04), so "
+      "the whole fp32 gradient buffer is all-reduced after the last backward (trainer.py l.643-654 @2411b022, "
+      "reduce_scatter=False; optim/gradient_accumulator.py l.155-156); nanotron issue #261 (2024-12-10): "
+      "'Zero1 (DDP broken)' makes ZeRO-1 slower",
+      "ZeRO-1 parameters: the updated 16-bit shards are all-gathered synchronously at the end of the optimizer "
+      "step (optim/zero.py l.95-120, _all_gather_params l.217-252), before the next forward",
       "gradients: one fp32 buffer for every parameter (accumulate_grad_in_fp32, optim/gradient_accumulator.py "
       "l.78-80); the 16-bit .grad is added into it and dropped (l.222-226, and in the DDP hook l.345-346), so "
       "it is not counted",
@@ -49,11 +56,26 @@ StackProfile nanotron_profile() {
       "pipeline: no interleaved schedule (parallel/pipeline_parallel/engine.py l.175 afab and l.235 1f1b only)",
   };
   profile.assumptions = {
+      "ZeRO-1 beside DP is priced as nanotron ran it until 7bc99232 (2025-06): since then trainer.py l.1093-1095 "
+      "builds DDP whenever dp > 1 ('or' binds looser than 'and'), whose fp32 hook raises NotImplementedError for "
+      "ZeRO-1 (optim/gradient_accumulator.py l.354-355), so @2411b022 zero_stage=1 with dp > 1 does not start and "
+      "the plans keep it off (launch_problem)",
       "nanotron's default pp_engine is afab (config/parallelism_config.py l.43-44), which keeps every micro-batch's "
       "activations; Pipette prices and exports pp_engine 1f1b",
   };
   return profile;
 }
+
+// DeepSpeed's ZeRO-1 collectives, which Megatron-DeepSpeed runs too.
+const char* const deepspeed_zero_one_evidence =
+    "ZeRO-1 (stage_1_and_2.py): overlap_comm defaults off below stage 3 (deepspeed/runtime/zero/config.py "
+    "l.383-385), so the gradients are reduced at the accumulation boundary after the backward (deepspeed/runtime/engine.py "
+    "l.2906-2910 → stage_1_and_2.py l.861-881 reduce_gradients); "
+    "use_multi_rank_bucket_allreduce defaults on (zero/config.py l.119) and makes that an all-reduce of each "
+    "bucket (stage_1_and_2.py l.1443-1460); the step ends with a synchronous all-gather of the updated 16-bit "
+    "partitions (stage_1_and_2.py l.2393-2400); with bf16 and fp32 gradient accumulation ZeRO-1 is the "
+    "BF16_Optimizer (engine.py l.1994-1996), whose step ends in the same all-gather (bf16_optimizer.py l.344, "
+    "454-460)";
 
 StackProfile megatron_deepspeed_profile() {
   StackProfile profile;
@@ -62,6 +84,7 @@ StackProfile megatron_deepspeed_profile() {
   profile.attention = AttentionKernel::unfused;
   profile.overlap_tensor_parallel_backward = false;
   profile.overlap_gradient_reduce = false;
+  profile.sharded_optimizer = ShardedOptimizerCollectives::all_reduce_and_gather_after_step;
   profile.swiglu_saved_ffn_tensors = 4;
   profile.swiglu_forward_ffn_accesses = 5;
   profile.rotary_extra_accesses = 8;
@@ -79,6 +102,7 @@ StackProfile megatron_deepspeed_profile() {
       "DP reduction: after all micro-batches, DeepSpeed's TrainSchedule issues ReduceGrads at its last step "
       "(deepspeed/runtime/pipe/schedule.py l.238-241, pipe/engine.py l.296-304) and without a pipeline the "
       "engine reduces in backward's epilogue (deepspeed/runtime/engine.py l.2970-2982)",
+      deepspeed_zero_one_evidence,
       "loss: 16-bit logits kept by the caller, an fp32 copy, shifted out of place and kept as the softmax "
       "(megatron/model/gpt_model.py l.68; megatron/core/tensor_parallel/cross_entropy.py l.25, 57-58, 92): "
       "10 bytes per logit at the peak",
@@ -104,6 +128,7 @@ StackProfile deepspeed_profile() {
       "allreduce_gradients); with a PipelineModule after all micro-batches (deepspeed/runtime/pipe/schedule.py "
       "l.238-241)",
       "pipeline: TrainSchedule, 1F1B without interleaving (deepspeed/runtime/pipe/schedule.py l.189-257)",
+      deepspeed_zero_one_evidence,
   };
   profile.assumptions = {
       "no tensor parallelism: the plans keep tp = 1 (a model of the user's own brings none of Megatron's layers)",
@@ -141,6 +166,7 @@ void apply_stack_profile(TrainingSpec& training) {
   training.attention = profile.attention;
   training.overlap_tensor_parallel_backward = profile.overlap_tensor_parallel_backward;
   training.overlap_gradient_reduce = profile.overlap_gradient_reduce;
+  training.sharded_optimizer = profile.sharded_optimizer;
 }
 
 }  // namespace pipette

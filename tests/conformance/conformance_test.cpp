@@ -18,6 +18,7 @@
 #include "pipette/core/performance.hpp"
 #include "pipette/core/search.hpp"
 #include "pipette/core/simulator.hpp"
+#include "pipette/core/stack_profile.hpp"
 #include "pipette/core/synthetic_fabric.hpp"
 #include "pipette/core/units.hpp"
 #include "pipette/topology/model_file.hpp"
@@ -103,10 +104,9 @@ std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cl
     case Framework::megatron_core: verdict = check_megatron(text, facts); break;
     case Framework::nemo: verdict = check_nemo(text, facts); break;
     case Framework::torchtitan: verdict = check_torchtitan(text, facts); break;
-    // Their start-up checks are not restated yet (README "Other stacks"); no target here uses them.
-    case Framework::megatron_deepspeed:
-    case Framework::nanotron:
-    case Framework::deepspeed: return std::string("no start-up checks restated for ") + to_string(training.target.framework);
+    case Framework::megatron_deepspeed: verdict = check_megatron_deepspeed(text, facts); break;
+    case Framework::nanotron: verdict = check_nanotron(text, facts); break;
+    case Framework::deepspeed: verdict = check_deepspeed(text, facts); break;
   }
   if (!verdict.refusal.empty()) return verdict.refusal;
   // Read back: what starts is what was priced, field by field.
@@ -116,24 +116,27 @@ std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cl
   const auto expect = [&](bool same, const char* field) {
     if (!same && mismatch.empty()) mismatch = std::string("builds another ") + field + " than priced";
   };
-  expect(built.tp == launch.tp, "tp");
   expect(built.pp == launch.pp, "pp");
   expect(built.dp == launch.dp, "dp");
-  expect(built.cp == launch.cp, "cp");
   expect(built.micro_batch == launch.micro_batch, "micro-batch");
   expect(built.global_batch == launch.global_batch, "global batch");
-  expect(built.virtual_stages == launch.virtual_stages, "vpp");
-  expect(built.microbatch_group_size == launch.microbatch_group_size, "micro-batch group size");
-  expect(built.layers_per_stage == launch.layers_per_stage, "layer split");
+  expect(built.distributed_optimizer == launch.distributed_optimizer, "distributed optimizer");
+  if (training.target.framework == Framework::deepspeed) return mismatch;  // the rest is the user's model's
+  expect(built.tp == launch.tp, "tp");
   expect(built.recompute == to_string(launch.recompute), "recompute");
   expect(built.sequence_parallel == launch.sequence_parallel, "sequence parallelism");
-  expect(built.distributed_optimizer == launch.distributed_optimizer, "distributed optimizer");
+  expect(built.sequence_length == launch.sequence_length, "sequence length");
+  if (training.target.framework == Framework::nanotron) return mismatch;  // its split is its own (launch_problem)
+  expect(built.layers_per_stage == launch.layers_per_stage, "layer split");
+  expect(built.max_position_embeddings == launch.max_position_embeddings, "position table");
+  if (training.target.framework == Framework::megatron_deepspeed) return mismatch;
+  expect(built.cp == launch.cp, "cp");
+  expect(built.virtual_stages == launch.virtual_stages, "vpp");
+  expect(built.microbatch_group_size == launch.microbatch_group_size, "micro-batch group size");
   expect(built.overlap_grad_reduce == launch.overlap_grad_reduce, "gradient-reduce overlap");
   expect(built.overlap_param_gather == launch.overlap_param_gather, "param-gather overlap");
-  expect(built.sequence_length == launch.sequence_length, "sequence length");
   expect(built.ep == launch.ep, "ep");
   expect(built.etp == launch.etp, "etp");
-  expect(built.max_position_embeddings == launch.max_position_embeddings, "position table");
   return mismatch;
 }
 
@@ -456,6 +459,131 @@ TEST(Conformance, TorchtitanMicrobatchRulesAgreeWithPyTorch) {
       EXPECT_EQ(verdict.built.microbatch_group_size, c.group_size) << "m " << c.num_microbatches;
     }
   }
+}
+
+// The profiled stacks (README "Other stacks"): every plan the search hands out for them starts under
+// their own checks (framework_rules.cpp) and reads back as priced. A small grid: dense presets with
+// grouped-query and multi-head attention, 1 to 64 nodes.
+TEST(Conformance, ProfiledStacksStartAsPriced) {
+  const std::vector<ModelSpec> models = presets();
+  std::map<int, Cluster> clusters;
+  for (const int nodes : {1, 4, 16, 64}) clusters.emplace(nodes, uniform_cluster(nodes));
+  for (const Framework framework : {Framework::nanotron, Framework::megatron_deepspeed, Framework::deepspeed}) {
+    Tally tally;
+    int sharded = 0, pipelined = 0;
+    for (const char* name : {"llama3-8b", "llama2-13b", "llama3-70b"}) {
+      const auto model = std::find_if(models.begin(), models.end(), [&](const ModelSpec& m) { return m.name == name; });
+      ASSERT_NE(model, models.end()) << name;
+      for (const auto& [nodes, cluster] : clusters) {
+        for (const std::int64_t batch : {256, 1024}) {
+          TrainingSpec training;
+          training.global_batch_sequences = batch;
+          training.sequence_length = 4096;
+          training.target = {framework, false};
+          apply_stack_profile(training);
+          const Result<SearchResult> result = search_plans(*model, training, cluster, grid_options());
+          ++tally.searches;
+          if (!result) continue;
+          for (const Plan& plan : result->plans) {
+            sharded += plan.config.distributed_optimizer && plan.config.dp > 1;
+            pipelined += plan.config.pp > 1;
+          }
+          judge_all(*model, training, cluster, *result, tally);
+        }
+      }
+    }
+    std::printf("%s: %d searches, %d plans (%d with a sharded optimizer, %d pipelined), %d refused\n",
+                to_string(framework), tally.searches, tally.plans, sharded, pipelined, tally.refused);
+    for (const std::string& example : tally.examples) std::printf("  %s\n", example.c_str());
+    EXPECT_GE(tally.plans, 30) << to_string(framework);
+    EXPECT_EQ(tally.refused, 0) << to_string(framework) << ": " << (tally.examples.empty() ? "" : tally.examples.front());
+    if (framework == Framework::nanotron) {
+      EXPECT_EQ(sharded, 0);  // its ZeRO-1 cannot start beside DP
+    }
+  }
+}
+
+// Each profiled stack's own rules refuse a string Pipette would not write: one export per stack
+// passes and reads back, then each mutation is refused where the stack's code would stop.
+TEST(Conformance, ProfiledStacksRefuseWhatTheirCodeRefuses) {
+  LaunchDescription launch{.tp = 2, .pp = 2, .dp = 4, .router_load_balancing = {}, .micro_batch = 1, .global_batch = 32,
+                           .num_microbatches = 8, .layers_per_stage = {}, .sequence_parallel = true,
+                           .sequence_length = 4096, .max_position_embeddings = 4096, .environment = {}};
+  JobFacts facts{32, 32, 8, 16, {}};
+  const auto replaced = [](std::string text, const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? text : text.replace(at, from.size(), to);
+  };
+  const auto refusal = [](const Verdict& verdict) { return verdict.refusal; };
+
+  // nanotron.
+  const std::string overrides = nanotron_overrides(launch);
+  const Verdict nanotron = check_nanotron(overrides, facts);
+  EXPECT_EQ(nanotron.refusal, "");
+  EXPECT_EQ(nanotron.built.global_batch, 32);
+  EXPECT_TRUE(nanotron.built.sequence_parallel);
+  EXPECT_NE(refusal(check_nanotron(replaced(overrides, "parallelism.dp=4", "parallelism.dp=8"), facts)).find("WORLD_SIZE"),
+            std::string::npos);
+  EXPECT_NE(refusal(check_nanotron(replaced(overrides, "pp_engine=1f1b", "pp_engine=zb"), facts)).find("utils_config.py:109"),
+            std::string::npos);
+  EXPECT_NE(refusal(check_nanotron(replaced(replaced(overrides, "REDUCE_SCATTER", "ALL_REDUCE"),
+                                            "tp_linear_async_communication=false", "tp_linear_async_communication=true"),
+                                   facts))
+                .find("nn.py:145-146"),
+            std::string::npos);
+  EXPECT_NE(refusal(check_nanotron(replaced(overrides, "batch_accumulation_per_replica=8", "batch_accumulation_per_replica=0"), facts)),
+            "");
+  EXPECT_NE(refusal(check_nanotron(replaced(overrides, "zero_stage=0", "zero_stage=1"), facts)).find("NotImplementedError"),
+            std::string::npos);
+  EXPECT_NE(refusal(check_nanotron(overrides + " parallelism.tp_mode_typo=1", facts)).find("no field"), std::string::npos);
+  JobFacts few_kv = facts;
+  few_kv.num_kv_heads = 1;
+  EXPECT_NE(refusal(check_nanotron(overrides, few_kv)).find("config.py:536-547"), std::string::npos);
+
+  // Megatron-DeepSpeed, its JSON beside the arguments.
+  launch.distributed_optimizer = true;
+  facts.environment = {{"PIPETTE_DEEPSPEED_CONFIG", deepspeed_config(launch)}};
+  const std::string arguments = megatron_deepspeed_arguments(launch);
+  const Verdict megatron_deepspeed = check_megatron_deepspeed(arguments, facts);
+  EXPECT_EQ(megatron_deepspeed.refusal, "");
+  EXPECT_EQ(megatron_deepspeed.built.layers_per_stage, (std::vector<int>{16, 16}));
+  EXPECT_TRUE(megatron_deepspeed.built.distributed_optimizer);
+  EXPECT_NE(refusal(check_megatron_deepspeed(replaced(arguments, "--global-batch-size 32", "--global-batch-size 30"), facts))
+                .find("microbatches.py:64"),
+            std::string::npos);
+  EXPECT_NE(refusal(check_megatron_deepspeed(replaced(arguments, "--global-batch-size 32", "--global-batch-size 64"), facts))
+                .find("disagree"),
+            std::string::npos);
+  EXPECT_NE(refusal(check_megatron_deepspeed(arguments + " --recompute-granularity selective --recompute-method uniform", facts))
+                .find("arguments.py:379-382"),
+            std::string::npos);
+  EXPECT_NE(refusal(check_megatron_deepspeed(replaced(arguments, "--max-position-embeddings 4096", "--max-position-embeddings 2048"),
+                                             facts))
+                .find("arguments.py:311"),
+            std::string::npos);
+  JobFacts odd_world = facts;
+  odd_world.world_size = 18;
+  EXPECT_NE(refusal(check_megatron_deepspeed(arguments, odd_world)).find("arguments.py:104"), std::string::npos);
+
+  // DeepSpeed alone: no tensor parallelism, the stages from PIPETTE_PP.
+  launch.tp = 1;
+  launch.dp = 8;
+  launch.num_microbatches = 4;
+  const std::string config = deepspeed_config(launch);
+  facts.environment = {{"PIPETTE_PP", "2"}};
+  const Verdict deepspeed = check_deepspeed(config, facts);
+  EXPECT_EQ(deepspeed.refusal, "");
+  EXPECT_EQ(deepspeed.built.dp, 8);
+  EXPECT_NE(refusal(check_deepspeed(replaced(config, "\"train_batch_size\": 32", "\"train_batch_size\": 33"), facts))
+                .find("config.py:937"),
+            std::string::npos);
+  EXPECT_NE(refusal(check_deepspeed(replaced(config, "\"stage\": 1", "\"stage\": 2"), facts)).find("pipe/engine.py:76-77"),
+            std::string::npos);
+  EXPECT_NE(refusal(check_deepspeed(replaced(config, "\"gradient_accumulation_steps\": 4", "\"gradient_accumulation_steps\": 0"),
+                                    facts))
+                .find("config.py:931-935"),
+            std::string::npos);
 }
 
 // The premise of kGridRuns: Megatron-LM's and NeMo's searches hand out the same plans.

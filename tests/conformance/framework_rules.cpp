@@ -1,6 +1,7 @@
 #include "framework_rules.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -29,6 +30,45 @@ std::optional<std::string> environment_value(const JobFacts& facts, const std::s
 std::optional<int> integer(const std::string& text) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
   return std::stoi(text);
+}
+
+// argparse's reading of "--flag [value]" words: the last occurrence of an option wins, a switch
+// takes no value ("" for it). Sets `refusal` for a stray word or a flag not in `known`.
+std::map<std::string, std::string> argparse_values(const std::string& arguments, const std::vector<std::string>& known,
+                                                   std::string& refusal) {
+  std::map<std::string, std::string> values;
+  const std::vector<std::string> tokens = words(arguments);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (!tokens[i].starts_with("--")) {
+      refusal = "stray token '" + tokens[i] + "'";
+      return values;
+    }
+    const bool has_value = i + 1 < tokens.size() && !tokens[i + 1].starts_with("--");
+    const std::string option = tokens[i].substr(2);
+    values[option] = has_value ? tokens[++i] : "";
+  }
+  for (const auto& [flag, value] : values) {
+    if (std::find(known.begin(), known.end(), flag) == known.end()) {
+      refusal = "argparse: unrecognized argument --" + flag;
+      return values;
+    }
+  }
+  return values;
+}
+
+// KEY=VALUE words (NeMo's Hydra overrides, nanotron's dotted config keys); sets `refusal` for a
+// word without '='.
+std::map<std::string, std::string> override_values(const std::string& overrides, std::string& refusal) {
+  std::map<std::string, std::string> values;
+  for (const std::string& token : words(overrides)) {
+    const size_t equals = token.find('=');
+    if (equals == std::string::npos) {
+      refusal = "not a KEY=VALUE override: " + token;
+      return values;
+    }
+    values[token.substr(0, equals)] = token.substr(equals + 1);
+  }
+  return values;
 }
 
 // A pipeline layout string: stages split by '|', E/t/L characters (layout.py parse_str_to_list).
@@ -301,18 +341,6 @@ std::string check_core(const CoreConfig& c, const JobFacts& facts, BuiltLayout& 
 
 Verdict check_megatron(const std::string& arguments, const JobFacts& facts) {
   Verdict verdict;
-  std::map<std::string, std::string> values;  // flag -> value ("" for store_true switches)
-  const std::vector<std::string> tokens = words(arguments);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (!tokens[i].starts_with("--")) {
-      verdict.refusal = "stray token '" + tokens[i] + "'";
-      return verdict;
-    }
-    // argparse: the last occurrence of an option wins; a switch takes no value.
-    const bool has_value = i + 1 < tokens.size() && !tokens[i + 1].starts_with("--");
-    const std::string option = tokens[i].substr(2);
-    values[option] = has_value ? tokens[++i] : "";
-  }
   static const std::vector<std::string> known = {
       "tensor-model-parallel-size", "pipeline-model-parallel-size", "micro-batch-size", "global-batch-size",
       "seq-length", "max-position-embeddings", "num-layers-per-virtual-pipeline-stage",
@@ -333,12 +361,8 @@ Verdict check_megatron(const std::string& arguments, const JobFacts& facts) {
       // through ArgumentGroupFactory (M:training/argument_utils.py:190-191); the widths are
       // M:training/arguments.py:3548-3557.
       "multi-latent-attention", "q-lora-rank", "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim", "v-head-dim"};
-  for (const auto& [flag, value] : values) {
-    if (std::find(known.begin(), known.end(), flag) == known.end()) {
-      verdict.refusal = "argparse: unrecognized argument --" + flag;
-      return verdict;
-    }
-  }
+  std::map<std::string, std::string> values = argparse_values(arguments, known, verdict.refusal);
+  if (!verdict.refusal.empty()) return verdict;
   const auto number = [&](const char* flag) -> std::optional<int> {
     const auto found = values.find(flag);
     return found == values.end() ? std::nullopt : integer(found->second);
@@ -406,15 +430,8 @@ Verdict check_megatron(const std::string& arguments, const JobFacts& facts) {
 
 Verdict check_nemo(const std::string& overrides, const JobFacts& facts) {
   Verdict verdict;
-  std::map<std::string, std::string> values;
-  for (const std::string& token : words(overrides)) {
-    const size_t equals = token.find('=');
-    if (equals == std::string::npos) {
-      verdict.refusal = "not a KEY=VALUE override: " + token;
-      return verdict;
-    }
-    values[token.substr(0, equals)] = token.substr(equals + 1);
-  }
+  std::map<std::string, std::string> values = override_values(overrides, verdict.refusal);
+  if (!verdict.refusal.empty()) return verdict;
   // Hydra override values: null, true/false, integers, quoted strings (B:training/utils/omegaconf_utils.py:163).
   const auto is_null = [&](const char* key) { return !values.count(key) || values[key] == "null"; };
   const auto number = [&](const char* key) -> std::optional<int> { return is_null(key) ? std::nullopt : integer(values[key]); };
@@ -693,6 +710,249 @@ Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
     }
     built.microbatch_group_size = microbatches_per_pp / rounds;
   }
+  return verdict;
+}
+
+// The profiled stacks. "N:" = src/nanotron/ at nanotron 2411b022, "D:" = deepspeed/ at DeepSpeed
+// edaa7221, "MD:" = megatron/ at Megatron-DeepSpeed 4efb479d (framework_rules.hpp).
+
+namespace {
+
+// An integer value of a key in the flat DeepSpeed JSON Pipette writes; nullopt when absent or not
+// an integer.
+std::optional<std::int64_t> json_integer(const std::string& json, const std::string& key) {
+  const std::string quoted = "\"" + key + "\"";
+  const size_t at = json.find(quoted);
+  if (at == std::string::npos) return std::nullopt;
+  size_t value = json.find(':', at + quoted.size());
+  if (value == std::string::npos) return std::nullopt;
+  value = json.find_first_not_of(' ', value + 1);
+  const size_t end = json.find_first_not_of("-0123456789", value);
+  if (value == std::string::npos || end == value) return std::nullopt;
+  return std::stoll(json.substr(value, end - value));
+}
+
+// DeepSpeed's checks of its JSON config on dp data-parallel ranks (the config's world_size,
+// D:runtime/config.py:711-724) and pp pipeline stages.
+std::string check_deepspeed_config(const std::string& json, int dp, int pp, BuiltLayout& built) {
+  const auto train_batch = json_integer(json, "train_batch_size");
+  const auto micro_batch = json_integer(json, "train_micro_batch_size_per_gpu");
+  const auto accumulation = json_integer(json, "gradient_accumulation_steps");
+  if (!train_batch || !micro_batch || !accumulation) return "a batch key is missing: DeepSpeed would derive it (not what was priced)";
+  // D:runtime/config.py:931-940 (_batch_assertion).
+  if (*train_batch <= 0 || *micro_batch <= 0 || *accumulation <= 0) return "a batch size <= 0 (D:runtime/config.py:931-935)";
+  if (*train_batch != *micro_batch * *accumulation * dp)
+    return "train_batch_size != micro_batch_per_gpu * gradient_acc_step * world_size (D:runtime/config.py:937)";
+  // D:runtime/zero/config.py:81-87 (ZeroStageEnum); without the key, stage 0 (l.95).
+  const std::int64_t stage = json.find("\"zero_optimization\"") == std::string::npos ? 0 : json_integer(json, "stage").value_or(0);
+  if (stage < 0 || stage > 3) return "no ZeRO stage " + std::to_string(stage) + " (D:runtime/zero/config.py:81-87)";
+  if (pp > 1 && stage >= 2) return "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism (D:runtime/pipe/engine.py:76-77)";
+  if (stage >= 2) return "ZeRO stage " + std::to_string(stage) + " shards gradients or parameters: not what was priced";
+  built.micro_batch = static_cast<int>(*micro_batch);
+  built.global_batch = *train_batch;
+  built.distributed_optimizer = stage == 1;
+  return {};
+}
+
+// DeepSpeed's PipelineModule partition of the transformer layers (Megatron-DeepSpeed's GPTModelPipe
+// passes partition_method='type:transformer', MD:model/gpt_model.py:463): D:runtime/utils.py:606-624
+// partition_uniform, the first L mod pp stages one layer more.
+std::vector<int> uniform_partition(int layers, int pp) {
+  std::vector<int> split(static_cast<size_t>(pp), layers / pp);
+  for (int stage = 0; stage < layers % pp; ++stage) ++split[static_cast<size_t>(stage)];
+  return split;
+}
+
+}  // namespace
+
+Verdict check_nanotron(const std::string& overrides, const JobFacts& facts) {
+  Verdict verdict;
+  std::map<std::string, std::string> values = override_values(overrides, verdict.refusal);
+  if (!verdict.refusal.empty()) return verdict;
+  // The dataclass fields these keys name: N:config/parallelism_config.py:29-39 (ParallelismArgs),
+  // N:config/config.py:343-346 (TokensArgs), 409-412 (OptimizerArgs).
+  static const std::vector<std::string> known = {
+      "parallelism.dp", "parallelism.tp", "parallelism.pp", "parallelism.pp_engine", "parallelism.tp_mode",
+      "parallelism.tp_linear_async_communication", "parallelism.recompute_layer", "parallelism.context_parallel_size",
+      "tokens.micro_batch_size", "tokens.batch_accumulation_per_replica", "tokens.sequence_length",
+      "optimizer.zero_stage", "optimizer.accumulate_grad_in_fp32"};
+  for (const auto& [key, value] : values) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      verdict.refusal = "no field " + key + " in nanotron's Config";
+      return verdict;
+    }
+  }
+  const auto number = [&](const char* key, int fallback) -> std::optional<int> {
+    return values.count(key) ? integer(values[key]) : std::optional<int>(fallback);
+  };
+  const auto boolean = [&](const char* key) { return values.count(key) && values[key] == "true"; };
+  const std::optional<int> dp = number("parallelism.dp", 0), tp = number("parallelism.tp", 0),
+                           pp = number("parallelism.pp", 0), cp = number("parallelism.context_parallel_size", 1),
+                           micro_batch = number("tokens.micro_batch_size", 0),
+                           accumulation = number("tokens.batch_accumulation_per_replica", 0),
+                           sequence = number("tokens.sequence_length", 0), zero = number("optimizer.zero_stage", 0);
+  if (!dp || !tp || !pp || !cp || !micro_batch || !accumulation || !sequence || !zero || *dp < 1 || *tp < 1 ||
+      *pp < 1 || *micro_batch < 1 || *accumulation < 1 || *sequence < 1) {
+    verdict.refusal = "a size, batch or sequence field missing or not a positive integer";
+    return verdict;
+  }
+  // N:config/utils_config.py:103-109; the dataclass default is afab (N:config/parallelism_config.py:43-44).
+  const std::string engine = values.count("parallelism.pp_engine") ? values["parallelism.pp_engine"] : "afab";
+  if (engine != "afab" && engine != "1f1b") {
+    verdict.refusal = "pp_engine should be one of ['afab', '1f1b'] (N:config/utils_config.py:109)";
+    return verdict;
+  }
+  // N:config/parallelism_config.py:45-46, 52-53: TensorParallelLinearMode[...upper()].
+  std::string mode = values.count("parallelism.tp_mode") ? values["parallelism.tp_mode"] : "ALL_REDUCE";
+  std::transform(mode.begin(), mode.end(), mode.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  if (mode != "ALL_REDUCE" && mode != "REDUCE_SCATTER") {
+    verdict.refusal = "KeyError: no TensorParallelLinearMode " + mode + " (N:config/parallelism_config.py:53)";
+    return verdict;
+  }
+  const bool async = boolean("parallelism.tp_linear_async_communication");
+  if (async && mode == "ALL_REDUCE") {
+    verdict.refusal = "async_communication is not supported for ALL_REDUCE mode (N:parallel/tensor_parallel/nn.py:145-146)";
+    return verdict;
+  }
+  // N:parallel/context.py:26-28.
+  if (*tp * *pp * *cp * *dp != facts.world_size) {
+    verdict.refusal = "TP*CP*DP*PP != WORLD_SIZE (N:parallel/context.py:26-28)";
+    return verdict;
+  }
+  // N:config/config.py:536-547.
+  if (facts.num_attention_heads % *tp != 0 || facts.num_kv_heads < *tp || facts.num_attention_heads % facts.num_kv_heads != 0) {
+    verdict.refusal = "heads % tp, kv heads >= tp, heads % kv heads (N:config/config.py:536-547)";
+    return verdict;
+  }
+  // N:parallel/pipeline_parallel/engine.py:252-254.
+  if (engine == "1f1b" && *accumulation < *pp - 1) {
+    verdict.refusal = "1f1b needs at least pp - 1 micro-batches (N:parallel/pipeline_parallel/engine.py:252-254)";
+    return verdict;
+  }
+  const bool fp32_accumulation = boolean("optimizer.accumulate_grad_in_fp32");
+  // N:trainer.py:1093-1095 builds DDP whenever dp > 1; N:helpers.py:444-461 gives it the fp32 hook
+  // with reduce_scatter = ZeRO, which raises (N:optim/gradient_accumulator.py:354-355).
+  if (*zero > 0 && fp32_accumulation && *dp > 1) {
+    verdict.refusal = "NotImplementedError in the DDP fp32 hook under ZeRO (N:optim/gradient_accumulator.py:354-355)";
+    return verdict;
+  }
+  // What the profile prices (core/src/stack_profile.cpp): 1f1b, synchronous TP collectives, fp32
+  // gradient accumulation, ZeRO-1 at most (N:helpers.py:409 builds the same optimizer for any stage > 0).
+  if (engine != "1f1b" || async || !fp32_accumulation || *zero > 1 || *cp != 1) {
+    verdict.refusal = "pp_engine, TP overlap, gradient accumulation, ZeRO stage or cp: not what was priced";
+    return verdict;
+  }
+  BuiltLayout& built = verdict.built;
+  built.tp = *tp;
+  built.pp = *pp;
+  built.dp = *dp;
+  built.micro_batch = *micro_batch;
+  built.global_batch = static_cast<std::int64_t>(*micro_batch) * *accumulation * *dp;  // N:config/config.py:556-557
+  built.sequence_length = *sequence;
+  built.recompute = boolean("parallelism.recompute_layer") ? "full" : "none";
+  built.sequence_parallel = mode == "REDUCE_SCATTER";
+  built.distributed_optimizer = *zero == 1;
+  return verdict;
+}
+
+Verdict check_deepspeed(const std::string& config, const JobFacts& facts) {
+  Verdict verdict;
+  // The user's PipelineModule takes its stage count from PIPETTE_PP (README, Other stacks); DeepSpeed
+  // has no tensor parallelism of its own, so the rest of the world is data parallel.
+  const std::optional<int> pp = integer(environment_value(facts, "PIPETTE_PP").value_or(""));
+  if (!pp || *pp < 1 || facts.world_size % *pp != 0) {
+    verdict.refusal = "PIPETTE_PP does not divide the world";
+    return verdict;
+  }
+  const int dp = facts.world_size / *pp;
+  verdict.refusal = check_deepspeed_config(config, dp, *pp, verdict.built);
+  verdict.built.pp = *pp;
+  verdict.built.dp = dp;
+  return verdict;
+}
+
+Verdict check_megatron_deepspeed(const std::string& arguments, const JobFacts& facts) {
+  Verdict verdict;
+  // The flags of MD:arguments.py (--micro-batch-size l.801, --recompute-* l.830-850,
+  // --sequence-parallel l.972, --tensor-model-parallel-size l.1149, --zero-stage l.1487) and
+  // DeepSpeed's --deepspeed.
+  static const std::vector<std::string> known = {
+      "tensor-model-parallel-size", "pipeline-model-parallel-size", "micro-batch-size", "global-batch-size",
+      "seq-length", "max-position-embeddings", "recompute-granularity", "recompute-method", "recompute-num-layers",
+      "sequence-parallel", "deepspeed", "zero-stage"};
+  std::map<std::string, std::string> values = argparse_values(arguments, known, verdict.refusal);
+  if (!verdict.refusal.empty()) return verdict;
+  const auto number = [&](const char* flag, int fallback) -> std::optional<int> {
+    return values.count(flag) ? integer(values[flag]) : std::optional<int>(fallback);
+  };
+  const std::string granularity = values.count("recompute-granularity") ? values["recompute-granularity"] : "";
+  const std::string method = values.count("recompute-method") ? values["recompute-method"] : "";
+  if (!granularity.empty() && granularity != "full" && granularity != "selective") {
+    verdict.refusal = "argparse: invalid choice for --recompute-granularity (MD:arguments.py:830-831)";
+    return verdict;
+  }
+  if (!method.empty() && method != "uniform" && method != "block") {
+    verdict.refusal = "argparse: invalid choice for --recompute-method (MD:arguments.py:842-843)";
+    return verdict;
+  }
+  if (granularity == "selective" && !method.empty()) {
+    verdict.refusal = "recompute method with selective granularity (MD:arguments.py:379-382)";
+    return verdict;
+  }
+  const std::optional<int> tp_given = number("tensor-model-parallel-size", 1), pp_given = number("pipeline-model-parallel-size", 1),
+                           micro_batch = number("micro-batch-size", 0), global_batch = number("global-batch-size", 0),
+                           sequence = number("seq-length", 0), positions = number("max-position-embeddings", 0);
+  if (!tp_given || !pp_given || !micro_batch || !global_batch || !sequence || !positions || *tp_given < 1 || *pp_given < 1) {
+    verdict.refusal = "argparse: a size is not an integer";
+    return verdict;
+  }
+  // MD:arguments.py:73-75, 85-87 (each size capped by what the world leaves), 104, 108.
+  const int tp = std::min(*tp_given, facts.world_size);
+  if (facts.world_size % tp != 0) {
+    verdict.refusal = "world size is not divisible by tensor model parallel size (MD:arguments.py:75)";
+    return verdict;
+  }
+  const int pp = std::min(*pp_given, facts.world_size / tp);
+  if (facts.world_size % (tp * pp) != 0) {
+    verdict.refusal = "world size is not divisible by tp * pp * sp (MD:arguments.py:104)";
+    return verdict;
+  }
+  const int dp = facts.world_size / (tp * pp);
+  // MD:arguments.py:164-171; MD:microbatches.py:64.
+  if (*micro_batch < 1 || *global_batch < 1 || *global_batch % (*micro_batch * dp) != 0) {
+    verdict.refusal = "global batch size is not divisible by micro batch size times data parallel size (MD:microbatches.py:64)";
+    return verdict;
+  }
+  if (*positions < *sequence) {
+    verdict.refusal = "max_position_embeddings < seq_length (MD:arguments.py:311)";
+    return verdict;
+  }
+  if (!values.count("deepspeed")) {
+    verdict.refusal = "without --deepspeed Megatron's own optimizer and schedule run: not what was priced";
+    return verdict;
+  }
+  // DeepSpeed is handed the JSON Pipette exports beside the arguments (--deepspeed_config).
+  const std::optional<std::string> config = environment_value(facts, "PIPETTE_DEEPSPEED_CONFIG");
+  if (!config) {
+    verdict.refusal = "--deepspeed without a DeepSpeed config";
+    return verdict;
+  }
+  BuiltLayout& built = verdict.built;
+  verdict.refusal = check_deepspeed_config(*config, dp, pp, built);
+  if (!verdict.refusal.empty()) return verdict;
+  // DeepSpeed's engine steps once per train_batch_size samples: it must be Megatron's global batch.
+  if (built.global_batch != *global_batch || built.micro_batch != *micro_batch) {
+    verdict.refusal = "DeepSpeed's batch keys and Megatron's --micro/global-batch-size disagree";
+    return verdict;
+  }
+  built.tp = tp;
+  built.pp = pp;
+  built.dp = dp;
+  built.sequence_length = *sequence;
+  built.max_position_embeddings = *positions;
+  built.recompute = granularity.empty() ? "none" : granularity;
+  built.sequence_parallel = values.count("sequence-parallel") && tp > 1;  // MD:arguments.py:387-388
+  built.layers_per_stage = uniform_partition(facts.num_layers, pp);
   return verdict;
 }
 

@@ -10,6 +10,9 @@
 //   PyTorch           pytorch/pytorch                 00722e648b740f91d0e71494baa17891749fd291
 //     (torch/distributed/pipelining/schedules.py only, read as stored text without line numbers:
 //     cited by class and method; torchtitan builds against PyTorch nightly)
+//   nanotron          huggingface/nanotron            2411b022 (2026-04-07)
+//   DeepSpeed         deepspeedai/DeepSpeed           edaa7221 (2026-08-22)
+//   Megatron-DeepSpeed deepspeedai/Megatron-DeepSpeed 4efb479d
 // --pipeline-model-parallel-layout entered Megatron-LM in 77732c36 (2025-06-13), first released in
 // core_v0.13.0; --microbatch-group-size-per-virtual-pipeline-stage in 4295be1a (2024-11-01).
 #include <cstdint>
@@ -68,5 +71,13 @@ struct Verdict {
 Verdict check_megatron(const std::string& arguments, const JobFacts& facts);
 Verdict check_nemo(const std::string& overrides, const JobFacts& facts);
 Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts);
+// The profiled stacks (core/src/stack_profile.cpp). nanotron: PIPETTE_NANOTRON_OVERRIDES over its
+// Config dataclasses and trainer; deepspeed: the JSON config, with PIPETTE_PP from the environment;
+// megatron-deepspeed: its arguments and the JSON config beside them (PIPETTE_DEEPSPEED_CONFIG).
+// Each reads back only what its strings carry (nanotron's layer split is its own partition, the
+// user's model under DeepSpeed says its own: launch_problem checks those).
+Verdict check_nanotron(const std::string& overrides, const JobFacts& facts);
+Verdict check_deepspeed(const std::string& config, const JobFacts& facts);
+Verdict check_megatron_deepspeed(const std::string& arguments, const JobFacts& facts);
 
 }  // namespace pipette::conformance

@@ -344,6 +344,34 @@ TEST(Simulator, ParameterGatherHoldsBackOnlyTheFirstForward) {
   EXPECT_DOUBLE_EQ(std::get<4>(forwards[1]), 3.0);
 }
 
+// nanotron's and DeepSpeed's ZeRO-1 (stack_profile.cpp cites their code): the gradients are
+// all-reduced whole after the last backward even where the stack overlaps its DDP reduction
+// otherwise, and each stage's step ends with its parameters' all-gather, a quarter of dp_seconds
+// (16-bit parameters, fp32 gradients), before the next iteration. The closed form agrees exactly.
+TEST(Simulator, ParameterGatherAfterTheStepEndsTheIteration) {
+  Pipeline pipeline = two_replicas();
+  pipeline.config.distributed_optimizer = true;
+  pipeline.training.overlap_gradient_reduce = true;
+  pipeline.training.sharded_optimizer = ShardedOptimizerCollectives::all_reduce_and_gather_after_step;
+  const auto result = pipeline.run();
+  for (int replica = 0; replica < 2; ++replica) {
+    expect_timeline(timeline(result, 0, replica, {EventKind::dp_reduce}), {{EventKind::dp_reduce, -1, 0, 14, 17}});
+    expect_timeline(timeline(result, 1, replica, {EventKind::dp_reduce}), {{EventKind::dp_reduce, -1, 0, 11.5, 12.5}});
+    expect_timeline(timeline(result, 0, replica, {EventKind::dp_gather}), {{EventKind::dp_gather, -1, 0, 17.5, 18.25}});
+    expect_timeline(timeline(result, 1, replica, {EventKind::dp_gather}), {{EventKind::dp_gather, -1, 0, 17.25, 17.5}});
+  }
+  EXPECT_DOUBLE_EQ(result.iteration_seconds, 18.25);
+  const TimeBreakdown time = critical_path(pipeline.config, pipeline.work, pipeline.communication, pipeline.training);
+  EXPECT_DOUBLE_EQ(time.iteration_seconds, 18.25);
+  EXPECT_DOUBLE_EQ(time.optimizer_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(time.dp_communication_seconds, 18.25 - 0.5 - 14);  // the reduction's 3 s and the gather's 0.75 s
+  // Without the distributed optimizer the stack's DDP reduction overlaps as before, with no gather.
+  pipeline.config.distributed_optimizer = false;
+  const auto unsharded = pipeline.run();
+  EXPECT_TRUE(timeline(unsharded, 0, 0, {EventKind::dp_gather}).empty());
+  EXPECT_DOUBLE_EQ(unsharded.iteration_seconds, 15.5);
+}
+
 TEST(Simulator, EventsAreSortedAndDeterministic) {
   Pipeline pipeline({1, 1.5, 1, 2}, {2, 3, 2, 4.5}, 7, 0.3, 3, 1);
   pipeline.communication.p2p_seconds[1][2] = 1.1;
@@ -467,6 +495,10 @@ std::vector<AgreementCase> agreement_cases() {
     gather.config.distributed_optimizer = true;
     for (double& seconds : gather.communication.dp_seconds) seconds *= 4;
     cases.push_back({"distributed optimizer, parameter gather exposed, v=" + std::to_string(chunks), gather});
+    Pipeline after_step = gather;
+    after_step.training.sharded_optimizer = ShardedOptimizerCollectives::all_reduce_and_gather_after_step;
+    cases.push_back({"distributed optimizer, all-reduce and parameter gather after the step, v=" + std::to_string(chunks),
+                     after_step});
   }
   return cases;
 }

@@ -7,13 +7,13 @@
 
 namespace pipette {
 
-enum class EventKind { forward, backward, send_activation, send_gradient, dp_reduce, optimizer };
+enum class EventKind { forward, backward, send_activation, send_gradient, dp_reduce, optimizer, dp_gather };
 
 struct ScheduleEvent {
   EventKind kind = EventKind::forward;
   int stage = 0;           // pipeline rank
   int dp_replica = 0;
-  int microbatch = -1;     // -1 for dp_reduce / optimizer
+  int microbatch = -1;     // -1 for dp_reduce / optimizer / dp_gather
   int chunk = 0;           // virtual stage index on this rank
   double start_seconds = 0;
   double end_seconds = 0;
@@ -52,6 +52,11 @@ struct SimulationResult {
 //    (c + 1)/v of it, and micro-batch 0's forward of chunk c cannot end before they have.
 //  - The optimizer step starts on every stage when the last stage's reduction ends (Megatron's
 //    global gradient-norm all-reduce synchronises all ranks first) and takes optimizer_seconds.
+//  - With the distributed optimizer of a stack that gathers after the step
+//    (ShardedOptimizerCollectives::all_reduce_and_gather_after_step: nanotron, DeepSpeed) the
+//    gradients are all-reduced after each stage's last backward, overlap_gradient_reduce or not,
+//    and the step of stage s is followed by its parameters' all-gather (dp_gather),
+//    dp_seconds[s] · parameter_gather_after_step_share; the iteration ends when the last one does.
 // Preconditions (std::invalid_argument otherwise): work and communication sized for config.
 SimulationResult simulate_schedule(const ParallelConfig& config, const WorkProfile& work,
                                    const CommunicationTimes& communication, const TrainingSpec& training);
@@ -81,8 +86,16 @@ int effective_virtual_stages(const ParallelConfig& config);
 // optimizer or without overlap (reduce-scatter, step and gather back to back then move the gradient
 // bytes of one all-reduce, as near as matters). gradient_reduction_share: the share of dp_seconds
 // left to the gradient reduction (0.5 with the gather, 1 without).
+// Both for training.sharded_optimizer = reduce_scatter_and_overlapped_gather (Megatron-core).
+// parameter_gather_after_step_share: the same gather's share for the stacks that run it after the
+// optimizer step, synchronously (all_reduce_and_gather_after_step), and 0 otherwise; their
+// gradients are all-reduced (gradient_reduction_share 1) after the backward:
+// gradient_reduction_overlapped is training.overlap_gradient_reduce unless such a stack shards the
+// optimizer over more than one replica.
 double parameter_gather_share(const ParallelConfig& config, const TrainingSpec& training);
 double gradient_reduction_share(const ParallelConfig& config, const TrainingSpec& training);
+double parameter_gather_after_step_share(const ParallelConfig& config, const TrainingSpec& training);
+bool gradient_reduction_overlapped(const ParallelConfig& config, const TrainingSpec& training);
 
 // One pipeline rank's operations in execution order, as simulate_schedule runs them.
 struct ScheduledOp {

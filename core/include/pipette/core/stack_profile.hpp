@@ -31,6 +31,7 @@ struct StackProfile {
   AttentionKernel attention = AttentionKernel::flash;
   bool overlap_tensor_parallel_backward = true;
   bool overlap_gradient_reduce = true;
+  ShardedOptimizerCollectives sharded_optimizer = ShardedOptimizerCollectives::reduce_scatter_and_overlapped_gather;
   // SwiGLU MLP, per token: ffn-wide (f/t) tensors kept for the backward (fused: fc1's 2f output and
   // the f-wide product, 3; an unfused silu(gate) * up also keeps the f-wide SiLU output, 4) and
   // ffn-wide elements read or written by the activation in the forward (fused: reads 2f, writes f,
@@ -63,9 +64,9 @@ struct StackProfile {
 
 const StackProfile& stack_profile(Framework framework);
 
-// Sets the TrainingSpec knobs a stack decides (attention kernel, TP-backward and DP overlaps) from
-// training.target.framework's profile. The reference frameworks' profile holds the TrainingSpec
-// defaults, so for them this changes nothing.
+// Sets the TrainingSpec knobs a stack decides (attention kernel, TP-backward and DP overlaps, the
+// sharded optimizer's collectives) from training.target.framework's profile. The reference
+// frameworks' profile holds the TrainingSpec defaults, so for them this changes nothing.
 void apply_stack_profile(TrainingSpec& training);
 
 }  // namespace pipette

@@ -11,6 +11,20 @@ enum class Precision { fp32, fp16, bf16, fp8 };  // fp8: fp8 GEMMs, bf16 master 
 enum class RecomputeMode { none, selective, full };
 enum class AttentionKernel { unfused, flash };
 
+// How a stack's sharded optimizer (ZeRO-1, Megatron's distributed optimizer) moves gradients and
+// parameters across the data-parallel group.
+enum class ShardedOptimizerCollectives {
+  // Megatron-core's distributed optimizer: with overlap_gradient_reduce (--overlap-grad-reduce
+  // --overlap-param-gather) the gradients are reduce-scattered under the backward and the updated
+  // parameters all-gathered under the next iteration's first forwards; without it reduce-scatter,
+  // step and gather run back to back (parameter_gather_share, simulator.hpp).
+  reduce_scatter_and_overlapped_gather,
+  // nanotron's and DeepSpeed's ZeRO-1: the gradients are all-reduced whole after the last backward,
+  // whatever overlap_gradient_reduce says, and the updated 16-bit parameters all-gathered after the
+  // optimizer step, before the next forward may start.
+  all_reduce_and_gather_after_step,
+};
+
 // Knobs the search must keep. An empty optional means "the search may choose".
 struct FixedKnobs {
   std::optional<int> tp;
@@ -55,6 +69,8 @@ struct TrainingSpec {
   AttentionKernel attention = AttentionKernel::flash;
   bool gradients_in_fp32 = true;       // Megatron's fp32 main-grad accumulation buffer
   bool overlap_gradient_reduce = true; // DP reduction overlapped with the last backward passes
+  // With the distributed optimizer (config.distributed_optimizer); set from the stack's profile.
+  ShardedOptimizerCollectives sharded_optimizer = ShardedOptimizerCollectives::reduce_scatter_and_overlapped_gather;
   // Megatron-core's --tp-comm-overlap (Transformer Engine userbuffers, needs sequence parallelism):
   // the all-gathers and reduce-scatters run in chunks under the GEMMs they feed.
   bool overlap_tensor_parallel_communication = false;
