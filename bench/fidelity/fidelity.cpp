@@ -483,7 +483,9 @@ std::vector<Row> megatron_2021_rows() {
 // (github.com/huggingface/bench_cluster bench_cluster/template/base_config.py @2e2b0263 and
 // create_configs.py @0144ad0b) gives the rest: Llama layers with multi-head attention (kv heads =
 // heads), tied embeddings, the GPT-2 tokenizer (50257), bf16 with fp32 gradient accumulation, ZeRO-1,
-// no recompute, flash attention, 1B = 24 layers of hidden 2048 / ffn 8192 / 32 heads, micro-batch 2.
+// no recompute, flash attention, micro-batch 2; the 1B is create_configs.py's "llama-1B" (l.40-47 at
+// every commit since 7d7cd86, 2024-06-24): 24 layers of hidden 2048 / ffn 4096 / 32 heads, which
+// overrides base_config.py's ffn 8192 (1.11 B parameters with the tied embedding; ffn 8192 would be 1.71 B).
 // The 3B is not in the template: assumed hidden 3072, ffn 8192, 32 heads (TP 32 needs 32), 28 layers.
 // None of this is fitted.
 enum class MemoryMetric { peak_bytes, max_micro_batch };
@@ -546,7 +548,7 @@ std::vector<MemoryRow> ultrascale_memory_rows() {
     row.published = std::stod(f[6]);
     if (f[0] == "dp_scaling") {
       row.source = "Ultra-Scale Playbook DP memory (nanotron 1B)";
-      row.model = nanotron_llama("1B", 24, 2048, 8192, 32);
+      row.model = nanotron_llama("1B", 24, 2048, 4096, 32);
       row.config = config_of(row.model, 1, 1, degree, 2, 1);
       row.config.distributed_optimizer = true;
       row.training.global_batch_sequences = 2 * degree;
