@@ -178,9 +178,12 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   PassSeconds attention;
   const double score_elements = config.micro_batch * (a / t) * (tokens / config.micro_batch) * s;
   const double core_flops = 2 * score_elements * ((q + o) / a);  // QK^T (q/a wide) and attention·V (o/a wide)
+  const StackProfile& stack = stack_profile(training.target.framework);
   if (training.attention == AttentionKernel::flash) {
-    // Causal flash attention skips the masked half; its backward recomputes the scores (2.5×).
-    attention.forward = 0.5 * core_flops / roofs.attention_flop_per_second;
+    // Causal flash attention skips the masked half; its backward recomputes the scores (2.5×). The
+    // fitted rate is Transformer Engine's cuDNN kernel; other kernels scale it (stack_profile.hpp).
+    const double kernel_speed = flash_attention_speed_vs_reference(stack.flash_kernel, q / a);
+    attention.forward = 0.5 * core_flops / (roofs.attention_flop_per_second * kernel_speed);
     attention.backward = 2.5 * attention.forward;
   } else {
     // Megatron's unfused path: full s×s batched GEMMs, then scale-mask-softmax and dropout passes
@@ -208,7 +211,6 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   // in fp8 the casts of the GEMM inputs that are not fused into a norm (read 2, write 1 byte).
   // A stack that does not fuse them (stack_profile.hpp) moves more: an unfused SwiGLU's two passes,
   // layout copies of Q, K and V, an unfused RoPE.
-  const StackProfile& stack = stack_profile(training.target.framework);
   const double hidden_per_rank = config.sequence_parallel ? h / t : h;
   double elementwise_bytes =
       tokens * (20 * hidden_per_rank + value_bytes * (swiglu ? stack.swiglu_forward_ffn_accesses : 2) * f / t);

@@ -24,11 +24,21 @@ enum class RotaryCopies {
   packed_key_value_copy,
 };
 
+enum class FlashKernel { cudnn_fused, flash_attn_2 };
+
+// The kernel's attention throughput relative to the cuDNN fused attention of the reference stack,
+// at a given head width (elements per head of Q and K).
+double flash_attention_speed_vs_reference(FlashKernel kernel, double head_dim);
+
 struct StackProfile {
   Framework framework = Framework::megatron_core;
   // What the stack runs unless told otherwise; apply_stack_profile copies them into the
   // TrainingSpec (its existing knobs), so that the search and the exports price the same job.
   AttentionKernel attention = AttentionKernel::flash;
+  // The kernel behind AttentionKernel::flash. The attention fraction was fitted on Transformer
+  // Engine's cuDNN fused attention; Dao-AILab's flash-attn 2 runs slower on Hopper, by how much
+  // depends on the head width (flash_attention_speed_vs_reference).
+  FlashKernel flash_kernel = FlashKernel::cudnn_fused;
   bool overlap_tensor_parallel_backward = true;
   bool overlap_gradient_reduce = true;
   ShardedOptimizerCollectives sharded_optimizer = ShardedOptimizerCollectives::reduce_scatter_and_overlapped_gather;
