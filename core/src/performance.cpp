@@ -181,7 +181,8 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   const StackProfile& stack = stack_profile(training.target.framework);
   if (training.attention == AttentionKernel::flash) {
     // Causal flash attention skips the masked half; its backward recomputes the scores (2.5×). The
-    // fitted rate is Transformer Engine's cuDNN kernel; other kernels scale it (stack_profile.hpp).
+    // fitted rate is Transformer Engine's cuDNN kernel at 128-wide heads; other kernels and head
+    // widths scale it (stack_profile.hpp).
     const double kernel_speed = flash_attention_speed_vs_reference(stack.flash_kernel, q / a);
     attention.forward = 0.5 * core_flops / (roofs.attention_flop_per_second * kernel_speed);
     attention.backward = 2.5 * attention.forward;

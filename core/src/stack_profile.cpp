@@ -5,23 +5,24 @@
 namespace pipette {
 
 // FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608), "Attention forward speed" on H100 80GB SXM5
-// at sequence length 4k, TFLOP/s of flash-attn 2 against cuDNN: head dim 64, 284 against 363; 128,
-// 368 against 609; 256, 293 against 483. Between the measured widths the ratio is interpolated
-// linearly in the head width and held beyond them.
+// at sequence length 4k, TFLOP/s: cuDNN 363, 609, 483 and flash-attn 2 284, 368, 293 at head dims 64,
+// 128, 256. The attention fraction was fitted on rows whose heads are 128 wide (the NeMo DGX-H100
+// dense rows' Llama 3, GPT-3, Nemotron-4 15B and Mixtral), so speeds are relative to cuDNN at 128;
+// between the measured widths they are interpolated linearly in the head width, beyond them held.
 double flash_attention_speed_vs_reference(FlashKernel kernel, double head_dim) {
-  if (kernel == FlashKernel::cudnn_fused) return 1.0;
   struct Point {
-    double head_dim, ratio;
+    double head_dim, cudnn, flash_attn_2;
   };
-  static constexpr Point measured[] = {{64, 284.0 / 363}, {128, 368.0 / 609}, {256, 293.0 / 483}};
-  if (head_dim <= measured[0].head_dim) return measured[0].ratio;
+  static constexpr Point measured[] = {{64, 363, 284}, {128, 609, 368}, {256, 483, 293}};
+  const auto speed = [&](const Point& p) { return (kernel == FlashKernel::cudnn_fused ? p.cudnn : p.flash_attn_2) / 609.0; };
+  if (head_dim <= measured[0].head_dim) return speed(measured[0]);
   for (size_t i = 1; i < std::size(measured); ++i) {
     if (head_dim <= measured[i].head_dim) {
       const double position = (head_dim - measured[i - 1].head_dim) / (measured[i].head_dim - measured[i - 1].head_dim);
-      return measured[i - 1].ratio + position * (measured[i].ratio - measured[i - 1].ratio);
+      return speed(measured[i - 1]) + position * (speed(measured[i]) - speed(measured[i - 1]));
     }
   }
-  return std::end(measured)[-1].ratio;
+  return speed(std::end(measured)[-1]);
 }
 
 namespace {
@@ -55,7 +56,8 @@ StackProfile nanotron_profile() {
   profile.evidence = {
       "attention: flash-attn 2, no s x s scores kept (models/llama.py l.21-22, 290 flash_attn_varlen_func from "
       "flash_attn.flash_attn_interface); on H100 it runs at 0.78 (head dim 64) to 0.60 (head dim 128) of cuDNN's "
-      "fused attention (Shah et al. 2024, FlashAttention-3, arXiv 2407.08608, forward speed on H100 SXM5 at 4k tokens)",
+      "fused attention at the same head width (Shah et al. 2024, FlashAttention-3, arXiv 2407.08608, forward speed on "
+      "H100 SXM5 at 4k tokens)",
       "norms: fused Triton RMSNorm, nothing beyond its input kept (models/llama.py l.729, 737 TritonRMSNorm)",
       "SwiGLU: unfused act(gate) * up keeps the SiLU output too and makes two elementwise passes "
       "(models/llama.py l.198-205 GLUActivation)",
@@ -81,8 +83,8 @@ StackProfile nanotron_profile() {
       "pipeline: no interleaved schedule (parallel/pipeline_parallel/engine.py l.175 afab and l.235 1f1b only)",
   };
   profile.assumptions = {
-      "flash-attn 2's speed relative to cuDNN was measured on H100 (forward, 4k tokens); the same ratio is "
-      "used for its backward and on other GPUs",
+      "flash-attn 2's speed was measured on H100 (forward, 4k tokens); the same share is used for its backward "
+      "and on other GPUs",
       "ZeRO-1 beside DP is priced as nanotron ran it until 7bc99232 (2025-06): since then trainer.py l.1093-1095 "
       "builds DDP whenever dp > 1 ('or' binds looser than 'and'), whose fp32 hook raises NotImplementedError for "
       "ZeRO-1 (optim/gradient_accumulator.py l.354-355), so @2411b022 zero_stage=1 with dp > 1 does not start and "

@@ -26,8 +26,9 @@ enum class RotaryCopies {
 
 enum class FlashKernel { cudnn_fused, flash_attn_2 };
 
-// The kernel's attention throughput relative to the cuDNN fused attention of the reference stack,
-// at a given head width (elements per head of Q and K).
+// The kernel's attention throughput at a head width (elements per head of Q and K) relative to the
+// rate the attention fraction was fitted at: the reference stack's cuDNN fused attention with heads
+// 128 wide. Narrower and wider heads run slower in both kernels.
 double flash_attention_speed_vs_reference(FlashKernel kernel, double head_dim);
 
 struct StackProfile {
@@ -37,7 +38,7 @@ struct StackProfile {
   AttentionKernel attention = AttentionKernel::flash;
   // The kernel behind AttentionKernel::flash. The attention fraction was fitted on Transformer
   // Engine's cuDNN fused attention; Dao-AILab's flash-attn 2 runs slower on Hopper, by how much
-  // depends on the head width (flash_attention_speed_vs_reference).
+  // depends on the head width, as does cuDNN's own rate (flash_attention_speed_vs_reference).
   FlashKernel flash_kernel = FlashKernel::cudnn_fused;
   bool overlap_tensor_parallel_backward = true;
   bool overlap_gradient_reduce = true;
