@@ -532,26 +532,33 @@ void raise_to_all_to_all_floor(const Cluster& cluster, const NodeBestLinks& best
   const size_t nodes = best.inter_node.size();
   const size_t occupied = std::min(nodes, static_cast<size_t>((config.stage_ranks() + gpus_per_node - 1) / gpus_per_node));
   std::vector<double> floor_of_node(nodes);
+  double floor_bytes = -1;  // the stages' messages are mostly alike: the floor of the last size
+  double stage_floor_seconds = 0;
   for (int s = 0; s < config.pp; ++s) {
     const StageWork& stage = work.stages[static_cast<size_t>(s)];
     if (stage.ep_all_to_alls_per_microbatch == 0) continue;
     const double bytes = stage.ep_bytes_per_peer;
-    for (size_t node = 0; node < nodes; ++node) {
-      const Link& inter_link = best.inter_node[node];
-      const Link& intra_link = best.intra_node[node];
-      double floor = std::numeric_limits<double>::infinity();
-      for (int k = 1; k <= gpus_per_node; ++k) {
-        const double inter = (config.ep - k) * bytes * std::max(k, rails) / inter_link.bandwidth_bytes_per_second +
-                             inter_link.latency_seconds;
-        const double intra = k >= 2 ? (k - 1) * bytes / intra_link.bandwidth_bytes_per_second + intra_link.latency_seconds : 0.0;
-        floor = std::min(floor, std::max(inter, intra));
+    if (bytes != floor_bytes) {
+      for (size_t node = 0; node < nodes; ++node) {
+        const Link& inter_link = best.inter_node[node];
+        const Link& intra_link = best.intra_node[node];
+        double floor = std::numeric_limits<double>::infinity();
+        for (int k = 1; k <= gpus_per_node; ++k) {
+          const double inter = (config.ep - k) * bytes * std::max(k, rails) / inter_link.bandwidth_bytes_per_second +
+                               inter_link.latency_seconds;
+          const double intra =
+              k >= 2 ? (k - 1) * bytes / intra_link.bandwidth_bytes_per_second + intra_link.latency_seconds : 0.0;
+          floor = std::min(floor, std::max(inter, intra));
+        }
+        floor_of_node[node] = floor;
       }
-      floor_of_node[node] = floor;
+      const auto nth = floor_of_node.begin() + static_cast<std::ptrdiff_t>(occupied - 1);
+      std::nth_element(floor_of_node.begin(), nth, floor_of_node.end());
+      floor_bytes = bytes;
+      stage_floor_seconds = *nth;
     }
-    const auto nth = floor_of_node.begin() + static_cast<std::ptrdiff_t>(occupied - 1);
-    std::nth_element(floor_of_node.begin(), nth, floor_of_node.end());
     double& seconds = communication.ep_seconds[static_cast<size_t>(s)];
-    seconds = std::max(seconds, stage.ep_all_to_alls_per_microbatch * *nth);
+    seconds = std::max(seconds, stage.ep_all_to_alls_per_microbatch * stage_floor_seconds);
   }
 }
 
