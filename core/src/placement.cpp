@@ -464,25 +464,102 @@ PlacementResult search_placement(const Cluster& cluster, const ParallelConfig& c
 
 }  // namespace
 
-Cluster with_best_links(const Cluster& cluster) {
-  Link best_intra{0, std::numeric_limits<double>::infinity(), true};
-  Link best_inter = best_intra;
-  const auto improve = [](Link& best, const Link& link) {
-    best.bandwidth_bytes_per_second = std::max(best.bandwidth_bytes_per_second, link.bandwidth_bytes_per_second);
-    best.latency_seconds = std::min(best.latency_seconds, link.latency_seconds);
-  };
-  for (const LinkMatrix& links : cluster.intra_node)
+namespace {
+
+constexpr Link kNoLink{0, std::numeric_limits<double>::infinity(), true};
+
+void improve(Link& best, const Link& link) {
+  best.bandwidth_bytes_per_second = std::max(best.bandwidth_bytes_per_second, link.bandwidth_bytes_per_second);
+  best.latency_seconds = std::min(best.latency_seconds, link.latency_seconds);
+}
+
+}  // namespace
+
+NodeBestLinks best_links_of_nodes(const Cluster& cluster) {
+  NodeBestLinks best;
+  best.inter_node.assign(static_cast<size_t>(cluster.num_nodes()), kNoLink);
+  best.intra_node.assign(static_cast<size_t>(cluster.num_nodes()), kNoLink);
+  for (int node = 0; node < cluster.num_nodes(); ++node) {
+    const LinkMatrix& links = cluster.intra_node[static_cast<size_t>(node)];
     for (int a = 0; a < links.size(); ++a)
       for (int b = 0; b < links.size(); ++b)
-        if (a != b) improve(best_intra, links.at(a, b));
-  for (int a = 0; a < cluster.num_nodes(); ++a)
-    for (int b = 0; b < cluster.num_nodes(); ++b)
-      if (a != b) improve(best_inter, cluster.inter_node.at(a, b));
+        if (a != b) improve(best.intra_node[static_cast<size_t>(node)], links.at(a, b));
+    for (int other = 0; other < cluster.num_nodes(); ++other)
+      if (other != node) improve(best.inter_node[static_cast<size_t>(node)], cluster.inter_node.at(node, other));
+  }
+  return best;
+}
+
+Cluster with_best_links(const Cluster& cluster) { return with_best_links(cluster, best_links_of_nodes(cluster)); }
+
+Cluster with_best_links(const Cluster& cluster, const NodeBestLinks& of_nodes) {
+  // The best of each kind over all nodes: maxima and minima, exact in any order.
+  const auto best_of = [](const std::vector<Link>& links) {
+    Link best = kNoLink;
+    for (const Link& link : links) improve(best, link);
+    return best;
+  };
+  const Link best_intra = best_of(of_nodes.intra_node);
+  const Link best_inter = best_of(of_nodes.inter_node);
   Cluster best = cluster;
   for (LinkMatrix& links : best.intra_node) links = LinkMatrix(links.size(), best_intra);
   best.inter_node = LinkMatrix(cluster.num_nodes(), best_inter);
   best.rails.rail_of_local_gpu.assign(static_cast<size_t>(std::max(0, cluster.gpus_per_node)), 0);  // no flow crosses rails
   return best;
+}
+
+// Why the floor holds. ep_all_to_all_seconds (communication.cpp) prices expert group g of stage s
+// as a2a · (slowest + gather), gather ≥ 0, slowest the maximum over the group's members of
+// max(intra + intra latency, inter). Take a member on node A where k of the group's ep members
+// sit (1 ≤ k ≤ G, the GPUs per node). With ep > G the group has ep − k members on other nodes,
+// on at least one other node, so with B_A, L_A the best bandwidth and latency of A's links to
+// other nodes and R the rails:
+//   inter = Σ_o (n_o · bytes / (B_Ao · min(k, R) / R / k) + L_Ao) ≥ (ep − k) · bytes · max(k, R) / B_A + L_A
+// (k · R / min(k, R) = max(k, R)); and with k ≥ 2, b_A, l_A the best of A's own GPU pairs,
+//   intra + intra latency = Σ over its k − 1 peers of bytes / b_link + the largest latency ≥ (k − 1) · bytes / b_A + l_A.
+// So the group costs at least a2a · floor(A), floor(A) = min over k of the larger of the two,
+// whatever k is. The groups partition the stage's ranks, so every node hosting a GPU of stage s
+// hosts a member of one of its groups, and ep_seconds[s] (the slowest group) ≥ a2a · floor(A)
+// for each such node; the stage's stage_ranks GPUs occupy at least ⌈stage_ranks / G⌉ nodes, so the
+// largest of their floors is at least the ⌈stage_ranks / G⌉-th smallest floor of all nodes. Only
+// ep_seconds is raised (what the iteration reads, performance.cpp fill_replica_pipeline), and the
+// iteration time never drops when it grows; the larger of two lower bounds is one.
+void raise_to_all_to_all_floor(const Cluster& cluster, const NodeBestLinks& best, const ParallelConfig& config,
+                               const WorkProfile& work, CommunicationTimes& communication) {
+  const int gpus_per_node = cluster.gpus_per_node;
+  if (config.ep <= gpus_per_node || communication.ep_seconds.empty()) return;
+  const int rails = std::max(1, cluster.nics_per_node);
+  const size_t nodes = best.inter_node.size();
+  const size_t occupied = std::min(nodes, static_cast<size_t>((config.stage_ranks() + gpus_per_node - 1) / gpus_per_node));
+  std::vector<double> floor_of_node(nodes);
+  double floor_bytes = -1;  // the stages' messages are mostly alike: the floor of the last size
+  double stage_floor_seconds = 0;
+  for (int s = 0; s < config.pp; ++s) {
+    const StageWork& stage = work.stages[static_cast<size_t>(s)];
+    if (stage.ep_all_to_alls_per_microbatch == 0) continue;
+    const double bytes = stage.ep_bytes_per_peer;
+    if (bytes != floor_bytes) {
+      for (size_t node = 0; node < nodes; ++node) {
+        const Link& inter_link = best.inter_node[node];
+        const Link& intra_link = best.intra_node[node];
+        double floor = std::numeric_limits<double>::infinity();
+        for (int k = 1; k <= gpus_per_node; ++k) {
+          const double inter = (config.ep - k) * bytes * std::max(k, rails) / inter_link.bandwidth_bytes_per_second +
+                               inter_link.latency_seconds;
+          const double intra =
+              k >= 2 ? (k - 1) * bytes / intra_link.bandwidth_bytes_per_second + intra_link.latency_seconds : 0.0;
+          floor = std::min(floor, std::max(inter, intra));
+        }
+        floor_of_node[node] = floor;
+      }
+      const auto nth = floor_of_node.begin() + static_cast<std::ptrdiff_t>(occupied - 1);
+      std::nth_element(floor_of_node.begin(), nth, floor_of_node.end());
+      floor_bytes = bytes;
+      stage_floor_seconds = *nth;
+    }
+    double& seconds = communication.ep_seconds[static_cast<size_t>(s)];
+    seconds = std::max(seconds, stage.ep_all_to_alls_per_microbatch * stage_floor_seconds);
+  }
 }
 
 double pipette_paper_objective(const CommunicationTimes& communication) {

@@ -589,11 +589,15 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
   // with every link at the cluster's best (a lower bound for any placement). Slurm's order alone
   // would misrank them wherever placement gains much, e.g. a layout whose DP rings cross a
   // degraded pair in Slurm's order but not once placed.
-  const Cluster optimistic = options.optimize_placement ? with_best_links(cluster) : Cluster{};
+  // Where an expert all-to-all group cannot fit on a node, every placement sends part of it over
+  // some node's own links, not the cluster's best pair: raise_to_all_to_all_floor prices that.
+  const NodeBestLinks best_of_nodes = options.optimize_placement ? best_links_of_nodes(cluster) : NodeBestLinks{};
+  const Cluster optimistic = options.optimize_placement ? with_best_links(cluster, best_of_nodes) : Cluster{};
   const auto reachable_seconds = [&](const ParallelConfig& config, const Evaluated& evaluated) {
     if (!options.optimize_placement) return evaluated.time.iteration_seconds;
-    return iteration_seconds(config, evaluated.work,
-                             communication_times(optimistic, config, evaluated.work, default_placement(config)), training);
+    CommunicationTimes communication = communication_times(optimistic, config, evaluated.work, default_placement(config));
+    raise_to_all_to_all_floor(cluster, best_of_nodes, config, evaluated.work, communication);
+    return iteration_seconds(config, evaluated.work, communication, training);
   };
   std::vector<std::pair<double, size_t>> best;  // (reachable_seconds, index), sorted, at most `capacity`
   std::vector<std::optional<Evaluated>> evaluated_of(enumeration.fitting.size());  // kept for those in `best`

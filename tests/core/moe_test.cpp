@@ -1,6 +1,8 @@
 // Issue 17: mixture-of-experts layouts (ep, etp) in memory, time, placement and the search.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <numeric>
 #include <random>
 
 #include "../../core/src/communication_internal.hpp"
@@ -10,6 +12,7 @@
 #include "pipette/core/launch.hpp"
 #include "pipette/core/memory.hpp"
 #include "pipette/core/performance.hpp"
+#include "pipette/core/placement.hpp"
 #include "pipette/core/search.hpp"
 #include "pipette/core/synthetic_fabric.hpp"
 #include "pipette/core/units.hpp"
@@ -369,6 +372,81 @@ TEST(MoePlacement, IncrementalIterationSecondsMatchesFullEvaluationOnRandomTable
       }
     }
   }
+}
+
+// The search's reachable bound (search_plans: every link at the cluster's best, then each stage's
+// all-to-all raised to raise_to_all_to_all_floor) must not exceed the iteration time of any
+// placement, MoE (ep inside a node, ep spanning 2 and 4 nodes, etp 2, interleaved) and dense,
+// on an uneven fabric (also with fewer rails than GPUs) and a uniform one. Placements: Slurm's
+// order, whole nodes permuted (groups packed on the fewest nodes: where the floor is tight), and
+// every GPU shuffled. On the uniform fabric the floor of an ep 16 group on two nodes is exactly
+// what Slurm's order costs, so a floor any tighter fails here.
+TEST(MoeSearch, AllToAllFloorIsALowerBoundForEveryPlacement) {
+  const TrainingSpec training = training_of(256, 4096);
+  ModelSpec dense = qwen3_235b();
+  dense.num_experts = 0, dense.router_topk = 0, dense.moe_ffn_hidden_size = 0;
+  SyntheticFabric fabric;
+  fabric.nodes = 8;
+  Cluster uneven = synthetic_cluster(fabric, 23);
+  uneven.gpu = *find_gpu("H100-SXM");
+  uneven.intra_node[3].at(0, 5).bandwidth_bytes_per_second /= 3;
+  Cluster two_rails = uneven;
+  two_rails.nics_per_node = 2;
+  two_rails.rails.rail_of_local_gpu.clear();
+  const Cluster uniform = h100_cluster(8);
+  ParallelConfig interleaved = moe_layout(2, 2, 16, 16, 1);
+  interleaved.virtual_stages = 47;
+  ParallelConfig dense_layout = moe_layout(2, 2, 16, 1, 1);
+  dense_layout.layers_per_stage = balanced_layers_per_stage(94, 2);
+  const std::vector<std::pair<const ModelSpec*, ParallelConfig>> layouts = {
+      {nullptr, moe_layout(2, 2, 16, 8, 1)},  {nullptr, moe_layout(2, 2, 16, 16, 1)},
+      {nullptr, moe_layout(1, 2, 32, 32, 1)}, {nullptr, moe_layout(2, 2, 16, 16, 2)},
+      {nullptr, interleaved},                 {&dense, dense_layout}};
+  const ModelSpec moe = qwen3_235b();
+  int floors_above_best_links = 0;
+  for (const Cluster* cluster : std::initializer_list<const Cluster*>{&uneven, &two_rails, &uniform}) {
+    const NodeBestLinks best = best_links_of_nodes(*cluster);
+    const Cluster optimistic = with_best_links(*cluster, best);
+    for (const auto& [model, config] : layouts) {
+      const WorkProfile work = profile_work(model != nullptr ? *model : moe, training, cluster->gpu, config);
+      const CommunicationTimes best_links = communication_times(optimistic, config, work, default_placement(config));
+      CommunicationTimes bound = best_links;
+      raise_to_all_to_all_floor(*cluster, best, config, work, bound);
+      floors_above_best_links += bound.ep_seconds != best_links.ep_seconds;
+      const double bound_seconds = iteration_seconds(config, work, bound, training);
+      CommunicationTimes floor_only = bound;  // the floor alone, without the best links' all-to-all
+      std::fill(floor_only.ep_seconds.begin(), floor_only.ep_seconds.end(), 0.0);
+      raise_to_all_to_all_floor(*cluster, best, config, work, floor_only);
+      std::mt19937_64 random(static_cast<std::uint64_t>(config.ep * 100 + config.etp * 10 + config.virtual_stages));
+      for (int sample = 0; sample < 41; ++sample) {
+        Placement placement = default_placement(config);
+        if (sample > 0 && sample <= 20) {  // whole nodes permuted, GPUs inside each node kept
+          std::vector<int> node_of_slot(static_cast<size_t>(cluster->num_nodes()));
+          std::iota(node_of_slot.begin(), node_of_slot.end(), 0);
+          std::shuffle(node_of_slot.begin(), node_of_slot.end(), random);
+          for (int& gpu : placement.gpu_of_rank)
+            gpu = node_of_slot[static_cast<size_t>(gpu / cluster->gpus_per_node)] * cluster->gpus_per_node + gpu % cluster->gpus_per_node;
+        } else if (sample > 20) {
+          std::shuffle(placement.gpu_of_rank.begin(), placement.gpu_of_rank.end(), random);
+        }
+        const CommunicationTimes placed = communication_times(*cluster, config, work, placement);
+        const std::string where = "ep " + std::to_string(config.ep) + " etp " + std::to_string(config.etp) + " vpp " +
+                                  std::to_string(config.virtual_stages) + " on " + std::to_string(cluster->nics_per_node) + " rails, sample " + std::to_string(sample);
+        for (size_t s = 0; s < floor_only.ep_seconds.size(); ++s)
+          ASSERT_LE(floor_only.ep_seconds[s], placed.ep_seconds[s] * (1 + 1e-12)) << where << " stage " << s;
+        ASSERT_LE(bound_seconds, iteration_seconds(config, work, placed, training) * (1 + 1e-12)) << where;
+        if (cluster == &uniform && config.ep == 16 && config.etp == 1 && sample == 0) {
+          for (size_t s = 0; s < floor_only.ep_seconds.size(); ++s)
+            EXPECT_NEAR(floor_only.ep_seconds[s], placed.ep_seconds[s], 1e-12 * placed.ep_seconds[s]) << where;
+        }
+      }
+    }
+  }
+  // On the uneven fabric with 8 rails the floor, not the best pair, prices ep 16 and 32 (etp 1,
+  // interleaved too). With 2 rails a node holding 2 of a group's members prices below one holding
+  // 8 (the formula shares a node's rails among that group's members only), and etp 2's gathers
+  // keep the best links' figure above the floor.
+  EXPECT_EQ(floors_above_best_links, 3);
 }
 
 }  // namespace

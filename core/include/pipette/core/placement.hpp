@@ -55,6 +55,21 @@ PlacementResult optimize_placement(const Cluster& cluster, const ParallelConfig&
 // from below, because the iteration time never drops when a communication time grows.
 Cluster with_best_links(const Cluster& cluster);
 
+// Per node, its best links: to any other node (as sent from it) and between two of its GPUs.
+struct NodeBestLinks {
+  std::vector<Link> inter_node;  // per node
+  std::vector<Link> intra_node;  // per node
+};
+NodeBestLinks best_links_of_nodes(const Cluster& cluster);
+// with_best_links from the cluster's best_links_of_nodes, already computed.
+Cluster with_best_links(const Cluster& cluster, const NodeBestLinks& of_nodes);
+
+// Raises every stage's ep_seconds to what the expert all-to-all costs at least in any placement
+// on `cluster` (whose best_links_of_nodes is `best`) when an all-to-all group (ep members) has more
+// members than a node has GPUs; keeps the larger. The proof is at the definition.
+void raise_to_all_to_all_floor(const Cluster& cluster, const NodeBestLinks& best, const ParallelConfig& config,
+                               const WorkProfile& work, CommunicationTimes& communication);
+
 // node_order[k] = node index that gets NODE_RANK k (one-process-per-node launchers): the node
 // that hosts ranks k·G … k·G + G − 1. Empty when a block of G consecutive ranks spans nodes
 // (no placement optimize_placement returns does).
