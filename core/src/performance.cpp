@@ -488,7 +488,10 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       work_of_stage.backward_compute_seconds += head_part->backward;
       work_of_stage.embedding_and_head_seconds += head_part->forward + head_part->backward;
     }
-    if (held.head) all_reduces += 1, all_reduce_equivalents += 1;  // the LM head's input gradient
+    if (held.head) {  // the LM head's input gradient
+      all_reduces += 1;
+      all_reduce_equivalents += 1;
+    }
     if (config.tp > 1) {
       // Plus the embedding output on the first stage (forward) and the LM head's input gradient on
       // the last (backward).
