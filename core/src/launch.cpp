@@ -220,13 +220,9 @@ std::string profiled_stack_problem(Framework framework, const ModelSpec& model, 
       if (const std::vector<int> own = layers_of(nanotron_partition(model, config.pp)); layers != own)
         return "nanotron partitions the model itself (models/base.py build_model): on pp=" + std::to_string(config.pp) +
                " its layers per stage are [" + split_text(own) + "], not [" + split_text(layers) + "]";
-      // ZeRO-1 with the fp32 accumulation the profile prices: trainer.py l.1093-1095 wraps the model
-      // in DDP whenever dp > 1 ('or' binds looser than 'and'), and helpers.py l.444-461 gives DDP the
-      // fp32 hook with reduce_scatter=True, which raises NotImplementedError
-      // (optim/gradient_accumulator.py l.354-355) at the first gradient sync.
-      if (config.distributed_optimizer && config.dp > 1)
-        return "nanotron's ZeRO-1 with dp > 1 stops at the first gradient sync (its DDP hook raises "
-               "NotImplementedError, optim/gradient_accumulator.py l.354-355): distopt must be off";
+      // ZeRO-1 beside dp > 1 is not refused: every release (v0.1-v0.5), the bench_cluster branch
+      // and main until 7bc99232 run it; the search only leaves it off unless it is fixed
+      // (distributed_optimizer_for, search.cpp), for the main that breaks it.
       return {};
     case Framework::megatron_deepspeed:
     case Framework::deepspeed:

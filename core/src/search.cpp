@@ -123,8 +123,16 @@ bool sequence_parallel_for(const SearchSpace& space, int tp) {
   return tp > 1 && space.fixed.sequence_parallel.value_or(true);
 }
 // torchtitan's data parallelism is replication here (launch_problem), unless fixed otherwise.
+// nanotron's ZeRO-1 beside dp > 1 runs in every release (v0.1-v0.5: trainer.py make_ddp leaves
+// DDP out under ZeRO-1 with fp32 accumulation, l.701-703 @v0.5, l.743-745 @a27e8fe8, the
+// bench_cluster branch) and on main until 7bc99232 (2025-06-23); since then main builds DDP
+// whenever dp > 1 (trainer.py l.1093-1095 @2411b022, 'or' binds looser than 'and') and its fp32
+// hook raises NotImplementedError under ZeRO-1 (optim/gradient_accumulator.py l.354-355). So the
+// search picks it only when fixed: a user who fixes it runs a nanotron that has it, and gets it
+// priced rather than refused.
 bool distributed_optimizer_for(const SearchSpace& space, int dp) {
-  const bool default_on = space.training.target.framework != Framework::torchtitan;
+  const Framework framework = space.training.target.framework;
+  const bool default_on = framework != Framework::torchtitan && framework != Framework::nanotron;
   return dp > 1 && space.fixed.distributed_optimizer.value_or(default_on);
 }
 

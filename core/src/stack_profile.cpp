@@ -85,10 +85,11 @@ StackProfile nanotron_profile() {
   profile.assumptions = {
       "flash-attn 2's speed was measured on H100 (forward, 4k tokens); the same share is used for its backward "
       "and on other GPUs",
-      "ZeRO-1 beside DP is priced as nanotron ran it until 7bc99232 (2025-06): since then trainer.py l.1093-1095 "
-      "builds DDP whenever dp > 1 ('or' binds looser than 'and'), whose fp32 hook raises NotImplementedError for "
-      "ZeRO-1 (optim/gradient_accumulator.py l.354-355), so @2411b022 zero_stage=1 with dp > 1 does not start and "
-      "the plans keep it off (launch_problem)",
+      "ZeRO-1 beside DP is priced as nanotron ran it in every release (v0.1-v0.5), the bench_cluster branch and "
+      "main until 7bc99232 (2025-06): since then trainer.py l.1093-1095 builds DDP whenever dp > 1 ('or' binds "
+      "looser than 'and'), whose fp32 hook raises NotImplementedError for ZeRO-1 (optim/gradient_accumulator.py "
+      "l.354-355), so @2411b022 zero_stage=1 with dp > 1 does not start: the search keeps it off unless distopt "
+      "is fixed on",
       "nanotron's default pp_engine is afab (config/parallelism_config.py l.43-44), which keeps every micro-batch's "
       "activations; Pipette prices and exports pp_engine 1f1b",
   };

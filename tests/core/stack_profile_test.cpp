@@ -7,6 +7,8 @@
 #include "pipette/core/memory.hpp"
 #include "pipette/core/performance.hpp"
 #include "pipette/core/plan.hpp"
+#include "pipette/core/search.hpp"
+#include "pipette/core/synthetic_fabric.hpp"
 
 namespace pipette {
 namespace {
@@ -212,12 +214,11 @@ TEST(StackLaunch, EachStackRefusesWhatItCannotRun) {
   EXPECT_EQ(launch_problem(nanotron, model, config_of(2, 2, 2), 8),
             "nanotron partitions the model itself (models/base.py build_model): on pp=2 its layers per stage are "
             "[13,11], not [12,12]");
-  // ZeRO-1 with fp32 accumulation stops nanotron @2411b022 at the first gradient sync when dp > 1
-  // (trainer.py l.1093-1095 builds DDP, optim/gradient_accumulator.py l.354-355 raises).
+  // ZeRO-1 beside dp > 1 is built: nanotron's releases and its bench_cluster branch run it
+  // (trainer.py l.701-703 @v0.5 leaves DDP out); only main since 7bc99232 does not, which the
+  // search answers by leaving it off unless fixed (NanotronZeroOneOnlyWhenFixed).
   ParallelConfig zero_one = own;
   zero_one.distributed_optimizer = true;
-  EXPECT_NE(launch_problem(nanotron, model, zero_one, 8).find("NotImplementedError"), std::string::npos);
-  zero_one.dp = 1;
   EXPECT_EQ(launch_problem(nanotron, model, zero_one, 8), "");
   own.virtual_stages = 2;
   EXPECT_EQ(launch_problem(nanotron, model, own, 8), "nanotron has no interleaved pipeline schedule (vpp must be 1)");
@@ -235,6 +236,36 @@ TEST(StackLaunch, EachStackRefusesWhatItCannotRun) {
     EXPECT_EQ(launch_problem(target, model, context_parallel, 8),
               std::string("context parallelism is not priced for ") + to_string(target.framework) + " (cp must be 1)");
   }
+}
+
+// The Ultra-Scale Playbook's DP runs were nanotron ZeRO-1 beside dp 8 to 256 (bench_cluster's
+// base_config.py zero_stage 1): fixed, such a layout is priced, not refused; free, the search
+// leaves ZeRO-1 off, since nanotron's main since 7bc99232 cannot start it (trainer.py
+// l.1093-1095, optim/gradient_accumulator.py l.354-355 @2411b022).
+TEST(StackLaunch, NanotronZeroOneOnlyWhenFixed) {
+  Cluster cluster = synthetic_cluster(uniform_fabric(2), 1);
+  cluster.gpu = *find_gpu("H100-SXM");
+  SearchOptions options;
+  options.optimize_placement = false;
+  TrainingSpec training = training_for(Framework::nanotron);
+  training.global_batch_sequences = 32;
+  const Result<SearchResult> free = search_plans(llama_1b(), training, cluster, options);
+  ASSERT_TRUE(free.ok()) << free.error().message;
+  ASSERT_FALSE(free->plans.empty());
+  for (const Plan& plan : free->plans) EXPECT_FALSE(plan.config.distributed_optimizer) << plan.config.dp;
+
+  training.fixed.distributed_optimizer = true;
+  const Result<SearchResult> fixed = search_plans(llama_1b(), training, cluster, options);
+  ASSERT_TRUE(fixed.ok()) << fixed.error().message;
+  ASSERT_FALSE(fixed->plans.empty());
+  EXPECT_GT(fixed->plans.front().config.dp, 1);
+  EXPECT_TRUE(fixed->plans.front().config.distributed_optimizer);
+
+  ParallelConfig ultrascale = config_of(1, 1, 16);
+  ultrascale.distributed_optimizer = true;
+  const Result<Plan> evaluated = evaluate_plan(llama_1b(), training, cluster, ultrascale, options);
+  ASSERT_TRUE(evaluated.ok()) << evaluated.error().message;
+  EXPECT_TRUE(evaluated->config.distributed_optimizer);
 }
 
 TEST(StackLaunch, ExportsSayWhatWasPriced) {

@@ -79,8 +79,9 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
 //    (what the schedule model prices) and the micro-batches a multiple of PyTorch's rounds
 //    max(1, m / pp), each round then being the priced group size.
 //  - megatron-deepspeed, nanotron, deepspeed: dense models, no interleaving, an even layer split;
-//    nanotron and deepspeed no selective recompute; deepspeed tp = 1; nanotron no distributed
-//    optimizer with dp > 1 (its ZeRO-1 stops at the first gradient sync @2411b022).
+//    nanotron and deepspeed no selective recompute; deepspeed tp = 1. nanotron's ZeRO-1 with
+//    dp > 1 is built (its releases run it; main since 7bc99232 does not, so the search picks it
+//    only when distopt is fixed on: distributed_optimizer_for, search.cpp).
 //  - Mixture of experts, every framework: ep divides the experts, ep x etp the ranks of a stage,
 //    etp the expert width; with tp > 1 sequence parallelism (Megatron's MoE layer refuses training
 //    without it). Dense models: ep = etp = 1. torchtitan has no expert tensor parallelism of its
