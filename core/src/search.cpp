@@ -699,7 +699,12 @@ Result<Plan> evaluate_plan(const ModelSpec& requested_model, const TrainingSpec&
   if (model.num_attention_heads % config.tp != 0 || model.num_kv_heads % config.tp != 0) {
     return Error{shape + ": tp must divide the attention heads and the KV heads"};
   }
-  if (config.sequence_parallel && config.tp == 1) return Error{shape + ": sequence parallelism needs tp > 1"};
+  // Sequence parallelism over one rank is no sequence parallelism, and the frameworks run it so:
+  // Megatron-LM turns it off when tp = 1 (arguments.py @d98e8a64 l.1430-1439), nanotron's
+  // REDUCE_SCATTER mode gathers nothing over a group of one (parallel/tensor_parallel/
+  // functional.py @2411b022 l.483-484). A layout fixed with sp on at tp 1 (a config written once for
+  // every tp) is priced as what runs, not refused.
+  if (config.tp == 1) config.sequence_parallel = false;
   if (config.ep < 1 || config.etp < 1 || config.cp < 1) return Error{shape + ": cp, ep and etp must be at least 1"};
   if (config.cp > 1 && training.sequence_length % (2 * config.cp) != 0) {
     return Error{shape + ": the sequence length " + std::to_string(training.sequence_length) +

@@ -33,9 +33,6 @@ std::string validate(const TrainingSpec& training) {
     return "fixed mbs=" + std::to_string(*fixed.micro_batch) + " exceeds the global batch of " +
            std::to_string(training.global_batch_sequences) + " sequences";
   }
-  if (fixed.sequence_parallel && *fixed.sequence_parallel && fixed.tp && *fixed.tp == 1) {
-    return "fixed sp=on needs tp > 1 (sequence parallelism splits along the tensor-parallel group)";
-  }
   if (fixed.cp && *fixed.cp > 1 && training.sequence_length % (2 * *fixed.cp) != 0) {
     // Load-balanced causal ring attention cuts every sequence into 2·cp chunks (Megatron-LM
     // arguments.py @d98e8a64 l.1335-1338 asserts it).

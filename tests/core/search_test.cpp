@@ -306,6 +306,28 @@ TEST(Search, MoreStagesThanLayersOnlyWhenPpIsFixed) {
   EXPECT_EQ(fixed->plans.front().config.layers_per_stage, (std::vector<int>{0, 0, 0, 1, 1, 1, 1, 0}));
 }
 
+// Megatron-LM drops --sequence-parallel at tp 1 (arguments.py @d98e8a64 l.1430-1439) and nanotron's
+// REDUCE_SCATTER mode gathers nothing over one rank: a layout fixed with sp on at tp 1 runs, so it
+// is priced as running without, not refused.
+TEST(Search, SequenceParallelAtTpOneIsPricedAsOff) {
+  const ModelSpec model = llama_like(8, 2048, 16, 8, 5632);
+  TrainingSpec training = training_of(64, 4096);
+  const Cluster cluster = uniform_cluster(1, 8);
+  ParallelConfig config = layout_of(1, 1, 8);
+  config.micro_batch = 2;
+  const Result<Plan> without = evaluate_plan(model, training, cluster, config, quick_options());
+  ASSERT_TRUE(without.ok()) << without.error().message;
+  config.sequence_parallel = true;
+  training.fixed.tp = 1;
+  training.fixed.sequence_parallel = true;
+  EXPECT_EQ(validate(training), "");
+  const Result<Plan> with = evaluate_plan(model, training, cluster, config, quick_options());
+  ASSERT_TRUE(with.ok()) << with.error().message;
+  EXPECT_FALSE(with->config.sequence_parallel);
+  EXPECT_EQ(with->time.iteration_seconds, without->time.iteration_seconds);
+  EXPECT_EQ(with->peak_memory_bytes, without->peak_memory_bytes);
+}
+
 TEST(Search, NothingFitsNamesMoreNodes) {
   const Result<SearchResult> result =
       search_plans(llama_like(126, 16384, 128, 8, 53248), training_of(64, 8192), uniform_cluster(2, 8), quick_options());
