@@ -225,13 +225,22 @@ std::string profiled_stack_problem(Framework framework, const ModelSpec& model, 
       // (distributed_optimizer_for, search.cpp), for the main that breaks it.
       return {};
     case Framework::megatron_deepspeed:
+      // Megatron-DeepSpeed takes no split: DeepSpeed's 'type:transformer' partition makes its own
+      // (megatron_deepspeed_layer_split); a stage without a layer would hold only the fp32 cast.
+      if (config.pp > model.num_layers)
+        return "megatron-deepspeed needs a layer on every stage (pp must not exceed the " +
+               std::to_string(model.num_layers) + " layers)";
+      if (const std::vector<int> own = megatron_deepspeed_layer_split(model.num_layers, config.pp); layers != own)
+        return "megatron-deepspeed partitions the layers itself (DeepSpeed's 'type:transformer'): on pp=" +
+               std::to_string(config.pp) + " its layers per stage are [" + split_text(own) + "], not [" +
+               split_text(layers) + "]";
+      return {};
     case Framework::deepspeed:
-      // DeepSpeed's PipelineModule places the transformer layers uniformly over the stages
-      // (Megatron-DeepSpeed's GPTModelPipe: partition_method 'type:transformer').
+      // A model of the user's own under DeepSpeed's PipelineModule: placed uniformly here.
       if (!even_split(layers)) return name + " splits the layers uniformly; layer split " + split_text(layers) + " is not even";
-      if (framework == Framework::deepspeed && config.tp > 1)
+      if (config.tp > 1)
         return "DeepSpeed's engine has no tensor parallelism of its own (tp must be 1)";
-      if (framework == Framework::deepspeed && config.recompute == RecomputeMode::selective)
+      if (config.recompute == RecomputeMode::selective)
         return "DeepSpeed checkpoints whole layers (deepspeed.checkpointing), not selectively";
       return {};
     default: return {};

@@ -87,6 +87,21 @@ PipelineBlocks nanotron_partition(const ModelSpec& model, int pp) {
   return blocks;
 }
 
+std::vector<int> megatron_deepspeed_layer_split(int num_layers, int pp) {
+  std::vector<int> layers;
+  for (int stage = 0; stage < pp; ++stage) layers.push_back(num_layers / pp + (stage < num_layers % pp ? 1 : 0));
+  return layers;
+}
+
+std::vector<int> own_layer_split(const ModelSpec& model, Framework framework, int pp) {
+  switch (framework) {
+    case Framework::nanotron: return layers_of(nanotron_partition(model, pp));
+    case Framework::megatron_deepspeed:
+      return pp <= model.num_layers ? megatron_deepspeed_layer_split(model.num_layers, pp) : std::vector<int>{};
+    default: return {};
+  }
+}
+
 PipelineBlocks pipeline_blocks(const ModelSpec& model, Framework framework, const ParallelConfig& config) {
   if (framework == Framework::nanotron) return nanotron_partition(model, config.pp);
   const std::vector<int> layers = config.layers_per_stage.empty() ? balanced_layers_per_stage(model.num_layers, config.pp)

@@ -157,8 +157,9 @@ std::vector<int> virtual_stage_options(const SearchSpace& space, int pp, int mic
 // of any shape.
 std::vector<std::vector<int>> layer_splits(const SearchSpace& space, int pp) {
   if (static_cast<int>(space.fixed.layers_per_stage.size()) == pp) return {space.fixed.layers_per_stage};
-  // nanotron takes no split: it partitions the model by cost itself (pipeline_blocks.hpp).
-  if (space.training.target.framework == Framework::nanotron) return {layers_of(nanotron_partition(space.model, pp))};
+  // nanotron and Megatron-DeepSpeed take no split: they partition the model themselves
+  // (pipeline_blocks.hpp).
+  if (std::vector<int> own = own_layer_split(space.model, space.training.target.framework, pp); !own.empty()) return {own};
   const int num_layers = space.model.num_layers;
   std::vector<std::vector<int>> splits{balanced_layers_per_stage(num_layers, pp)};
   if (pp == 1) return splits;
@@ -718,9 +719,8 @@ Result<Plan> evaluate_plan(const ModelSpec& requested_model, const TrainingSpec&
                  " sequences is not a multiple of dp x mbs"};
   }
   if (config.layers_per_stage.empty()) {
-    config.layers_per_stage = training.target.framework == Framework::nanotron
-                                  ? layers_of(nanotron_partition(model, config.pp))
-                                  : balanced_layers_per_stage(model.num_layers, config.pp);
+    config.layers_per_stage = own_layer_split(model, training.target.framework, config.pp);
+    if (config.layers_per_stage.empty()) config.layers_per_stage = balanced_layers_per_stage(model.num_layers, config.pp);
   }
   if (static_cast<int>(config.layers_per_stage.size()) != config.pp ||
       std::accumulate(config.layers_per_stage.begin(), config.layers_per_stage.end(), 0) != model.num_layers ||

@@ -6,6 +6,7 @@
 #include "pipette/core/launch.hpp"
 #include "pipette/core/memory.hpp"
 #include "pipette/core/performance.hpp"
+#include "pipette/core/pipeline_blocks.hpp"
 #include "pipette/core/plan.hpp"
 #include "pipette/core/search.hpp"
 #include "pipette/core/synthetic_fabric.hpp"
@@ -225,7 +226,10 @@ TEST(StackLaunch, EachStackRefusesWhatItCannotRun) {
   EXPECT_EQ(launch_problem(nanotron, model, selective, 8),
             "nanotron recomputes whole layers (recompute_layer) or nothing, not selectively");
   EXPECT_EQ(launch_problem(megatron_deepspeed, model, selective, 8), "");
-  EXPECT_NE(launch_problem(megatron_deepspeed, model, uneven, 8).find("is not even"), std::string::npos);
+  EXPECT_EQ(launch_problem(megatron_deepspeed, model, uneven, 8),
+            "megatron-deepspeed partitions the layers itself (DeepSpeed's 'type:transformer'): on pp=2 its layers "
+            "per stage are [12,12], not [11,13]");
+  EXPECT_NE(launch_problem(deepspeed, model, uneven, 8).find("is not even"), std::string::npos);
   EXPECT_EQ(launch_problem(deepspeed, model, config_of(2, 1, 4), 8),
             "DeepSpeed's engine has no tensor parallelism of its own (tp must be 1)");
   EXPECT_EQ(launch_problem(deepspeed, model, config_of(1, 2, 4), 8), "");
@@ -266,6 +270,39 @@ TEST(StackLaunch, NanotronZeroOneOnlyWhenFixed) {
   const Result<Plan> evaluated = evaluate_plan(llama_1b(), training, cluster, ultrascale, options);
   ASSERT_TRUE(evaluated.ok()) << evaluated.error().message;
   EXPECT_TRUE(evaluated->config.distributed_optimizer);
+}
+
+// BLOOM-176B trained 70 layers on pp 12 with Megatron-DeepSpeed (bigscience tr11-176B-ml); DeepSpeed's
+// partition_balanced over GPTModelPipe's layer specs (deepspeed/runtime/utils.py @edaa7221
+// l.627-664, run by hand on [cast, embedding, 70 layers, norm, head, cast]) gives the first ten
+// stages 6 layers and the last two 5. Such a layout is priced with that split, not refused.
+TEST(StackLaunch, MegatronDeepSpeedPricesDeepSpeedsOwnSplit) {
+  EXPECT_EQ(megatron_deepspeed_layer_split(70, 12), (std::vector<int>{6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5, 5}));
+  EXPECT_EQ(megatron_deepspeed_layer_split(30, 4), (std::vector<int>{8, 8, 7, 7}));
+  EXPECT_EQ(megatron_deepspeed_layer_split(24, 5), (std::vector<int>{5, 5, 5, 5, 4}));
+  ModelSpec model = llama_1b();
+  model.num_layers = 30;
+  TrainingSpec training = training_for(Framework::megatron_deepspeed);
+  training.global_batch_sequences = 32;
+  training.sequence_length = 1024;  // its unfused softmax keeps the s x s scores
+  Cluster cluster = synthetic_cluster(uniform_fabric(1), 1);
+  cluster.gpu = *find_gpu("H100-SXM");
+  SearchOptions options;
+  options.optimize_placement = false;
+  ParallelConfig config = config_of(1, 4, 2);
+  config.layers_per_stage.clear();
+  const Result<Plan> plan = evaluate_plan(model, training, cluster, config, options);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_EQ(plan->config.layers_per_stage, (std::vector<int>{8, 8, 7, 7}));
+  training.fixed.pp = 4;
+  const Result<SearchResult> searched = search_plans(model, training, cluster, options);
+  ASSERT_TRUE(searched.ok()) << searched.error().message;
+  ASSERT_FALSE(searched->plans.empty());
+  EXPECT_EQ(searched->plans.front().config.layers_per_stage, (std::vector<int>{8, 8, 7, 7}));
+  const FrameworkTarget target{Framework::megatron_deepspeed, false};
+  config.pp = 31;
+  config.layers_per_stage = balanced_layers_per_stage(30, 31);
+  EXPECT_NE(launch_problem(target, model, config, 32).find("needs a layer on every stage"), std::string::npos);
 }
 
 TEST(StackLaunch, ExportsSayWhatWasPriced) {

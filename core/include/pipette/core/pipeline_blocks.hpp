@@ -48,6 +48,17 @@ struct PipelineBlocks {
 // (models/llama.py l.938-950).
 PipelineBlocks nanotron_partition(const ModelSpec& model, int pp);
 
+// Megatron-DeepSpeed's split of the decoder layers over pp ≤ layers stages: GPTModelPipe hands
+// DeepSpeed's PipelineModule the method 'type:transformer' (megatron/model/gpt_model.py @4efb479d
+// l.459-463), whose partition_balanced (deepspeed/runtime/utils.py @edaa7221 l.627-664) splits the
+// layer specs so that the transformer-layer counts differ least: the first L mod pp stages take
+// one layer more, the embedding stays on the first stage and the norm and head on the last
+// (checked against partition_balanced for every L ≤ 120, pp ≤ min(L, 32)).
+std::vector<int> megatron_deepspeed_layer_split(int num_layers, int pp);
+
+// The layer split a framework makes itself, or empty where it takes the split it is given.
+std::vector<int> own_layer_split(const ModelSpec& model, Framework framework, int pp);
+
 // The blocks each rank of `config` holds under `framework`: nanotron's partition, or
 // config.layers_per_stage with the embedding first and the head and loss last.
 PipelineBlocks pipeline_blocks(const ModelSpec& model, Framework framework, const ParallelConfig& config);
