@@ -6,24 +6,13 @@
 
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/synthetic_fabric.hpp"
+#include "llama_like.hpp"
 
 namespace pipette {
 namespace {
 
 ModelSpec llama_like(int layers, int hidden, int heads) {
-  ModelSpec model;
-  model.name = "llama-like-" + std::to_string(layers) + "x" + std::to_string(hidden);
-  model.num_layers = layers;
-  model.hidden_size = hidden;
-  model.num_attention_heads = heads;
-  model.num_kv_heads = 8;
-  model.ffn_hidden_size = hidden * 7 / 2;
-  model.ffn_kind = FfnKind::swiglu;
-  model.norm_kind = NormKind::rmsnorm;
-  model.vocab_size = 128256;
-  model.linear_bias = false;
-  model.dropout = false;
-  return model;
+  return testing::llama_like(layers, hidden, heads, 8, hidden * 7 / 2, 128256);
 }
 
 // DGX-like nodes: 8 H100 on NVSwitch, 8 NDR rails, every node pair alike.

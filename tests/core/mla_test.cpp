@@ -6,30 +6,21 @@
 #include "pipette/core/launch.hpp"
 #include "pipette/core/memory.hpp"
 #include "pipette/core/performance.hpp"
+#include "llama_like.hpp"
 
 namespace pipette {
 namespace {
 
 // A small dense MLA model with DeepSeek-V3's proportions.
 ModelSpec small_mla() {
-  ModelSpec model;
+  ModelSpec model = testing::llama_like(4, 1024, 8, 8, 2816, 32000);
   model.name = "mla";
-  model.num_layers = 4;
-  model.hidden_size = 1024;
-  model.num_attention_heads = 8;
-  model.num_kv_heads = 8;
   model.q_lora_rank = 192;
   model.kv_lora_rank = 64;
   model.qk_head_dim = 128;
   model.qk_pos_emb_head_dim = 64;
   model.v_head_dim = 128;
   model.qk_layernorm = true;
-  model.ffn_hidden_size = 2816;
-  model.ffn_kind = FfnKind::swiglu;
-  model.norm_kind = NormKind::rmsnorm;
-  model.vocab_size = 32000;
-  model.linear_bias = false;
-  model.dropout = false;
   return model;
 }
 

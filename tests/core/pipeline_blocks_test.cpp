@@ -7,25 +7,13 @@
 #include "pipette/core/performance.hpp"
 #include "pipette/core/stack_profile.hpp"
 #include "pipette/core/synthetic_fabric.hpp"
+#include "llama_like.hpp"
 
 namespace pipette {
 namespace {
 
 // A Llama-style model (SwiGLU, RMSNorm, no biases or dropout) of the given shape.
-ModelSpec llama_like(int layers, int hidden, int heads, int kv_heads, int ffn, int vocab) {
-  ModelSpec model;
-  model.num_layers = layers;
-  model.hidden_size = hidden;
-  model.num_attention_heads = heads;
-  model.num_kv_heads = kv_heads;
-  model.ffn_hidden_size = ffn;
-  model.vocab_size = vocab;
-  model.ffn_kind = FfnKind::swiglu;
-  model.norm_kind = NormKind::rmsnorm;
-  model.linear_bias = false;
-  model.dropout = false;
-  return model;
-}
+using testing::llama_like;
 
 // The llama3.2-1b shape: 16 layers, h 2048, 32 heads, ffn 8192, vocab 128256. Per
 // get_block_compute_costs (nanotron @2411b022 models/llama.py l.938-950) a layer costs

@@ -11,6 +11,7 @@
 #include "pipette/core/performance.hpp"
 #include "pipette/core/placement.hpp"
 #include "pipette/core/units.hpp"
+#include "llama_like.hpp"
 
 namespace pipette {
 namespace {
@@ -30,18 +31,7 @@ Cluster uniform_cluster(int nodes, int gpus_per_node, const char* gpu = "H100-SX
 }
 
 ModelSpec llama_like(int layers, int hidden, int heads, int kv_heads, int ffn) {
-  ModelSpec model;
-  model.name = "llama-like";
-  model.num_layers = layers;
-  model.hidden_size = hidden;
-  model.num_attention_heads = heads;
-  model.num_kv_heads = kv_heads;
-  model.ffn_hidden_size = ffn;
-  model.ffn_kind = FfnKind::swiglu;
-  model.norm_kind = NormKind::rmsnorm;
-  model.vocab_size = 128256;
-  model.linear_bias = false;
-  return model;
+  return testing::llama_like(layers, hidden, heads, kv_heads, ffn, 128256);
 }
 
 ModelSpec llama3_70b() { return llama_like(80, 8192, 64, 8, 28672); }
