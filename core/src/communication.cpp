@@ -701,12 +701,14 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
 
 // GPUs of node `node` that send all-to-all traffic to other nodes while stage `stage`'s expert
 // groups run theirs: every GPU of the stage there whose group has a member elsewhere. All of the
-// stage's groups run their all-to-alls in the same phase: the stage's ranks run one schedule, and
-// every layer's all-to-all holds each group's members until all of them reach it; as an ep group
-// spans DP replicas (Megatron's order tp-cp-ep-dp-pp, parallel_state.py @d98e8a64 l.617, puts ep
-// inside dp), it ties the replicas' steps together. Other stages are not counted: in 1F1B they run
-// other micro-batches, forward against backward, so their layers' all-to-alls (a small part of each
-// step) fall at unrelated moments; counting them would price every stage as if they always met.
+// stage's groups run their all-to-alls in the same phase: every DP replica of the stage runs the
+// same micro-batches in the same order, and each layer's all-to-all holds a group's members until
+// all of them reach it; a group wider than a replica's tp·cp ranks (the expert grid is carved from
+// the stage's tp·cp·dp ranks, Megatron's order tp-cp-ep-dp-pp, parallel_state.py @d98e8a64
+// l.617) ties the replicas it spans together at every layer. Other stages are not counted: in
+// 1F1B they run other micro-batches, forward against backward, so their layers' all-to-alls (a
+// small part of each step) fall at unrelated moments; counting them would price every stage as if
+// they always met.
 // A placement search only permutes whole nodes and the GPUs inside them, which changes neither a
 // node's set of the stage's ranks nor which groups span nodes: a group's price changes only when
 // its own members move (PlacementEvaluator recomputes just those).
@@ -743,9 +745,11 @@ double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& confi
     // this group's members there: concurrent_inter_node_senders counts them). As for every other
     // flow in this file (flow_bandwidth_bytes_per_second), S such GPUs use min(S, rails) of the
     // rails, each at B · min(S, rails) / rails / S of the node pair's bandwidth B: all-to-all is
-    // NCCL send/recv, which PXN routes out on the receiver's rail, so a sender is not held to its
-    // own NIC. The intra- and inter-node parts use different links and run together; each of the
-    // other nodes adds one latency (NCCL posts the peers' sends together but each remote peer pays one).
+    // NCCL send/recv, which PXN (the file's head; introduced for all2all, NVIDIA blog "Doubling
+    // all2all Performance with NVIDIA Collective Communication Library 2.12") sends out on the
+    // receiver's rail, so a sender is not held to its own NIC. The intra- and inter-node parts use
+    // different links and run together; each of the other nodes adds one latency (NCCL posts the
+    // peers' sends together but each remote peer pays one).
     // The members' nodes in order of first appearance, each with its members in rank order: a
     // member's intra-node sum and its node's inter-node sum read only those, O(ep · GPUs per node
     // + nodes²) rather than O(ep² · nodes) (the placement search prices groups of 128 members per

@@ -514,9 +514,9 @@ Cluster with_best_links(const Cluster& cluster, const NodeBestLinks& of_nodes) {
 // Why the floor holds. ep_all_to_all_seconds (communication.cpp) prices expert group g of stage s
 // as a2a · (slowest + gather), gather ≥ 0, slowest the maximum over the group's members of
 // max(intra + intra latency, inter). Take a member on node A where k of the group's ep members
-// sit (1 ≤ k ≤ min(ep, G), the GPUs per node). With k < ep the group has ep − k members on other
-// nodes, on at least one other node, and A's rails (R of them) are shared by S ≥ k GPUs sending out of A
-// (this group's k and any other group's of the stage there), each at B_Ao · min(S, R) / R / S;
+// sit (1 ≤ k ≤ min(ep, G), G the GPUs per node). With k < ep the group has ep − k members on
+// other nodes, on at least one other node, and A's R rails are shared by S ≥ k GPUs sending out
+// of A (this group's k and any other group's of the stage there), each at B_Ao · min(S, R) / R / S;
 // S · R / min(S, R) = max(S, R) ≥ max(k, R). So with B_A, L_A the best bandwidth and latency of
 // A's links to other nodes
 //   inter = Σ_o (n_o · bytes · max(S, R) / B_Ao + L_Ao) ≥ (ep − k) · bytes · max(k, R) / B_A + L_A;
@@ -531,11 +531,12 @@ Cluster with_best_links(const Cluster& cluster, const NodeBestLinks& of_nodes) {
 // iteration time never drops when it grows.
 // Which lower bound to keep. With R ≥ G every member has max(S, R) = R whatever else sends, the
 // price of one group's own members alone, and the best links in Slurm's order bound it as
-// with_best_links says: the larger of that and the floor is kept (where ep > G). With R < G a node shares its rails among every GPU of the stage sending out, and a placement
-// that gives a node fewer of them (mixing the stage with other stages' or idle GPUs) pays less per
-// member than Slurm's order, whose full nodes share the rails G ways: the best links in Slurm's
-// order are then no lower bound, and the floor replaces them, also where ep ≤ G (a group Slurm's
-// order spreads over nodes, with etp > 1, shares full nodes' rails too).
+// with_best_links says: the larger of that and the floor is kept (where ep > G). With R < G a
+// node shares its rails among every GPU of the stage sending out, and a placement that gives a
+// node fewer of them (mixing the stage with other stages' or idle GPUs) pays less per member than
+// Slurm's order, whose full nodes share the rails G ways: the best links in Slurm's order are then
+// no lower bound, and the floor replaces them, also where ep ≤ G (a group Slurm's order spreads
+// over nodes, with etp > 1, shares full nodes' rails too).
 void bound_all_to_all(const Cluster& cluster, const NodeBestLinks& best, const ParallelConfig& config,
                       const WorkProfile& work, CommunicationTimes& communication) {
   const int gpus_per_node = cluster.gpus_per_node;
