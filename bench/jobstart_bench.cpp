@@ -41,7 +41,8 @@ const ModelSpec& load(const char* name) {
 
 const ModelSpec& model() { return load("llama2-70b"); }
 
-void job_start_plan(benchmark::State& state, const ModelSpec& model);
+// `nics_per_node`: NDR NICs per node, the fabric's 8 unless given.
+void job_start_plan(benchmark::State& state, const ModelSpec& model, int nics_per_node = SyntheticFabric{}.nics_per_node);
 
 void BM_JobStartPlan(benchmark::State& state) { job_start_plan(state, model()); }
 
@@ -49,11 +50,20 @@ void BM_JobStartPlan(benchmark::State& state) { job_start_plan(state, model()); 
 // and whose placement prices every expert group's all-to-all.
 void BM_JobStartPlanMoe(benchmark::State& state) { job_start_plan(state, load("qwen3-235b-a22b")); }
 
-void job_start_plan(benchmark::State& state, const ModelSpec& model) {
+// The same with fewer NICs than GPUs per node (the second argument: 4, 2 or 1), where every
+// expert group sending out of a node shares its rails (communication.cpp ep_all_to_all_seconds).
+void BM_JobStartPlanMoeFewerNics(benchmark::State& state) {
+  job_start_plan(state, load("qwen3-235b-a22b"), static_cast<int>(state.range(1)));
+}
+
+void job_start_plan(benchmark::State& state, const ModelSpec& model, int nics_per_node) {
   const int gpus = static_cast<int>(state.range(0));
   SyntheticFabric fabric;
   fabric.nodes = gpus / kGpusPerNode;
   fabric.gpus_per_node = kGpusPerNode;
+  // The same NICs, fewer of them: a node pair's bandwidth over all its rails scales with them.
+  fabric.inter_node_median_bytes_per_second *= static_cast<double>(nics_per_node) / fabric.nics_per_node;
+  fabric.nics_per_node = nics_per_node;
   Cluster cluster = synthetic_cluster(fabric, 20261201);
   cluster.gpu = *find_gpu("H100-SXM");
   TrainingSpec training;
@@ -84,6 +94,7 @@ void job_start_plan(benchmark::State& state, const ModelSpec& model) {
   state.SetLabel(hash);
   state.SetComplexityN(gpus);
   state.counters["nodes"] = fabric.nodes;
+  state.counters["nics"] = fabric.nics_per_node;
   state.counters["candidates"] = candidates;
   state.counters["iteration_s"] = predicted_seconds;
   state.counters["moves"] = moves;
@@ -91,6 +102,13 @@ void job_start_plan(benchmark::State& state, const ModelSpec& model) {
 }
 
 BENCHMARK(BM_JobStartPlanMoe)->Arg(1024)->Arg(8192)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_JobStartPlanMoeFewerNics)
+    ->Args({1024, 4})
+    ->Args({1024, 2})
+    ->Args({1024, 1})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // Every power of two from 32 to 8192 GPUs, and 3072 and 6144 between the largest (issue 18: the
 // cost must grow smoothly, not only at powers of two).

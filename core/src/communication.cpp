@@ -699,6 +699,36 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
          expert_dp_reduction_seconds(cluster, config, map, work, stage);
 }
 
+// GPUs of node `node` that send all-to-all traffic to other nodes while stage `stage`'s expert
+// groups run theirs: every GPU of the stage there whose group has a member elsewhere. All of the
+// stage's groups run their all-to-alls in the same phase: every DP replica of the stage runs the
+// same micro-batches in the same order, and each layer's all-to-all holds a group's members until
+// all of them reach it; a group wider than a replica's tp·cp ranks (the expert grid is carved from
+// the stage's tp·cp·dp ranks, Megatron's order tp-cp-ep-dp-pp, parallel_state.py @d98e8a64
+// l.617) ties the replicas it spans together at every layer. Other stages are not counted: in
+// 1F1B they run other micro-batches, forward against backward, so their layers' all-to-alls (a
+// small part of each step) fall at unrelated moments; counting them would price every stage as if
+// they always met.
+// A placement search only permutes whole nodes and the GPUs inside them, which changes neither a
+// node's set of the stage's ranks nor which groups span nodes: a group's price changes only when
+// its own members move (PlacementEvaluator recomputes just those).
+int concurrent_inter_node_senders(const Cluster& cluster, const ParallelConfig& config, const RankMap& map, int stage,
+                                  int node) {
+  int senders = 0;
+  for (int local = 0; local < cluster.gpus_per_node; ++local) {
+    const int rank = map.rank_of_gpu[static_cast<size_t>(node * cluster.gpus_per_node + local)];
+    if (rank < 0 || rank / config.stage_ranks() != stage) continue;
+    const ExpertPosition position = expert_position_of_rank(config, rank);
+    for (int e = 0; e < config.ep; ++e) {
+      const int member = rank_of_expert_position(config, stage, {position.etp_index, e, position.edp_index});
+      if (node_of(cluster, map.gpu_of_rank[static_cast<size_t>(member)]) == node) continue;
+      ++senders;
+      break;
+    }
+  }
+  return senders;
+}
+
 double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
                              const StageWork& work, int stage, int group) {
   if (work.ep_all_to_alls_per_microbatch == 0) return 0;
@@ -709,11 +739,17 @@ double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& confi
   if (ep > 1) {
     // One all-to-all: every member sends ep_bytes_per_peer to each other member at once. Inside a
     // node the sends to its peers share the sender's NVLink/PCIe port (NVSwitch gives one GPU its
-    // pair bandwidth to all peers together, not to each), so they add up; between nodes every
-    // member on node A sends to every member on node B, n_A·n_B flows sharing the node pair on
-    // min(n_A, rails) of its rails, and one node's sends to all other nodes share its NICs. The
-    // intra- and inter-node parts use different links and run together; each of the other nodes
-    // adds one latency (NCCL posts the peers' sends together but each remote peer pays one).
+    // pair bandwidth to all peers together, not to each), so they add up. Between nodes every
+    // member on node A sends to every member on node B; a node's sends to all other nodes leave
+    // through its rails, which every GPU of A sending out of A at the same time shares (not only
+    // this group's members there: concurrent_inter_node_senders counts them). As for every other
+    // flow in this file (flow_bandwidth_bytes_per_second), S such GPUs use min(S, rails) of the
+    // rails, each at B · min(S, rails) / rails / S of the node pair's bandwidth B: all-to-all is
+    // NCCL send/recv, which PXN (the file's head; introduced for all2all, NVIDIA blog "Doubling
+    // all2all Performance with NVIDIA Collective Communication Library 2.12") sends out on the
+    // receiver's rail, so a sender is not held to its own NIC. The intra- and inter-node parts use
+    // different links and run together; each of the other nodes adds one latency (NCCL posts the
+    // peers' sends together but each remote peer pays one).
     // The members' nodes in order of first appearance, each with its members in rank order: a
     // member's intra-node sum and its node's inter-node sum read only those, O(ep · GPUs per node
     // + nodes²) rather than O(ep² · nodes) (the placement search prices groups of 128 members per
@@ -735,10 +771,14 @@ double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& confi
     }
     const double bytes = work.ep_bytes_per_peer;
     const int rails = std::max(1, cluster.nics_per_node);
+    // With a rail for every GPU (rails ≥ GPUs per node) no two senders share one, whoever sends:
+    // the count of the group's own members gives the same price, with no node to scan.
+    const bool rails_shared = rails < cluster.gpus_per_node && nodes.size() > 1;
     for (size_t n = 0; n < nodes.size(); ++n) {
       const int node = nodes[n];
       const std::vector<int>& members = members_of_node[n];
-      const int senders = static_cast<int>(members.size());
+      const int senders = rails_shared ? concurrent_inter_node_senders(cluster, config, map, stage, node)
+                                       : static_cast<int>(members.size());
       // Every member of a node sends the same bytes to the same other nodes on the same rails.
       double inter = 0;
       for (size_t o = 0; o < nodes.size(); ++o) {

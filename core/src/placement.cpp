@@ -436,6 +436,9 @@ PlacementResult search_placement(const Cluster& cluster, const ParallelConfig& c
   if (allow_exact && cluster.num_nodes() <= effort.exact_up_to_nodes) {
     // Half the budget for the proof; what it does not use, and all of it when it fails, is left
     // for annealing (which also explores the GPU orders inside nodes the proof keeps fixed).
+    // Its expert groups' all-to-alls bound theirs here even where rails are shared (bound_all_to_all
+    // says why not in general): node swaps keep each node's senders (communication.cpp
+    // concurrent_inter_node_senders) and each node's share of every group.
     const CommunicationTimes optimistic = communication_times(with_best_links(cluster), config, work, default_placement(config));
     ExactSearch exact(evaluator, optimistic, objective, move_budget / 2);
     proven = exact.run(best, moves);
@@ -511,24 +514,36 @@ Cluster with_best_links(const Cluster& cluster, const NodeBestLinks& of_nodes) {
 // Why the floor holds. ep_all_to_all_seconds (communication.cpp) prices expert group g of stage s
 // as a2a · (slowest + gather), gather ≥ 0, slowest the maximum over the group's members of
 // max(intra + intra latency, inter). Take a member on node A where k of the group's ep members
-// sit (1 ≤ k ≤ G, the GPUs per node). With ep > G the group has ep − k members on other nodes,
-// on at least one other node, so with B_A, L_A the best bandwidth and latency of A's links to
-// other nodes and R the rails:
-//   inter = Σ_o (n_o · bytes / (B_Ao · min(k, R) / R / k) + L_Ao) ≥ (ep − k) · bytes · max(k, R) / B_A + L_A
-// (k · R / min(k, R) = max(k, R)); and with k ≥ 2, b_A, l_A the best of A's own GPU pairs,
+// sit (1 ≤ k ≤ min(ep, G), G the GPUs per node). With k < ep the group has ep − k members on
+// other nodes, on at least one other node, and A's R rails are shared by S ≥ k GPUs sending out
+// of A (this group's k and any other group's of the stage there), each at B_Ao · min(S, R) / R / S;
+// S · R / min(S, R) = max(S, R) ≥ max(k, R). So with B_A, L_A the best bandwidth and latency of
+// A's links to other nodes
+//   inter = Σ_o (n_o · bytes · max(S, R) / B_Ao + L_Ao) ≥ (ep − k) · bytes · max(k, R) / B_A + L_A;
+// (k = ep: no inter-node part); and with k ≥ 2, b_A, l_A the best of A's own GPU pairs,
 //   intra + intra latency = Σ over its k − 1 peers of bytes / b_link + the largest latency ≥ (k − 1) · bytes / b_A + l_A.
 // So the group costs at least a2a · floor(A), floor(A) = min over k of the larger of the two,
 // whatever k is. The groups partition the stage's ranks, so every node hosting a GPU of stage s
 // hosts a member of one of its groups, and ep_seconds[s] (the slowest group) ≥ a2a · floor(A)
 // for each such node; the stage's stage_ranks GPUs occupy at least ⌈stage_ranks / G⌉ nodes, so the
 // largest of their floors is at least the ⌈stage_ranks / G⌉-th smallest floor of all nodes. Only
-// ep_seconds is raised (what the iteration reads, performance.cpp fill_replica_pipeline), and the
-// iteration time never drops when it grows; the larger of two lower bounds is one.
-void raise_to_all_to_all_floor(const Cluster& cluster, const NodeBestLinks& best, const ParallelConfig& config,
-                               const WorkProfile& work, CommunicationTimes& communication) {
+// ep_seconds is changed (what the iteration reads, performance.cpp fill_replica_pipeline), and the
+// iteration time never drops when it grows.
+// Which lower bound to keep. With R ≥ G every member has max(S, R) = R whatever else sends, the
+// price of one group's own members alone, and the best links in Slurm's order bound it as
+// with_best_links says: the larger of that and the floor is kept (where ep > G). With R < G a
+// node shares its rails among every GPU of the stage sending out, and a placement that gives a
+// node fewer of them (mixing the stage with other stages' or idle GPUs) pays less per member than
+// Slurm's order, whose full nodes share the rails G ways: the best links in Slurm's order are then
+// no lower bound, and the floor replaces them, also where ep ≤ G (a group Slurm's order spreads
+// over nodes, with etp > 1, shares full nodes' rails too).
+void bound_all_to_all(const Cluster& cluster, const NodeBestLinks& best, const ParallelConfig& config,
+                      const WorkProfile& work, CommunicationTimes& communication) {
   const int gpus_per_node = cluster.gpus_per_node;
-  if (config.ep <= gpus_per_node || communication.ep_seconds.empty()) return;
   const int rails = std::max(1, cluster.nics_per_node);
+  const bool rails_shared = rails < gpus_per_node;
+  if (config.ep == 1 || (config.ep <= gpus_per_node && !rails_shared) || communication.ep_seconds.empty()) return;
+  const int most_on_a_node = std::min(config.ep, gpus_per_node);
   const size_t nodes = best.inter_node.size();
   const size_t occupied = std::min(nodes, static_cast<size_t>((config.stage_ranks() + gpus_per_node - 1) / gpus_per_node));
   std::vector<double> floor_of_node(nodes);
@@ -543,9 +558,10 @@ void raise_to_all_to_all_floor(const Cluster& cluster, const NodeBestLinks& best
         const Link& inter_link = best.inter_node[node];
         const Link& intra_link = best.intra_node[node];
         double floor = std::numeric_limits<double>::infinity();
-        for (int k = 1; k <= gpus_per_node; ++k) {
-          const double inter = (config.ep - k) * bytes * std::max(k, rails) / inter_link.bandwidth_bytes_per_second +
-                               inter_link.latency_seconds;
+        for (int k = 1; k <= most_on_a_node; ++k) {
+          const double inter = k < config.ep ? (config.ep - k) * bytes * std::max(k, rails) / inter_link.bandwidth_bytes_per_second +
+                                                   inter_link.latency_seconds
+                                             : 0.0;
           const double intra =
               k >= 2 ? (k - 1) * bytes / intra_link.bandwidth_bytes_per_second + intra_link.latency_seconds : 0.0;
           floor = std::min(floor, std::max(inter, intra));
@@ -558,7 +574,8 @@ void raise_to_all_to_all_floor(const Cluster& cluster, const NodeBestLinks& best
       stage_floor_seconds = *nth;
     }
     double& seconds = communication.ep_seconds[static_cast<size_t>(s)];
-    seconds = std::max(seconds, stage.ep_all_to_alls_per_microbatch * stage_floor_seconds);
+    const double floor_seconds = stage.ep_all_to_alls_per_microbatch * stage_floor_seconds;
+    seconds = rails_shared ? floor_seconds : std::max(seconds, floor_seconds);
   }
 }
 

@@ -599,13 +599,14 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
   // would misrank them wherever placement gains much, e.g. a layout whose DP rings cross a
   // degraded pair in Slurm's order but not once placed.
   // Where an expert all-to-all group cannot fit on a node, every placement sends part of it over
-  // some node's own links, not the cluster's best pair: raise_to_all_to_all_floor prices that.
+  // some node's own links, not the cluster's best pair: bound_all_to_all prices that
+  // (and replaces the best links where a node's rails are shared: Slurm's order shares them most).
   const NodeBestLinks best_of_nodes = options.optimize_placement ? best_links_of_nodes(cluster) : NodeBestLinks{};
   const Cluster optimistic = options.optimize_placement ? with_best_links(cluster, best_of_nodes) : Cluster{};
   const auto reachable_seconds = [&](const ParallelConfig& config, const Evaluated& evaluated) {
     if (!options.optimize_placement) return evaluated.time.iteration_seconds;
     CommunicationTimes communication = communication_times(optimistic, config, evaluated.work, default_placement(config));
-    raise_to_all_to_all_floor(cluster, best_of_nodes, config, evaluated.work, communication);
+    bound_all_to_all(cluster, best_of_nodes, config, evaluated.work, communication);
     return iteration_seconds(config, evaluated.work, communication, training);
   };
   std::vector<std::pair<double, size_t>> best;  // (reachable_seconds, index), sorted, at most `capacity`

@@ -193,6 +193,55 @@ TEST(MoeTime, AllToAllInsideANodeIsCheaperThanAcrossNodes) {
             across_times.ep_seconds[0]);
 }
 
+// A node's rails carry every expert group's all-to-all leaving it in the same phase (the groups
+// of one stage), not one group's alone. Hand-computed, one all-to-all of 1 MB per peer, ep 8 on
+// 8-GPU nodes: each group has 4 members on each of two nodes, so a member sends 4 MB out of its
+// node and 3 MB to its node peers (3 MB / 360 GB/s + 3 us = 11.3 us, below the inter-node part).
+TEST(MoeTime, ANodesRailsAreSharedByEveryExpertGroupSendingOutOfIt) {
+  const double bytes = 1e6;
+  StageWork work;
+  work.ep_all_to_alls_per_microbatch = 1;
+  work.ep_bytes_per_peer = bytes;
+  const double node_pair_bytes_per_second = 400 * units::gigabyte;
+  const double latency_seconds = 8 * units::microsecond;
+  // gpu_of_rank from each rank's (node, local GPU).
+  const auto place = [](const std::vector<std::pair<int, int>>& node_and_local) {
+    Placement placement;
+    for (const auto& [node, local] : node_and_local) placement.gpu_of_rank.push_back(node * 8 + local);
+    return placement;
+  };
+  const auto price = [&](const Cluster& cluster, const ParallelConfig& config, const Placement& placement, int stage,
+                         int group) {
+    return detail::ep_all_to_all_seconds(cluster, config, detail::make_rank_map(cluster, config, placement), work, stage, group);
+  };
+  Cluster one_rail = h100_cluster(3);
+  one_rail.nics_per_node = 1;
+  // Two expert-DP groups (ranks 0-7, 8-15), each half on node 0 and half on node 1: 8 GPUs share
+  // node 0's one rail, each sending its 4 MB at 400 / 8 GB/s.
+  const ParallelConfig two_groups = moe_layout(1, 1, 16, 8, 1);
+  std::vector<std::pair<int, int>> shared;
+  for (int g = 0; g < 2; ++g)
+    for (int e = 0; e < 8; ++e) shared.emplace_back(e / 4, e % 4 + 4 * g);
+  const double both_groups_out = 4 * bytes / (node_pair_bytes_per_second / 8) + latency_seconds;
+  EXPECT_NEAR(price(one_rail, two_groups, place(shared), 0, 0), both_groups_out, 1e-12);
+  EXPECT_NEAR(price(one_rail, two_groups, place(shared), 0, 1), both_groups_out, 1e-12);
+  // Group 1 inside node 2: it sends nothing out, and group 0's 4 members there share the rail
+  // 4 ways, each at twice the bandwidth.
+  std::vector<std::pair<int, int>> alone(shared.begin(), shared.begin() + 8);
+  for (int e = 0; e < 8; ++e) alone.emplace_back(2, e);
+  const double one_group_out = 4 * bytes / (node_pair_bytes_per_second / 4) + latency_seconds;
+  EXPECT_NEAR(price(one_rail, two_groups, place(alone), 0, 0), one_group_out, 1e-12);
+  // A pipeline's other stage runs other micro-batches at other moments: its group, placed as
+  // group 1 was above, does not share the rail with stage 0's.
+  ParallelConfig two_stages = moe_layout(1, 2, 8, 8, 1);
+  EXPECT_NEAR(price(one_rail, two_stages, place(shared), 0, 0), one_group_out, 1e-12);
+  EXPECT_NEAR(price(one_rail, two_stages, place(shared), 1, 0), one_group_out, 1e-12);
+  // With a rail per GPU each sender keeps its own, whoever else sends: 400 / 8 GB/s both ways.
+  const Cluster eight_rails = h100_cluster(3);
+  EXPECT_NEAR(price(eight_rails, two_groups, place(shared), 0, 0), both_groups_out, 1e-12);
+  EXPECT_NEAR(price(eight_rails, two_groups, place(alone), 0, 0), both_groups_out, 1e-12);
+}
+
 TEST(MoeTime, RoutedExpertsCostTopKNotAllExperts) {
   const ModelSpec model = qwen3_235b();
   const TrainingSpec training = training_of(2048, 4096);
@@ -292,27 +341,34 @@ TEST(MoePlacement, IncrementalExpertEntriesMatchFullEvaluationAfterRandomMoves) 
   // for the next where their own entries are equal.
   ParallelConfig interleaved = moe_layout(2, 2, 16, 16, 1);
   interleaved.virtual_stages = 47;
-  for (const ParallelConfig& config : {moe_layout(2, 2, 16, 16, 1), moe_layout(2, 2, 16, 8, 2), interleaved}) {
-    const WorkProfile work = profile_work(model, training, cluster.gpu, config);
-    const auto objective = [&](const CommunicationTimes& times) {
-      return critical_path(config, work, times, training).iteration_seconds;
-    };
-    detail::IncrementalIterationSeconds incremental(config, work, training);
-    detail::PlacementEvaluator evaluator(cluster, config, work, incremental);
-    std::mt19937_64 random(7);
-    for (int move = 0; move < 200; ++move) {
-      if (move % 3 == 0) {
-        evaluator.swap_local_gpus(static_cast<int>(random() % 8), static_cast<int>(random() % 4), 4 + static_cast<int>(random() % 4));
-      } else {
-        evaluator.swap_slots(static_cast<int>(random() % 8), static_cast<int>((random() % 7 + 1 + move) % 8));
+  // Two rails for 8 GPUs: a group's price reads every sender of its nodes, which node swaps and
+  // swaps inside a node keep, so recomputing the moved groups' entries alone must stay exact.
+  Cluster two_rails = cluster;
+  two_rails.nics_per_node = 2;
+  two_rails.rails.rail_of_local_gpu.clear();
+  for (const Cluster* tested : {&cluster, &two_rails}) {
+    for (const ParallelConfig& config : {moe_layout(2, 2, 16, 16, 1), moe_layout(2, 2, 16, 8, 2), interleaved}) {
+      const WorkProfile work = profile_work(model, training, tested->gpu, config);
+      const auto objective = [&](const CommunicationTimes& times) {
+        return critical_path(config, work, times, training).iteration_seconds;
+      };
+      detail::IncrementalIterationSeconds incremental(config, work, training);
+      detail::PlacementEvaluator evaluator(*tested, config, work, incremental);
+      std::mt19937_64 random(7);
+      for (int move = 0; move < 200; ++move) {
+        if (move % 3 == 0) {
+          evaluator.swap_local_gpus(static_cast<int>(random() % 8), static_cast<int>(random() % 4), 4 + static_cast<int>(random() % 4));
+        } else {
+          evaluator.swap_slots(static_cast<int>(random() % 8), static_cast<int>((random() % 7 + 1 + move) % 8));
+        }
+        if (move % 5 == 4) evaluator.undo();
+        const CommunicationTimes full = communication_times(*tested, config, work, evaluator.placement());
+        ASSERT_FALSE(full.ep_group_seconds.empty());
+        ASSERT_EQ(full.ep_group_seconds, evaluator.communication().ep_group_seconds) << "move " << move;
+        ASSERT_EQ(full.ep_seconds, evaluator.communication().ep_seconds) << "move " << move;
+        ASSERT_EQ(full.dp_seconds, evaluator.communication().dp_seconds) << "move " << move;
+        ASSERT_EQ(evaluator.value(), objective(full)) << "move " << move;
       }
-      if (move % 5 == 4) evaluator.undo();
-      const CommunicationTimes full = communication_times(cluster, config, work, evaluator.placement());
-      ASSERT_FALSE(full.ep_group_seconds.empty());
-      ASSERT_EQ(full.ep_group_seconds, evaluator.communication().ep_group_seconds) << "move " << move;
-      ASSERT_EQ(full.ep_seconds, evaluator.communication().ep_seconds) << "move " << move;
-      ASSERT_EQ(full.dp_seconds, evaluator.communication().dp_seconds) << "move " << move;
-      ASSERT_EQ(evaluator.value(), objective(full)) << "move " << move;
     }
   }
 }
@@ -375,9 +431,10 @@ TEST(MoePlacement, IncrementalIterationSecondsMatchesFullEvaluationOnRandomTable
 }
 
 // The search's reachable bound (search_plans: every link at the cluster's best, then each stage's
-// all-to-all raised to raise_to_all_to_all_floor) must not exceed the iteration time of any
-// placement, MoE (ep inside a node, ep spanning 2 and 4 nodes, etp 2, interleaved) and dense,
-// on an uneven fabric (also with fewer rails than GPUs) and a uniform one. Placements: Slurm's
+// all-to-all bounded by bound_all_to_all) must not exceed the all-to-all and the iteration time of
+// any placement, MoE (ep inside a node, ep spanning 2 and 4 nodes, etp 2, interleaved) and dense,
+// on an uneven fabric (also with 4, 2 and 1 rails for 8 GPUs, where several expert groups and
+// stages share a node's rails once GPUs are shuffled) and a uniform one. Placements: Slurm's
 // order, whole nodes permuted (groups packed on the fewest nodes: where the floor is tight), and
 // every GPU shuffled. On the uniform fabric the floor of an ep 16 group on two nodes is exactly
 // what Slurm's order costs, so a floor any tighter fails here.
@@ -390,10 +447,15 @@ TEST(MoeSearch, AllToAllFloorIsALowerBoundForEveryPlacement) {
   Cluster uneven = synthetic_cluster(fabric, 23);
   uneven.gpu = *find_gpu("H100-SXM");
   uneven.intra_node[3].at(0, 5).bandwidth_bytes_per_second /= 3;
-  Cluster two_rails = uneven;
-  two_rails.nics_per_node = 2;
-  two_rails.rails.rail_of_local_gpu.clear();
+  std::vector<Cluster> fewer_rails;
+  for (const int rails : {4, 2, 1}) {
+    fewer_rails.push_back(uneven);
+    fewer_rails.back().nics_per_node = rails;
+    fewer_rails.back().rails.rail_of_local_gpu.clear();
+  }
   const Cluster uniform = h100_cluster(8);
+  Cluster uniform_one_rail = uniform;
+  uniform_one_rail.nics_per_node = 1;
   ParallelConfig interleaved = moe_layout(2, 2, 16, 16, 1);
   interleaved.virtual_stages = 47;
   ParallelConfig dense_layout = moe_layout(2, 2, 16, 1, 1);
@@ -403,22 +465,26 @@ TEST(MoeSearch, AllToAllFloorIsALowerBoundForEveryPlacement) {
       {nullptr, moe_layout(1, 2, 32, 32, 1)}, {nullptr, moe_layout(2, 2, 16, 16, 2)},
       {nullptr, interleaved},                 {&dense, dense_layout}};
   const ModelSpec moe = qwen3_235b();
-  int floors_above_best_links = 0;
-  for (const Cluster* cluster : std::initializer_list<const Cluster*>{&uneven, &two_rails, &uniform}) {
+  int floors_above_best_links = 0;    // rails ≥ GPUs: layouts whose bound the floor raised
+  int best_links_above_placement = 0;  // layouts some placement prices below their best links in Slurm's order
+  for (const Cluster* cluster : std::initializer_list<const Cluster*>{&uneven, &fewer_rails[0], &fewer_rails[1],
+                                                                     &fewer_rails[2], &uniform, &uniform_one_rail}) {
     const NodeBestLinks best = best_links_of_nodes(*cluster);
     const Cluster optimistic = with_best_links(*cluster, best);
     for (const auto& [model, config] : layouts) {
       const WorkProfile work = profile_work(model != nullptr ? *model : moe, training, cluster->gpu, config);
       const CommunicationTimes best_links = communication_times(optimistic, config, work, default_placement(config));
       CommunicationTimes bound = best_links;
-      raise_to_all_to_all_floor(*cluster, best, config, work, bound);
-      floors_above_best_links += bound.ep_seconds != best_links.ep_seconds;
+      bound_all_to_all(*cluster, best, config, work, bound);
+      const bool rails_shared = cluster->nics_per_node < cluster->gpus_per_node;
+      floors_above_best_links += !rails_shared && bound.ep_seconds != best_links.ep_seconds;
+      bool best_links_above = false;
       const double bound_seconds = iteration_seconds(config, work, bound, training);
       CommunicationTimes floor_only = bound;  // the floor alone, without the best links' all-to-all
       std::fill(floor_only.ep_seconds.begin(), floor_only.ep_seconds.end(), 0.0);
-      raise_to_all_to_all_floor(*cluster, best, config, work, floor_only);
+      bound_all_to_all(*cluster, best, config, work, floor_only);
       std::mt19937_64 random(static_cast<std::uint64_t>(config.ep * 100 + config.etp * 10 + config.virtual_stages));
-      for (int sample = 0; sample < 41; ++sample) {
+      for (int sample = 0; sample < 42; ++sample) {
         Placement placement = default_placement(config);
         if (sample > 0 && sample <= 20) {  // whole nodes permuted, GPUs inside each node kept
           std::vector<int> node_of_slot(static_cast<size_t>(cluster->num_nodes()));
@@ -426,27 +492,47 @@ TEST(MoeSearch, AllToAllFloorIsALowerBoundForEveryPlacement) {
           std::shuffle(node_of_slot.begin(), node_of_slot.end(), random);
           for (int& gpu : placement.gpu_of_rank)
             gpu = node_of_slot[static_cast<size_t>(gpu / cluster->gpus_per_node)] * cluster->gpus_per_node + gpu % cluster->gpus_per_node;
-        } else if (sample > 20) {
+        } else if (sample > 20 && sample <= 40) {
           std::shuffle(placement.gpu_of_rank.begin(), placement.gpu_of_rank.end(), random);
+        } else if (sample == 41) {  // every node half stage 0, half stage 1, groups packed 4 a node
+          if (model != nullptr) continue;  // dense: its DP rings' bound is not this test's
+          const int half = cluster->gpus_per_node / 2;
+          for (int rank = 0; rank < config.world_size(); ++rank) {
+            const int index = rank % config.stage_ranks();
+            placement.gpu_of_rank[static_cast<size_t>(rank)] =
+                index / half * cluster->gpus_per_node + index % half + rank / config.stage_ranks() * half;
+          }
         }
         const CommunicationTimes placed = communication_times(*cluster, config, work, placement);
         const std::string where = "ep " + std::to_string(config.ep) + " etp " + std::to_string(config.etp) + " vpp " +
                                   std::to_string(config.virtual_stages) + " on " + std::to_string(cluster->nics_per_node) + " rails, sample " + std::to_string(sample);
-        for (size_t s = 0; s < floor_only.ep_seconds.size(); ++s)
+        for (size_t s = 0; s < floor_only.ep_seconds.size(); ++s) {
           ASSERT_LE(floor_only.ep_seconds[s], placed.ep_seconds[s] * (1 + 1e-12)) << where << " stage " << s;
+          ASSERT_LE(bound.ep_seconds[s], placed.ep_seconds[s] * (1 + 1e-12)) << where << " stage " << s;
+          best_links_above = best_links_above || best_links.ep_seconds[s] > placed.ep_seconds[s] * (1 + 1e-12);
+        }
         ASSERT_LE(bound_seconds, iteration_seconds(config, work, placed, training) * (1 + 1e-12)) << where;
         if (cluster == &uniform && config.ep == 16 && config.etp == 1 && sample == 0) {
           for (size_t s = 0; s < floor_only.ep_seconds.size(); ++s)
             EXPECT_NEAR(floor_only.ep_seconds[s], placed.ep_seconds[s], 1e-12 * placed.ep_seconds[s]) << where;
         }
       }
+      best_links_above_placement += best_links_above;
+      // Where rails are shared the floor is the bound (bound_all_to_all says why).
+      if (rails_shared) {
+        EXPECT_EQ(bound.ep_seconds, floor_only.ep_seconds) << "ep " << config.ep;
+      }
     }
   }
   // On the uneven fabric with 8 rails the floor, not the best pair, prices ep 16 and 32 (etp 1,
-  // interleaved too). With 2 rails a node holding 2 of a group's members prices below one holding
-  // 8 (the formula shares a node's rails among that group's members only), and etp 2's gathers
-  // keep the best links' figure above the floor.
+  // interleaved too).
   EXPECT_EQ(floors_above_best_links, 3);
+  // With fewer rails than GPUs, shuffled GPUs put fewer of a stage's senders on a node than
+  // Slurm's order's full nodes: the best links in that order are above such a placement's
+  // all-to-all (sample 41: a node's 4 senders of a stage pay max(4, R) where Slurm's order pays
+  // max(8, R)), for ep 16, 32, etp 2 and interleaved on the uniform fabric with one rail: there
+  // they are no lower bound, and the floor replaces them.
+  EXPECT_EQ(best_links_above_placement, 4);
 }
 
 }  // namespace

@@ -64,10 +64,12 @@ NodeBestLinks best_links_of_nodes(const Cluster& cluster);
 // with_best_links from the cluster's best_links_of_nodes, already computed.
 Cluster with_best_links(const Cluster& cluster, const NodeBestLinks& of_nodes);
 
-// Raises every stage's ep_seconds to what the expert all-to-all costs at least in any placement
-// on `cluster` (whose best_links_of_nodes is `best`) when an all-to-all group (ep members) has more
-// members than a node has GPUs; keeps the larger. The proof is at the definition.
-void raise_to_all_to_all_floor(const Cluster& cluster, const NodeBestLinks& best, const ParallelConfig& config,
+// Makes every stage's ep_seconds, priced on with_best_links in Slurm's order, a lower bound of
+// what the expert all-to-all costs in any placement on `cluster` (whose best_links_of_nodes is
+// `best`) when an all-to-all group (ep members) has more members than a node has GPUs: raises it to
+// the floor every placement pays, or, with fewer rails than GPUs per node, replaces it by that
+// floor. The proof is at the definition.
+void bound_all_to_all(const Cluster& cluster, const NodeBestLinks& best, const ParallelConfig& config,
                                const WorkProfile& work, CommunicationTimes& communication);
 
 // node_order[k] = node index that gets NODE_RANK k (one-process-per-node launchers): the node
