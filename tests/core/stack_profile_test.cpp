@@ -253,8 +253,18 @@ TEST(StackLaunch, ExportsSayWhatWasPriced) {
   EXPECT_EQ(nanotron_overrides(launch),
             "parallelism.dp=4 parallelism.tp=2 parallelism.pp=2 parallelism.pp_engine=1f1b "
             "parallelism.tp_mode=REDUCE_SCATTER parallelism.tp_linear_async_communication=false "
+            "parallelism.tp_recompute_allgather=true "
             "parallelism.recompute_layer=true tokens.micro_batch_size=2 tokens.batch_accumulation_per_replica=8 "
             "tokens.sequence_length=4096 optimizer.zero_stage=1 optimizer.accumulate_grad_in_fp32=true");
+  // The engine's switches (engine.hpp) as nanotron's keys.
+  LaunchDescription switched = launch;
+  switched.tp_backward_overlap = true;
+  switched.tp_recompute_allgather = false;
+  switched.fp32_gradients = false;
+  const std::string overrides = nanotron_overrides(switched);
+  for (const char* key : {"parallelism.tp_linear_async_communication=true", "parallelism.tp_recompute_allgather=false",
+                          "optimizer.accumulate_grad_in_fp32=false"})
+    EXPECT_NE(overrides.find(key), std::string::npos) << key;
   EXPECT_EQ(megatron_deepspeed_arguments(launch),
             "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --micro-batch-size 2 --global-batch-size 64 "
             "--seq-length 4096 --max-position-embeddings 4096 --recompute-granularity full --recompute-method uniform "
