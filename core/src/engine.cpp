@@ -19,7 +19,7 @@ std::string refusal(const std::string& key, bool value, Framework framework) {
     // Megatron-LM: with bf16, --grad-reduce-in-bf16 turns accumulate_allreduce_grads_in_fp32 off
     // (training/arguments.py @d98e8a64 l.1213-1214, the flag l.3053), so the DDP gradient buffer
     // and its reduction are 16-bit (training/training.py l.2635 grad_reduce_in_fp32); nanotron:
-    // optimizer.accumulate_grad_in_fp32 (config/config.py @2411b022 OptimizerArgs). Pipette
+    // optimizer.accumulate_grad_in_fp32 (config/config.py @2411b022 l.405 OptimizerArgs). Pipette
     // exports neither switch for the other stacks.
     if (framework == Framework::megatron_core || framework == Framework::nanotron) return {};
     return "Pipette exports no gradient-precision switch for " + name + " (megatron-core: --grad-reduce-in-bf16, "
@@ -40,8 +40,8 @@ std::string refusal(const std::string& key, bool value, Framework framework) {
     if (value)
       return name + " runs the TP backward collectives synchronously (Megatron-DeepSpeed: megatron/arguments.py "
              "@4efb479d l.395-399; DeepSpeed has no tensor parallelism)";
-    return name + " issues the TP backward collectives asynchronously and has no switch to stop it (Transformer "
-           "Engine layernorm_linear.py @d0067d0d l.780-800, async_op=True)";
+    return name + " is priced with the TP backward collectives asynchronous, as Transformer Engine issues them "
+           "(layernorm_linear.py @d0067d0d l.780-800, async_op=True), and Pipette exports no switch to change that";
   }
   if (key == "tp-comm-overlap") {
     // Megatron-core's --tp-comm-overlap: Transformer Engine's userbuffers (core/model_parallel_config.py

@@ -162,7 +162,7 @@ TEST_F(EngineSources, WhatAStackCannotRunIsRefusedWithTheReason) {
       {"megatron-core", "tp-comm-overlap=on", "", ""},
       {"megatron-core", "tp-comm-overlap=on,fp32-grads=off", "", ""},
       {"megatron-core", "fp32-grads=off", "fp16", "16-bit gradients need bf16 or fp8 training"},
-      {"megatron-core", "tp-overlap=off", "", "has no switch to stop it"},
+      {"megatron-core", "tp-overlap=off", "", "Pipette exports no switch to change that"},
       {"megatron-core", "attention=unfused", "", "its flash attention would run"},
       {"megatron-deepspeed", "attention=flash", "", "its unfused attention would run"},
       {"deepspeed", "attention=unfused", "", ""},
