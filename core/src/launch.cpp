@@ -295,6 +295,14 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
   // overlap, and the parameter all-gather under the next forwards whenever they price it.
   launch.overlap_grad_reduce = training.overlap_gradient_reduce && config.dp_cp() > 1;
   launch.overlap_param_gather = parameter_gather_share(config, training) > 0;
+  // What the performance model prices (performance.cpp): the userbuffers overlap and the async TP
+  // backward only under sequence parallelism (Megatron asserts it for --tp-comm-overlap,
+  // training/arguments.py @d98e8a64 l.1441-1442; nanotron's async row-parallel layers need
+  // REDUCE_SCATTER, parallel/tensor_parallel/nn.py @2411b022 l.145-146).
+  launch.tp_comm_overlap = training.overlap_tensor_parallel_communication && launch.sequence_parallel;
+  launch.tp_backward_overlap = training.overlap_tensor_parallel_backward && launch.sequence_parallel;
+  launch.fp32_gradients = training.gradients_in_fp32 || training.precision == Precision::fp32;
+  launch.tp_recompute_allgather = training.tensor_parallel_recompute_allgather;
   launch.sequence_length = training.sequence_length;
   const ModelSpec launched = model_for_sequence(model, training.sequence_length);
   launch.max_position_embeddings = std::max(launched.learned_position_embeddings, training.sequence_length);
@@ -396,6 +404,10 @@ std::string megatron_arguments(const LaunchDescription& launch) {
   if (launch.distributed_optimizer) args += " --use-distributed-optimizer";
   if (launch.overlap_grad_reduce) args += " --overlap-grad-reduce";
   if (launch.overlap_param_gather) args += " --overlap-param-gather";
+  if (launch.tp_comm_overlap) args += " --tp-comm-overlap";
+  // bf16 accumulates and reduces gradients in fp32 unless told (training/arguments.py @d98e8a64
+  // l.1213-1217).
+  if (!launch.fp32_gradients) args += " --grad-reduce-in-bf16";
   if (launch.num_experts > 0) {
     // The MoE layer as priced: the alltoall dispatcher and grouped expert GEMMs (Megatron's
     // defaults are the allgather dispatcher and per-expert GEMMs: transformer_config.py
@@ -526,18 +538,20 @@ std::string torchtitan_arguments(const LaunchDescription& launch) {
 }
 
 std::string nanotron_overrides(const LaunchDescription& launch) {
-  // Keys of nanotron's config (config/parallelism_config.py l.15 ParallelismArgs, config/config.py
+  // Keys of nanotron's config (config/parallelism_config.py l.15 ParallelismArgs, l.36
+  // tp_recompute_allgather, config/config.py
   // l.340 TokensArgs and l.405 OptimizerArgs @2411b022); every switch the profile prices is written out.
   std::string text = "parallelism.dp=" + std::to_string(launch.dp) + " parallelism.tp=" + std::to_string(launch.tp) +
                      " parallelism.pp=" + std::to_string(launch.pp) + " parallelism.pp_engine=1f1b" +
                      " parallelism.tp_mode=" + (launch.sequence_parallel ? "REDUCE_SCATTER" : "ALL_REDUCE") +
-                     " parallelism.tp_linear_async_communication=false" +
+                     " parallelism.tp_linear_async_communication=" + boolean(launch.tp_backward_overlap) +
+                     " parallelism.tp_recompute_allgather=" + boolean(launch.tp_recompute_allgather) +
                      " parallelism.recompute_layer=" + boolean(launch.recompute == RecomputeMode::full) +
                      " tokens.micro_batch_size=" + std::to_string(launch.micro_batch) +
                      " tokens.batch_accumulation_per_replica=" + std::to_string(launch.num_microbatches) +
                      " tokens.sequence_length=" + std::to_string(launch.sequence_length) +
                      " optimizer.zero_stage=" + (launch.distributed_optimizer ? "1" : "0") +
-                     " optimizer.accumulate_grad_in_fp32=true";
+                     " optimizer.accumulate_grad_in_fp32=" + boolean(launch.fp32_gradients);
   return text;
 }
 

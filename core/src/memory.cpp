@@ -104,8 +104,12 @@ LayerActivationElements layer_activation_elements(const LayerShape& shape, bool 
   return e;
 }
 
+// keep_gathered_gemm_inputs: with sequence parallelism, the column-parallel GEMMs save their
+// all-gathered input whole instead of the rank's shard (nanotron with tp_recompute_allgather off:
+// differentiable_all_gather then F.linear saves the gathered tensor, parallel/tensor_parallel/
+// functional.py @a27e8fe8 l.352-358; @2411b022 l.496-499 saves it only when the switch is off).
 double activation_bytes(const LayerActivationElements& e, double value_bytes, double gemm_input_bytes, int t,
-                        bool sequence_parallel, RecomputeMode recompute) {
+                        bool sequence_parallel, RecomputeMode recompute, bool keep_gathered_gemm_inputs) {
   const double tp = t;
   if (recompute == RecomputeMode::full) {
     return e.layer_input_values * value_bytes / (sequence_parallel ? tp : 1.0);
@@ -114,7 +118,10 @@ double activation_bytes(const LayerActivationElements& e, double value_bytes, do
   const double replicated = e.replicated_values * value_bytes + e.replicated_masks - e.replicated_gemm_inputs * saved_on_gemm_inputs;
   const double split =
       e.split_values * value_bytes + e.split_masks + e.split_fp32_bytes - e.split_gemm_inputs * saved_on_gemm_inputs;
-  return (sequence_parallel ? replicated / tp : replicated) + split / tp;
+  const double gathered = sequence_parallel && keep_gathered_gemm_inputs
+                              ? e.replicated_gemm_inputs * gemm_input_bytes * (1 - 1 / tp)
+                              : 0.0;
+  return (sequence_parallel ? replicated / tp : replicated) + split / tp + gathered;
 }
 
 double activation_value_bytes(Precision precision) { return precision == Precision::fp32 ? 4.0 : 2.0; }
@@ -214,7 +221,7 @@ double korthikanti_layer_activation_bytes(int s, int b, int h, int a, int t, boo
   const LayerShape shape{static_cast<double>(s), static_cast<double>(b), static_cast<double>(h),
                          static_cast<double>(h), 4.0 * h, static_cast<double>(a), FfnKind::gelu, true};
   return activation_bytes(layer_activation_elements(shape, recompute == RecomputeMode::none, false), 2.0, 2.0, t,
-                          sequence_parallel, recompute);
+                          sequence_parallel, recompute, false);
 }
 
 namespace {
@@ -243,7 +250,8 @@ double saved_layer_bytes(const ModelSpec& model, const TrainingSpec& training, c
   return activation_bytes(
       layer_activation_elements(layer_shape_of(model, training, config), keep_scores,
                                 training.attention == AttentionKernel::flash),
-      value_bytes, gemm_input_bytes, config.tp, config.sequence_parallel, recompute);
+      value_bytes, gemm_input_bytes, config.tp, config.sequence_parallel, recompute,
+      !training.tensor_parallel_recompute_allgather);
 }
 
 }  // namespace
@@ -272,9 +280,11 @@ double layer_working_set_bytes(const ModelSpec& model, const TrainingSpec& train
   // the residual adds it; the activation's backward turns the fc2-input gradient (f/t) into the fc1
   // output gradient (ffn_wide·f/t); fc1's dgrad then writes a full-sequence h-wide gradient (before
   // its reduce-scatter) while, with sequence parallelism, Transformer Engine re-gathers the norm
-  // output it saved as a shard for the wgrad GEMM (layernorm_linear.py @d0067d0d l.760-800).
+  // output it saved as a shard for the wgrad GEMM (layernorm_linear.py @d0067d0d l.760-800); a
+  // stack that kept the gathered input (tensor_parallel_recompute_allgather off) gathers nothing.
   const double activation_backward = h + (1 + ffn_wide) * f_shard;
-  const double fc1_backward = (config.sequence_parallel ? 3 : 2) * h + ffn_wide * f_shard;
+  const bool regathers = config.sequence_parallel && training.tensor_parallel_recompute_allgather;
+  const double fc1_backward = (regathers ? 3 : 2) * h + ffn_wide * f_shard;
   double working = tokens * std::max(activation_backward, fc1_backward) * value_bytes;
   // Recomputation rebuilds, one layer at a time, what was dropped: under full recompute the layer
   // being recomputed holds everything a layer without recompute keeps until its backward is done

@@ -411,7 +411,11 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
   const double issued_forward_per_layer = sp ? 1.5 + 0.5 * qkv_width : 2;
   const double forward_per_layer = config.recompute == RecomputeMode::full ? 2 * issued_forward_per_layer
                                                                          : issued_forward_per_layer;  // recompute's in the backward
-  const double hideable_per_layer = 1 + qkv_width;
+  // With SP, half of each column-parallel backward's equivalent is the re-gather of its saved input
+  // shard; a stack that saved the gathered input (tensor_parallel_recompute_allgather off, nanotron
+  // parallel/tensor_parallel/functional.py @2411b022 l.509-518) issues only the reduce-scatter.
+  const double regathered_share = sp && !training.tensor_parallel_recompute_allgather ? 0.5 : 1.0;
+  const double hideable_per_layer = regathered_share * (1 + qkv_width);
   const double exposed_backward_per_layer = sp ? 1 : 0;
   const double layer_all_reduce_equivalents = forward_per_layer + hideable_per_layer + exposed_backward_per_layer;
   const double gradient_bytes = training.precision == Precision::fp32 || training.gradients_in_fp32 ? 4.0 : 2.0;

@@ -41,6 +41,12 @@ const std::array<OptionInfo, option_count>& option_table() {
        "megatron-deepspeed, nanotron or deepspeed): only plans it can build are considered, "
        "and its arguments are exported (default: the site's framework)",
        1},
+      {OptionId::engine, "pipette-engine", "PIPETTE_ENGINE", "KEY=VALUE[,...]",
+       "[pipette] the engine's switches, over the site's defaults.engine: precision, attention, fp32-grads, "
+       "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather (e.g. dp-overlap=off,tp-comm-overlap=on)",
+       1},
+      {OptionId::precision, "pipette-precision", "PIPETTE_PRECISION", "fp32|fp16|bf16|fp8",
+       "[pipette] training precision (default: the site's defaults.precision, else bf16)", 1},
   }};
   return table;
 }
@@ -62,6 +68,14 @@ std::optional<std::int64_t> parse_positive(std::string_view text, std::int64_t m
 Parsed invalid(std::string_view source, std::string_view value, std::string_view expected) {
   return {{}, std::string(source) + ": invalid value '" + quoted_input(value) +
                   "' (expected " + std::string(expected) + ")"};
+}
+
+// A planner parser's error, which names the option its own way (`prefix`), reworded to name the
+// actual source.
+Parsed reworded(std::string_view source, const Error& error, std::string_view prefix) {
+  std::string_view reason = error.message;
+  if (reason.starts_with(prefix)) reason.remove_prefix(prefix.size());
+  return {{}, std::string(source) + ": " + std::string(reason)};
 }
 
 }  // namespace
@@ -91,11 +105,7 @@ Parsed parse_option_value(OptionId id, std::optional<std::string_view> raw, std:
       if (value.empty()) return invalid(source, value, "knob=value pairs such as tp=8,mbs=1");
       const Result<FixedKnobs> knobs = parse_fixed_knobs(value);
       if (knobs) return {std::string(value), {}};
-      // The parser words its errors for --pipette-fix; name the actual source instead.
-      std::string_view reason = knobs.error().message;
-      constexpr std::string_view parser_prefix = "--pipette-fix: ";
-      if (reason.starts_with(parser_prefix)) reason.remove_prefix(parser_prefix.size());
-      return {{}, std::string(source) + ": " + std::string(reason)};
+      return reworded(source, knobs.error(), "--pipette-fix: ");
     }
     case OptionId::strict:
       // The command-line flag has no argument; the environment variable is a boolean.
@@ -106,6 +116,17 @@ Parsed parse_option_value(OptionId id, std::optional<std::string_view> raw, std:
       Framework framework = Framework::megatron_core;
       if (parse_framework(value, framework)) return {std::string(value), {}};
       return invalid(source, value, framework_spellings());
+    }
+    case OptionId::engine: {
+      if (value.empty()) return invalid(source, value, "key=value pairs such as dp-overlap=off");
+      const Result<EngineOverrides> overrides = parse_engine_overrides(value);
+      if (overrides) return {std::string(value), {}};
+      return reworded(source, overrides.error(), "engine: ");
+    }
+    case OptionId::precision: {
+      EngineOverrides overrides;
+      if (!set_engine_override(overrides, "precision", value)) return {std::string(value), {}};
+      return invalid(source, value, "fp32, fp16, bf16 or fp8");
     }
     case OptionId::count: break;
   }
@@ -152,6 +173,8 @@ Settings merge(const OptionValues& command_line, const OptionValues& environment
   const std::optional<std::string> strict = pick(OptionId::strict);
   settings.strict = strict ? *strict == "1" : site.strict.value_or(false);
   settings.framework = pick(OptionId::framework).value_or("");
+  settings.engine = pick(OptionId::engine).value_or("");
+  settings.precision = pick(OptionId::precision).value_or("");
   return settings;
 }
 

@@ -13,7 +13,7 @@ namespace pipette::spank {
 enum class Mode { off, plan, auto_remap };  // auto_remap is `--pipette=auto`
 const char* to_string(Mode mode);
 
-enum class OptionId { mode, model, global_batch, sequence_length, fix, strict, framework, count };
+enum class OptionId { mode, model, global_batch, sequence_length, fix, strict, framework, engine, precision, count };
 inline constexpr std::size_t option_count = static_cast<std::size_t>(OptionId::count);
 
 struct OptionInfo {
@@ -65,6 +65,8 @@ struct Settings {
   std::string fix;                          // "tp=8,mbs=1"; empty: nothing fixed
   bool strict = false;
   std::string framework;                    // a framework_spellings() name; empty: the site's `framework`
+  std::string engine;                       // "dp-overlap=off,..." (parse_engine_overrides); empty: the site's
+  std::string precision;                    // fp32|fp16|bf16|fp8; empty: the engine's, the site's, bf16
 };
 
 // What the site file decides when neither the command line nor the environment does. The

@@ -46,6 +46,8 @@ StepPlanResult plan_step(const StepRequest& request, const SiteConfig& site) {
   job.sequence_length = request.settings.sequence_length.value_or(0);
   job.fixed = request.settings.fix;
   job.framework = request.settings.framework;
+  job.engine = request.settings.engine;
+  job.precision = request.settings.precision;
   job.fixed_layers_per_stage = request.fixed_layers_per_stage;
   job.node_names = request.layout.node_names;
   job.gpus_per_node = request.layout.gpus_per_node;

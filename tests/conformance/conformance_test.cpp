@@ -13,6 +13,7 @@
 
 #include "framework_rules.hpp"
 #include "pipette/core/gpu_catalog.hpp"
+#include "pipette/core/engine.hpp"
 #include "pipette/core/launch.hpp"
 #include "pipette/core/memory.hpp"
 #include "pipette/core/performance.hpp"
@@ -126,7 +127,12 @@ std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cl
   expect(built.recompute == to_string(launch.recompute), "recompute");
   expect(built.sequence_parallel == launch.sequence_parallel, "sequence parallelism");
   expect(built.sequence_length == launch.sequence_length, "sequence length");
-  if (training.target.framework == Framework::nanotron) return mismatch;  // its split is its own (launch_problem)
+  expect(built.fp32_gradients == launch.fp32_gradients, "gradient precision");
+  if (training.target.framework == Framework::nanotron) {
+    expect(built.tp_backward_overlap == launch.tp_backward_overlap, "TP backward overlap");
+    expect(built.tp_recompute_allgather == launch.tp_recompute_allgather, "TP re-gather");
+    return mismatch;  // its split is its own (launch_problem)
+  }
   expect(built.layers_per_stage == launch.layers_per_stage, "layer split");
   expect(built.max_position_embeddings == launch.max_position_embeddings, "position table");
   if (training.target.framework == Framework::megatron_deepspeed) return mismatch;
@@ -135,6 +141,7 @@ std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cl
   expect(built.microbatch_group_size == launch.microbatch_group_size, "micro-batch group size");
   expect(built.overlap_grad_reduce == launch.overlap_grad_reduce, "gradient-reduce overlap");
   expect(built.overlap_param_gather == launch.overlap_param_gather, "param-gather overlap");
+  if (training.target.framework == Framework::megatron_core) expect(built.tp_comm_overlap == launch.tp_comm_overlap, "TP comm overlap");
   expect(built.ep == launch.ep, "ep");
   expect(built.etp == launch.etp, "etp");
   return mismatch;
@@ -503,6 +510,71 @@ TEST(Conformance, ProfiledStacksStartAsPriced) {
   }
 }
 
+// The engine's switches reach the strings (engine.hpp): with them set away from the stack's
+// defaults every plan still starts as priced, and each switch shows in the string.
+TEST(Conformance, EngineSwitchesStartAsPriced) {
+  const std::vector<ModelSpec> models = presets();
+  const ModelSpec model = *std::find_if(models.begin(), models.end(), [](const ModelSpec& m) { return m.name == "llama3-8b"; });
+  struct Case {
+    Framework framework;
+    EngineOverrides job;
+    std::vector<std::string> shown;  // in every plan's string with tp > 1
+  };
+  EngineOverrides megatron;
+  megatron.tp_comm_overlap = true, megatron.dp_overlap = false, megatron.fp32_gradients = false;
+  EngineOverrides nanotron;
+  nanotron.tp_overlap = true, nanotron.tp_recompute_allgather = false, nanotron.fp32_gradients = false;
+  const Case cases[] = {
+      {Framework::megatron_core, megatron, {"--tp-comm-overlap", "--grad-reduce-in-bf16"}},
+      {Framework::nanotron, nanotron,
+       {"tp_linear_async_communication=true", "tp_recompute_allgather=false", "accumulate_grad_in_fp32=false"}},
+  };
+  for (const Case& c : cases) {
+    Tally tally;
+    int shown = 0;
+    for (const int nodes : {1, 4}) {
+      TrainingSpec training;
+      training.global_batch_sequences = 256;
+      training.sequence_length = 4096;
+      training.target = {c.framework, false};
+      FixedKnobs tensor_parallel;  // the TP switches need tp > 1 to show
+      tensor_parallel.tp = 4;
+      for (const FixedKnobs& fixed : {FixedKnobs{}, tensor_parallel}) {
+        training.fixed = fixed;
+        apply_stack_profile(training);
+        const ResolvedEngine engine = apply_engine_overrides(training, {}, c.job);
+        ASSERT_EQ(engine.problem, "");
+        const Cluster cluster = uniform_cluster(nodes);
+        const Result<SearchResult> result = search_plans(model, training, cluster, grid_options());
+        ASSERT_TRUE(result) << result.error().message;
+        judge_all(model, training, cluster, *result, tally);
+        for (const Plan& plan : result->plans) {
+          const std::string text = framework_arguments(c.framework, describe_launch(model, training, plan)).second;
+          EXPECT_EQ(text.find("--overlap-grad-reduce"), std::string::npos) << text;
+          if (plan.config.tp == 1) continue;
+          ++shown;
+          for (const std::string& flag : c.shown) EXPECT_NE(text.find(flag), std::string::npos) << flag << " in " << text;
+        }
+      }
+    }
+    EXPECT_GT(shown, 0) << to_string(c.framework);
+    EXPECT_EQ(tally.refused, 0) << to_string(c.framework) << ": " << (tally.examples.empty() ? "" : tally.examples.front());
+  }
+  // Megatron refuses the userbuffers overlap without sequence parallelism (M:training/arguments.py:1442).
+  JobFacts facts;
+  facts.world_size = 8;
+  facts.num_layers = 32;
+  facts.num_attention_heads = 32;
+  facts.num_kv_heads = 8;
+  facts.environment = {{"CUDA_DEVICE_MAX_CONNECTIONS", "1"}};
+  const std::string arguments = "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 --micro-batch-size 1 "
+                                "--global-batch-size 32 --seq-length 4096 --max-position-embeddings 4096";
+  EXPECT_EQ(check_megatron(arguments + " --sequence-parallel --tp-comm-overlap", facts).refusal, "");
+  EXPECT_TRUE(check_megatron(arguments + " --sequence-parallel --tp-comm-overlap", facts).built.tp_comm_overlap);
+  EXPECT_NE(check_megatron(arguments + " --tp-comm-overlap", facts).refusal.find("arguments.py:1442"), std::string::npos);
+  EXPECT_FALSE(check_megatron(arguments + " --grad-reduce-in-bf16", facts).built.fp32_gradients);
+}
+
 // Each profiled stack's own rules refuse a string Pipette would not write: one export per stack
 // passes and reads back, then each mutation is refused where the stack's code would stop.
 TEST(Conformance, ProfiledStacksRefuseWhatTheirCodeRefuses) {
@@ -668,7 +740,8 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
                    num_layers, first_dense_layers, router_load_balancing, q_lora_rank, kv_lora_rank, qk_head_dim,
                    qk_pos_emb_head_dim, v_head_dim, micro_batch, global_batch, num_microbatches,
                    virtual_stages, microbatch_group_size, layers_per_stage, recompute, sequence_parallel,
-                   distributed_optimizer, overlap_grad_reduce, overlap_param_gather, sequence_length,
+                   distributed_optimizer, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap,
+                   tp_backward_overlap, fp32_gradients, tp_recompute_allgather, sequence_length,
                    max_position_embeddings, environment] = launch;
       const ParallelConfig& priced = plan->config;
       // The expert layout and MoE layer as priced (zero / one for dense models).
@@ -722,6 +795,12 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       if (dp * cp > 1) {
         EXPECT_LT(overlapped_seconds, iteration_seconds(priced, work, communication, serial)) << c.model;
       }
+      // The engine's switches as priced: the userbuffers and the async TP backward only under
+      // sequence parallelism (performance.cpp profile_work), the gradient bytes, the re-gather.
+      EXPECT_EQ(tp_comm_overlap, training.overlap_tensor_parallel_communication && sequence_parallel);
+      EXPECT_EQ(tp_backward_overlap, training.overlap_tensor_parallel_backward && sequence_parallel);
+      EXPECT_EQ(fp32_gradients, training.gradients_in_fp32);
+      EXPECT_EQ(tp_recompute_allgather, training.tensor_parallel_recompute_allgather);
       EXPECT_EQ(sequence_length, c.sequence);
       // The position table the memory model counted.
       EXPECT_EQ(max_position_embeddings, std::max(launched.learned_position_embeddings, c.sequence));

@@ -95,7 +95,7 @@ struct CoreConfig {
   std::string recompute_method;
   std::optional<int> recompute_num_layers;
   bool sequence_parallel = false, distributed_optimizer = false, overlap_grad_reduce = false,
-       overlap_param_gather = false;
+       overlap_param_gather = false, tp_comm_overlap = false, grad_reduce_in_bf16 = false;
   int sequence_length = 0;
   // MoE: absent unless given.
   std::optional<int> num_experts, ep, etp, router_topk, moe_ffn_hidden_size;
@@ -320,6 +320,14 @@ std::string check_core(const CoreConfig& c, const JobFacts& facts, BuiltLayout& 
   }
   // arguments.py:1433: sequence parallelism is dropped (silently) with tp = 1.
   built.sequence_parallel = c.sequence_parallel && c.tp > 1;
+  // arguments.py:1441-1442: userbuffers overlap only with sequence parallelism (after the drop above).
+  if (c.tp_comm_overlap && !built.sequence_parallel) {
+    return "tp-comm-overlap without sequence parallelism (M:training/arguments.py:1442)";
+  }
+  built.tp_comm_overlap = c.tp_comm_overlap;
+  // arguments.py:1204-1217: bf16 accumulates and reduces gradients in fp32 unless --grad-reduce-in-bf16
+  // (training.py:2635 hands that to DDP as grad_reduce_in_fp32).
+  built.fp32_gradients = !c.grad_reduce_in_bf16;
   built.distributed_optimizer = c.distributed_optimizer;
   built.overlap_grad_reduce = c.overlap_grad_reduce;
   built.overlap_param_gather = c.overlap_param_gather;
@@ -348,6 +356,9 @@ Verdict check_megatron(const std::string& arguments, const JobFacts& facts) {
       "decoder-last-pipeline-num-layers", "microbatch-group-size-per-virtual-pipeline-stage", "recompute-granularity",
       "recompute-method", "recompute-num-layers", "sequence-parallel", "use-distributed-optimizer",
       "overlap-grad-reduce", "overlap-param-gather",
+      // M:core/model_parallel_config.py:265 tp_comm_overlap, a flag through ArgumentGroupFactory
+      // (M:training/arguments.py:2373); M:training/arguments.py:3053 --grad-reduce-in-bf16.
+      "tp-comm-overlap", "grad-reduce-in-bf16",
       // M:core/model_parallel_config.py:100 context_parallel_size, a flag through
       // ArgumentGroupFactory(TransformerConfig) (M:training/arguments.py:2373; TransformerConfig is a
       // ModelParallelConfig).
@@ -397,6 +408,8 @@ Verdict check_megatron(const std::string& arguments, const JobFacts& facts) {
   c.distributed_optimizer = present("use-distributed-optimizer");
   c.overlap_grad_reduce = present("overlap-grad-reduce");
   c.overlap_param_gather = present("overlap-param-gather");
+  c.tp_comm_overlap = present("tp-comm-overlap");
+  c.grad_reduce_in_bf16 = present("grad-reduce-in-bf16");
   c.sequence_length = number("seq-length").value_or(0);
   c.num_experts = number("num-experts");
   c.ep = number("expert-model-parallel-size");
@@ -774,6 +787,8 @@ Verdict check_nanotron(const std::string& overrides, const JobFacts& facts) {
   static const std::vector<std::string> known = {
       "parallelism.dp", "parallelism.tp", "parallelism.pp", "parallelism.pp_engine", "parallelism.tp_mode",
       "parallelism.tp_linear_async_communication", "parallelism.recompute_layer", "parallelism.context_parallel_size",
+      // N:config/parallelism_config.py:36.
+      "parallelism.tp_recompute_allgather",
       "tokens.micro_batch_size", "tokens.batch_accumulation_per_replica", "tokens.sequence_length",
       "optimizer.zero_stage", "optimizer.accumulate_grad_in_fp32"};
   for (const auto& [key, value] : values) {
@@ -836,10 +851,11 @@ Verdict check_nanotron(const std::string& overrides, const JobFacts& facts) {
     verdict.refusal = "NotImplementedError in the DDP fp32 hook under ZeRO (N:optim/gradient_accumulator.py:354-355)";
     return verdict;
   }
-  // What the profile prices (core/src/stack_profile.cpp): 1f1b, synchronous TP collectives, fp32
-  // gradient accumulation, ZeRO-1 at most (N:helpers.py:409 builds the same optimizer for any stage > 0).
-  if (engine != "1f1b" || async || !fp32_accumulation || *zero > 1 || *cp != 1) {
-    verdict.refusal = "pp_engine, TP overlap, gradient accumulation, ZeRO stage or cp: not what was priced";
+  // What the profile prices (core/src/stack_profile.cpp): 1f1b, ZeRO-1 at most (N:helpers.py:409
+  // builds the same optimizer for any stage > 0). The TP overlap, the re-gather and the gradient
+  // precision are read back below and compared with the launch.
+  if (engine != "1f1b" || *zero > 1 || *cp != 1) {
+    verdict.refusal = "pp_engine, ZeRO stage or cp: not what was priced";
     return verdict;
   }
   BuiltLayout& built = verdict.built;
@@ -852,6 +868,10 @@ Verdict check_nanotron(const std::string& overrides, const JobFacts& facts) {
   built.recompute = boolean("parallelism.recompute_layer") ? "full" : "none";
   built.sequence_parallel = mode == "REDUCE_SCATTER";
   built.distributed_optimizer = *zero == 1;
+  built.tp_backward_overlap = async;
+  built.fp32_gradients = fp32_accumulation;
+  // N:config/parallelism_config.py:36: the dataclass default is true.
+  built.tp_recompute_allgather = !values.count("parallelism.tp_recompute_allgather") || boolean("parallelism.tp_recompute_allgather");
   return verdict;
 }
 

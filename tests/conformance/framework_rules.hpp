@@ -57,6 +57,12 @@ struct BuiltLayout {
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
+  // The engine's switches the strings carry (Megatron-LM: --tp-comm-overlap, --grad-reduce-in-bf16;
+  // nanotron: tp_linear_async_communication, tp_recompute_allgather, accumulate_grad_in_fp32).
+  bool tp_comm_overlap = false;
+  bool tp_backward_overlap = false;
+  bool fp32_gradients = true;
+  bool tp_recompute_allgather = true;
   int sequence_length = 0;
   int max_position_embeddings = 0;
   int ep = 1;   // expert model parallel

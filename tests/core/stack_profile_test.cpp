@@ -198,6 +198,38 @@ TEST(StackProfile, ZeroOneStacksGatherTheParametersAfterTheStep) {
   EXPECT_LT(replicated.dp_communication_seconds, 0.2);  // DDP's all-reduce under the backward
 }
 
+// nanotron's tp_recompute_allgather (config/parallelism_config.py @2411b022 l.36). Off, with
+// sequence parallelism, each layer keeps its two column-parallel inputs (QKV's and gate_up's, h
+// wide) gathered over the TP group instead of the rank's shard, and the backward gathers nothing
+// again; on (its default, as Transformer Engine does) the reverse.
+TEST(StackProfile, NanotronTpRecomputeAllgatherTradesMemoryForTheBackwardRegather) {
+  const ModelSpec model = llama_1b();
+  const int tp = 4;
+  const ParallelConfig config = config_of(tp, 1, 2);
+  TrainingSpec regather = training_for(Framework::nanotron);
+  ASSERT_TRUE(regather.tensor_parallel_recompute_allgather);  // the default since 9cc81bb6
+  TrainingSpec keep = regather;
+  keep.tensor_parallel_recompute_allgather = false;
+  // 2 inputs x 8192 tokens x 2048 wide x (1 - 1/4) x 2 bytes = 50,331,648 bytes more per layer.
+  const double kept_bytes = 2 * tokens * 2048 * (1 - 1.0 / tp) * 2;
+  EXPECT_DOUBLE_EQ(kept_bytes, 50331648.0);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(model, keep, config) - layer_activation_bytes(model, regather, config), kept_bytes);
+  // Without sequence parallelism every rank holds the whole input either way.
+  ParallelConfig replicated = config;
+  replicated.sequence_parallel = false;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(model, keep, replicated), layer_activation_bytes(model, regather, replicated));
+
+  // Time: the re-gather (half an all-reduce of the s·b·h activation per column-parallel GEMM, two
+  // per layer) leaves the TP traffic of each of the 24 layers.
+  const GpuSpec& gpu = *find_gpu("H100-SXM");
+  const double regather_traffic = profile_work(model, regather, gpu, config).stages[0].tp_bytes_per_microbatch;
+  const double keep_traffic = profile_work(model, keep, gpu, config).stages[0].tp_bytes_per_microbatch;
+  const double activation_message = tokens * 2048 * 2;
+  EXPECT_NEAR(regather_traffic - keep_traffic, 24 * 2 * 0.5 * activation_message * 2.0 * (tp - 1) / tp, 1.0);
+  EXPECT_DOUBLE_EQ(profile_work(model, keep, gpu, replicated).stages[0].tp_bytes_per_microbatch,
+                   profile_work(model, regather, gpu, replicated).stages[0].tp_bytes_per_microbatch);
+}
+
 TEST(StackLaunch, EachStackRefusesWhatItCannotRun) {
   const ModelSpec model = llama_1b();
   ParallelConfig selective = config_of(1, 1, 8);
@@ -321,8 +353,18 @@ TEST(StackLaunch, ExportsSayWhatWasPriced) {
   EXPECT_EQ(nanotron_overrides(launch),
             "parallelism.dp=4 parallelism.tp=2 parallelism.pp=2 parallelism.pp_engine=1f1b "
             "parallelism.tp_mode=REDUCE_SCATTER parallelism.tp_linear_async_communication=false "
+            "parallelism.tp_recompute_allgather=true "
             "parallelism.recompute_layer=true tokens.micro_batch_size=2 tokens.batch_accumulation_per_replica=8 "
             "tokens.sequence_length=4096 optimizer.zero_stage=1 optimizer.accumulate_grad_in_fp32=true");
+  // The engine's switches (engine.hpp) as nanotron's keys.
+  LaunchDescription switched = launch;
+  switched.tp_backward_overlap = true;
+  switched.tp_recompute_allgather = false;
+  switched.fp32_gradients = false;
+  const std::string overrides = nanotron_overrides(switched);
+  for (const char* key : {"parallelism.tp_linear_async_communication=true", "parallelism.tp_recompute_allgather=false",
+                          "optimizer.accumulate_grad_in_fp32=false"})
+    EXPECT_NE(overrides.find(key), std::string::npos) << key;
   EXPECT_EQ(megatron_deepspeed_arguments(launch),
             "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --micro-batch-size 2 --global-batch-size 64 "
             "--seq-length 4096 --max-position-embeddings 4096 --recompute-granularity full --recompute-method uniform "

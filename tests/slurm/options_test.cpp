@@ -44,6 +44,33 @@ TEST(ParseOptionValue, FixedKnobsAreCheckedByThePlannersParserAndNameTheSource) 
   EXPECT_FALSE(parse_option_value(OptionId::fix, "colour=blue", "--pipette-fix").error.empty());
 }
 
+// --pipette-engine / PIPETTE_ENGINE and --pipette-precision / PIPETTE_PRECISION: checked by the
+// planner's parser at submission, the error naming where the value came from.
+TEST(ParseOptionValue, EngineAndPrecisionAreCheckedAtSubmissionAndNameTheSource) {
+  EXPECT_EQ(parse_option_value(OptionId::engine, "dp-overlap=off,tp-comm-overlap=on", "--pipette-engine").canonical,
+            "dp-overlap=off,tp-comm-overlap=on");
+  EXPECT_EQ(parse_option_value(OptionId::engine, "tp-overlap=maybe", "PIPETTE_ENGINE").error,
+            "PIPETTE_ENGINE: \"tp-overlap=maybe\": tp-overlap must be on or off (got \"maybe\")");
+  EXPECT_NE(parse_option_value(OptionId::engine, "overlap=on", "--pipette-engine").error.find("--pipette-engine: \"overlap=on\": unknown key"),
+            std::string::npos);
+  EXPECT_FALSE(parse_option_value(OptionId::engine, "", "--pipette-engine").error.empty());
+  for (const char* precision : {"fp32", "fp16", "bf16", "fp8"})
+    EXPECT_EQ(parse_option_value(OptionId::precision, precision, "--pipette-precision").canonical, precision);
+  EXPECT_EQ(parse_option_value(OptionId::precision, "fp4", "PIPETTE_PRECISION").error,
+            "PIPETTE_PRECISION: invalid value 'fp4' (expected fp32, fp16, bf16 or fp8)");
+  OptionValues cli, env;
+  env[OptionId::engine] = "dp-overlap=off";
+  env[OptionId::precision] = "fp16";
+  cli[OptionId::precision] = "bf16";
+  const Settings settings = merge(cli, env, {});
+  EXPECT_EQ(settings.engine, "dp-overlap=off");
+  EXPECT_EQ(settings.precision, "bf16");
+  EXPECT_EQ(find_conflict(cli, env),
+            "--pipette-precision=bf16 conflicts with PIPETTE_PRECISION=fp16 in the environment; unset PIPETTE_PRECISION "
+            "or make them agree");
+  EXPECT_EQ(info(OptionId::engine).env_var, std::string("PIPETTE_ENGINE"));
+}
+
 TEST(ParseOptionValue, StrictIsAFlagOrABooleanVariable) {
   EXPECT_EQ(parse_option_value(OptionId::strict, std::nullopt, "--pipette-strict").canonical, "1");
   EXPECT_EQ(parse_option_value(OptionId::strict, "yes", "PIPETTE_STRICT").canonical, "1");

@@ -65,6 +65,28 @@ TEST(PlanStep, PlannerErrorsComeBackAsOneLine) {
   EXPECT_EQ(result.error.find('\n'), std::string::npos);
 }
 
+// The plugin's engine options reach the planner: the export follows them, and a switch the
+// framework cannot run leaves the step unplanned with the reason.
+TEST(PlanStep, EngineOptionsReachThePlanAndItsExport) {
+  StepRequest request = request_for(4, 8, 0);
+  request.settings.engine = "dp-overlap=off";
+  StepPlanResult result = plan_step(request, h100_site());
+  ASSERT_EQ(result.error, "");
+  EXPECT_EQ(as_map(result.plan.step_environment).at("PIPETTE_MEGATRON_ARGS").find("--overlap-grad-reduce"), std::string::npos);
+  request.settings.engine.clear();
+  result = plan_step(request, h100_site());
+  ASSERT_EQ(result.error, "");
+  EXPECT_NE(as_map(result.plan.step_environment).at("PIPETTE_MEGATRON_ARGS").find("--overlap-grad-reduce"), std::string::npos);
+  request.settings.engine = "tp-recompute-allgather=off";
+  result = plan_step(request, h100_site());
+  EXPECT_NE(result.error.find("cannot run on megatron-core"), std::string::npos) << result.error;
+  request.settings.engine.clear();
+  request.settings.framework = "nanotron";
+  request.settings.precision = "fp8";
+  result = plan_step(request, h100_site());
+  EXPECT_NE(result.error.find("engine precision=fp8 (job) cannot run on nanotron"), std::string::npos) << result.error;
+}
+
 TEST(PlanStep, TaskLayoutThatFitsNeitherLaunchStyleIsAnError) {
   const StepPlanResult result = plan_step(request_for(4, 2, 0), h100_site());
   EXPECT_EQ(result.error,

@@ -509,6 +509,36 @@ TEST_F(PipetteCli, CalibrateWritesTheSiteCalibrationAndExplainShowsBoth) {
 
 // `--json` carries every variable the plugin would export for the plan (core's plan_variables,
 // which the plugin's step environment is), for the framework asked for.
+// --engine and --precision over the site's defaults.engine: plan --json and explain say each
+// switch and where it came from, and the export follows it.
+TEST_F(PipetteCli, EngineSwitchesShowTheirSourceAndReachTheExport) {
+  const Outcome plan = pipette("plan --model llama3-70b --top 1 --json --engine dp-overlap=off,tp-comm-overlap=on --precision bf16");
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  const YAML::Node json = parse_json(plan.out);
+  const YAML::Node engine = json["training"]["engine"];
+  EXPECT_EQ(engine["dp-overlap"]["value"].as<std::string>(), "off");
+  EXPECT_EQ(engine["dp-overlap"]["source"].as<std::string>(), "job");
+  EXPECT_EQ(engine["tp-comm-overlap"]["source"].as<std::string>(), "job");
+  EXPECT_EQ(engine["precision"]["source"].as<std::string>(), "job");
+  EXPECT_EQ(engine["attention"]["source"].as<std::string>(), "stack default");
+  EXPECT_EQ(engine["tp-recompute-allgather"]["value"].as<std::string>(), "on");
+  const YAML::Node chosen = json["plans"][0];
+  const std::string args = chosen["environment"]["PIPETTE_MEGATRON_ARGS"].as<std::string>();
+  EXPECT_EQ(args.find("--overlap-grad-reduce"), std::string::npos) << args;
+  EXPECT_EQ(args.find("--tp-comm-overlap") != std::string::npos, chosen["tp"].as<int>() > 1) << args;
+
+  const Outcome explain = pipette(planning("explain") + " --top 1 --framework nanotron --engine tp-recompute-allgather=off");
+  ASSERT_EQ(explain.status, 0) << explain.err;
+  EXPECT_NE(explain.out.find("tp-recompute-allgather  off    job"), std::string::npos) << explain.out;
+  EXPECT_NE(explain.out.find("tp-overlap              off    stack default"), std::string::npos) << explain.out;
+
+  expect_one_line_error(pipette(planning("plan") + " --engine tp-recompute-allgather=off"), 1,
+                        "engine tp-recompute-allgather=off (job) cannot run on megatron-core");
+  expect_one_line_error(pipette(planning("plan") + " --engine dp-overlap=maybe"), 1,
+                        "engine: \"dp-overlap=maybe\": dp-overlap must be on or off");
+  expect_one_line_error(pipette(planning("simulate") + " --precision fp9"), 1, "precision must be fp32, fp16, bf16 or fp8");
+}
+
 TEST_F(PipetteCli, PlanJsonCarriesThePluginsEnvironmentForTheFramework) {
   const Outcome megatron = pipette("plan --model llama3-70b --top 1 --json");
   ASSERT_EQ(megatron.status, 0) << megatron.err;

@@ -146,9 +146,10 @@ namespace {
 TEST(SiteConfig, ShippedFileShowsEveryKeyTheLoaderKnows) {
   std::ifstream file(PIPETTE_SOURCE_DIR "/etc/pipette.yaml");
   const std::string shipped((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  for (const std::string section : {"", "defaults", "links", "priors", "memory", "search", "placement", "gpus"}) {
+  for (const std::string section : {"", "defaults", "links", "priors", "memory", "search", "placement", "gpus", "defaults.engine"}) {
     const std::string text = section.empty() ? "zzz_unknown: 1\n"
                              : section == "gpus" ? "gpus:\n  - zzz_unknown: 1\n"
+                             : section == "defaults.engine" ? "defaults:\n  engine:\n    zzz_unknown: 1\n"
                                                  : section + ":\n  zzz_unknown: 1\n";
     auto site = parse_site_config(text, "probe.yaml");
     ASSERT_FALSE(site.ok());
@@ -160,9 +161,11 @@ TEST(SiteConfig, ShippedFileShowsEveryKeyTheLoaderKnows) {
     int checked = 0;
     while (std::getline(keys, key, ',')) {
       key.erase(0, key.find_first_not_of(' '));
-      // Top-level and section keys start a line (indented in a section); gpus' keys are shown in
-      // the commented example.
-      const std::string pattern = section.empty() ? "\n" + key + ":" : section == "gpus" ? key + ":" : "\n  " + key + ":";
+      // Top-level and section keys start a line (indented in a section); gpus' and the engine's
+      // keys are shown in commented examples.
+      const std::string pattern = section.empty()                                      ? "\n" + key + ":"
+                                  : section == "gpus" || section == "defaults.engine" ? key + ":"
+                                                                                       : "\n  " + key + ":";
       EXPECT_NE(shipped.find(pattern), std::string::npos) << "etc/pipette.yaml lacks " << (section.empty() ? "" : section + ".") << key;
       ++checked;
     }

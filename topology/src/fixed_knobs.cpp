@@ -13,14 +13,16 @@ std::string_view trim(std::string_view text) {
   return text.substr(first, last - first + 1);
 }
 
-Error knob_error(std::string_view item, const std::string& what) {
-  return Error{"--pipette-fix: \"" + quoted_input(item) + "\": " + what};
+Error item_error(std::string_view option, std::string_view item, const std::string& what) {
+  return Error{std::string(option) + ": \"" + quoted_input(item) + "\": " + what};
 }
 
-}  // namespace
-
-Result<FixedKnobs> parse_fixed_knobs(std::string_view text) {
-  FixedKnobs knobs;
+// The `key=value,...` grammar --pipette-fix and --pipette-engine share: items split at commas,
+// whitespace around them ignored, each key at most once. `read` takes each item's key and value
+// and returns what is wrong with them, or nothing.
+template <typename Read>
+std::optional<Error> read_items(std::string_view text, std::string_view option, std::string_view example,
+                                const std::string& keys, Read&& read) {
   std::vector<std::string> seen;
   std::size_t pos = 0;
   while (pos <= text.size()) {
@@ -29,54 +31,53 @@ Result<FixedKnobs> parse_fixed_knobs(std::string_view text) {
     pos = comma == std::string_view::npos ? text.size() + 1 : comma + 1;
     if (item.empty()) {
       if (trim(text).empty()) break;
-      return knob_error(text, "empty item; separate knobs with single commas, e.g. tp=8,pp=4");
+      return item_error(option, text, "empty item; separate them with single commas, e.g. " + std::string(example));
     }
     const auto equals = item.find('=');
-    if (equals == std::string_view::npos)
-      return knob_error(item, "expected key=value; keys are tp, pp, dp, cp, ep, etp, mbs, vpp, recompute, sp, distopt");
+    if (equals == std::string_view::npos) return item_error(option, item, "expected key=value; keys are " + keys);
     const std::string key(trim(item.substr(0, equals)));
-    const std::string_view value = trim(item.substr(equals + 1));
     for (const auto& earlier : seen)
-      if (earlier == key) return knob_error(item, quoted_input(key) + " is given twice; keep one");
+      if (earlier == key) return item_error(option, item, quoted_input(key) + " is given twice; keep one");
     seen.push_back(key);
+    if (std::optional<std::string> problem = read(key, trim(item.substr(equals + 1))))
+      return item_error(option, item, *problem);
+  }
+  return std::nullopt;
+}
 
-    auto positive = [&](std::optional<int>& slot) -> std::optional<Error> {
+std::optional<bool> on_off(std::string_view value) {
+  if (value == "on" || value == "true" || value == "1") return true;
+  if (value == "off" || value == "false" || value == "0") return false;
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<FixedKnobs> parse_fixed_knobs(std::string_view text) {
+  static const std::string keys = "tp, pp, dp, cp, ep, etp, mbs, vpp, recompute, sp, distopt";
+  FixedKnobs knobs;
+  const auto read = [&](const std::string& key, std::string_view value) -> std::optional<std::string> {
+    auto positive = [&](std::optional<int>& slot) -> std::optional<std::string> {
       int number = 0;
       const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
-      if (ec != std::errc() || end != value.data() + value.size() || number < 1)
-        return knob_error(item, key + " needs a positive integer");
+      if (ec != std::errc() || end != value.data() + value.size() || number < 1) return key + " needs a positive integer";
       slot = number;
       return std::nullopt;
     };
-    auto on_off = [&](std::optional<bool>& slot) -> std::optional<Error> {
-      if (value == "on" || value == "true" || value == "1") {
-        slot = true;
-      } else if (value == "off" || value == "false" || value == "0") {
-        slot = false;
-      } else {
-        return knob_error(item, key + " must be on or off");
-      }
+    auto boolean = [&](std::optional<bool>& slot) -> std::optional<std::string> {
+      slot = on_off(value);
+      if (!slot) return key + " must be on or off";
       return std::nullopt;
     };
-
-    std::optional<Error> problem;
-    if (key == "tp") {
-      problem = positive(knobs.tp);
-    } else if (key == "pp") {
-      problem = positive(knobs.pp);
-    } else if (key == "dp") {
-      problem = positive(knobs.dp);
-    } else if (key == "cp") {
-      problem = positive(knobs.cp);
-    } else if (key == "ep") {
-      problem = positive(knobs.ep);
-    } else if (key == "etp") {
-      problem = positive(knobs.etp);
-    } else if (key == "mbs") {
-      problem = positive(knobs.micro_batch);
-    } else if (key == "vpp") {
-      problem = positive(knobs.virtual_stages);
-    } else if (key == "recompute") {
+    if (key == "tp") return positive(knobs.tp);
+    if (key == "pp") return positive(knobs.pp);
+    if (key == "dp") return positive(knobs.dp);
+    if (key == "cp") return positive(knobs.cp);
+    if (key == "ep") return positive(knobs.ep);
+    if (key == "etp") return positive(knobs.etp);
+    if (key == "mbs") return positive(knobs.micro_batch);
+    if (key == "vpp") return positive(knobs.virtual_stages);
+    if (key == "recompute") {
       if (value == "none") {
         knobs.recompute = RecomputeMode::none;
       } else if (value == "selective") {
@@ -84,18 +85,61 @@ Result<FixedKnobs> parse_fixed_knobs(std::string_view text) {
       } else if (value == "full") {
         knobs.recompute = RecomputeMode::full;
       } else {
-        problem = knob_error(item, "recompute must be none, selective or full");
+        return std::string("recompute must be none, selective or full");
       }
-    } else if (key == "sp") {
-      problem = on_off(knobs.sequence_parallel);
-    } else if (key == "distopt") {
-      problem = on_off(knobs.distributed_optimizer);
-    } else {
-      problem = knob_error(item, "unknown knob \"" + quoted_input(key) + "\"; keys are tp, pp, dp, cp, ep, etp, mbs, vpp, recompute, sp, distopt");
+      return std::nullopt;
     }
-    if (problem) return *problem;
-  }
+    if (key == "sp") return boolean(knobs.sequence_parallel);
+    if (key == "distopt") return boolean(knobs.distributed_optimizer);
+    return "unknown knob \"" + quoted_input(key) + "\"; keys are " + keys;
+  };
+  if (auto problem = read_items(text, "--pipette-fix", "tp=8,pp=4", keys, read)) return *problem;
   return knobs;
+}
+
+std::optional<std::string> set_engine_override(EngineOverrides& overrides, const std::string& key, std::string_view value) {
+  const auto boolean = [&](std::optional<bool>& slot) -> std::optional<std::string> {
+    slot = on_off(value);
+    if (!slot) return key + " must be on or off (got \"" + quoted_input(value) + "\")";
+    return std::nullopt;
+  };
+  if (key == "precision") {
+    for (const Precision precision : {Precision::fp32, Precision::fp16, Precision::bf16, Precision::fp8}) {
+      if (value == to_string(precision)) {
+        overrides.precision = precision;
+        return std::nullopt;
+      }
+    }
+    return "precision must be fp32, fp16, bf16 or fp8 (got \"" + quoted_input(value) + "\")";
+  }
+  if (key == "attention") {
+    for (const AttentionKernel kernel : {AttentionKernel::flash, AttentionKernel::unfused}) {
+      if (value == to_string(kernel)) {
+        overrides.attention = kernel;
+        return std::nullopt;
+      }
+    }
+    return "attention must be flash or unfused (got \"" + quoted_input(value) + "\")";
+  }
+  if (key == "fp32-grads") return boolean(overrides.fp32_gradients);
+  if (key == "dp-overlap") return boolean(overrides.dp_overlap);
+  if (key == "tp-overlap") return boolean(overrides.tp_overlap);
+  if (key == "tp-comm-overlap") return boolean(overrides.tp_comm_overlap);
+  if (key == "tp-recompute-allgather") return boolean(overrides.tp_recompute_allgather);
+  return "unknown key \"" + quoted_input(key) + "\"; keys are " + engine_key_list();
+}
+
+std::string engine_key_list() {
+  std::string out;
+  for (const std::string& key : engine_keys()) out += (out.empty() ? "" : ", ") + key;
+  return out;
+}
+
+Result<EngineOverrides> parse_engine_overrides(std::string_view text) {
+  EngineOverrides overrides;
+  const auto read = [&](const std::string& key, std::string_view value) { return set_engine_override(overrides, key, value); };
+  if (auto problem = read_items(text, "engine", "precision=bf16,dp-overlap=off", engine_key_list(), read)) return *problem;
+  return overrides;
 }
 
 std::string format_fixed_knobs(const FixedKnobs& knobs) {

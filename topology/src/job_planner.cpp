@@ -88,7 +88,6 @@ Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& sit
     TrainingSpec& training = job.training;
     training.global_batch_sequences = request.global_batch > 0 ? request.global_batch : site.defaults.global_batch_sequences;
     training.sequence_length = request.sequence_length > 0 ? request.sequence_length : site.defaults.sequence_length;
-    training.precision = site.defaults.precision;
     if (training.global_batch_sequences < 1)
       return Error{"no global batch: pass one (--pipette-batch / --global-batch) or set defaults.global_batch in the site file"};
     if (training.sequence_length < 1)
@@ -101,6 +100,20 @@ Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& sit
       return Error{"unknown framework '" + quoted_input(request.framework) + "'; use " + framework_spellings()};
     }
     apply_stack_profile(training);  // the stack's attention kernel and overlaps (stack_profile.hpp)
+    auto job_engine = parse_engine_overrides(request.engine);
+    if (!job_engine) return job_engine.error();
+    if (!request.precision.empty()) {
+      EngineOverrides precision;
+      if (auto problem = set_engine_override(precision, "precision", request.precision))
+        return Error{*problem};
+      if (job_engine->precision && *job_engine->precision != *precision.precision)
+        return Error{std::string("precision ") + to_string(*precision.precision) + " conflicts with the engine's precision=" +
+                     to_string(*job_engine->precision) + "; give it once"};
+      job_engine->precision = precision.precision;
+    }
+    ResolvedEngine engine = apply_engine_overrides(training, site.defaults.engine, *job_engine);
+    if (!engine.problem.empty()) return Error{engine.problem};
+    job.engine = std::move(engine.settings);
     training.fixed.layers_per_stage = request.fixed_layers_per_stage;
     if (const std::string problem = validate(training); !problem.empty()) return Error{problem};
 

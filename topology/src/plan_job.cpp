@@ -24,6 +24,7 @@ Result<JobPlan> plan_job(const JobRequest& request, const SiteConfig& site) {
     plan.measured_node_pairs = job.measured_node_pairs;
     plan.assumed_node_pairs = job.assumed_node_pairs;
     plan.calibration = std::move(job.calibration);
+    plan.engine = std::move(job.engine);
     return plan;
   });
 }

@@ -244,6 +244,29 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
       return reader.error(value, key, "is not valid: " + knobs.error().message);
     return std::nullopt;
   };
+  // defaults.engine: the --pipette-engine keys, each read by the same parser.
+  std::vector<StrictReader::Field> engine_fields;
+  for (const std::string& name : engine_keys()) {
+    engine_fields.push_back({name.c_str(), [&reader, &site](const YAML::Node& value, const std::string& key) -> std::optional<Error> {
+                               const std::string field = key.substr(key.rfind('.') + 1);
+                               if (!value.IsScalar()) return reader.error(value, key, "must be a value, e.g. " + field + ": on");
+                               if (auto problem = set_engine_override(site.defaults.engine, field, value.Scalar()))
+                                 return reader.error(value, key, *problem);
+                               return std::nullopt;
+                             }});
+  }
+  // defaults.precision is the engine's precision key under its older name; given both, they must agree.
+  std::optional<Precision> precision;
+  YAML::Node precision_node;
+  auto precision_reader = [&](const YAML::Node& value, const std::string& key) -> std::optional<Error> {
+    Precision parsed = Precision::bf16;
+    if (auto problem = reader.choice(parsed, {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp32", Precision::fp32},
+                                              {"fp8", Precision::fp8}})(value, key))
+      return problem;
+    precision = parsed;
+    precision_node = value;
+    return std::nullopt;
+  };
   auto seed_reader = [&](const YAML::Node& value, const std::string& key) -> std::optional<Error> {
     if (!value.IsScalar() || !YAML::convert<std::uint64_t>::decode(value, search.placement.seed) ||
         value.Scalar().find('-') != std::string::npos)
@@ -273,10 +296,8 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
                              {"global_batch", reader.integer(site.defaults.global_batch_sequences, 1, kMaxGlobalBatchSequences)},
                              {"sequence_length", reader.integer(site.defaults.sequence_length, 1, kMaxSequenceLength)},
                              {"fixed", fixed_reader},
-                             {"precision", reader.choice(site.defaults.precision, {{"bf16", Precision::bf16},
-                                                                               {"fp16", Precision::fp16},
-                                                                               {"fp32", Precision::fp32},
-                                                                               {"fp8", Precision::fp8}})}})},
+                             {"precision", precision_reader},
+                             {"engine", section(engine_fields)}})},
        {"links", section({{"cache", reader.string(site.link_cache)},
                           {"require_measurements", reader.boolean(site.require_measurements)},
                           {"fresh_for_hours", reader.number(fresh_hours, 0, kAny)},
@@ -311,6 +332,13 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
                               {"seed", seed_reader},
                               {"exact_up_to_nodes", reader.integer(search.placement.exact_up_to_nodes, 0, 16)}})}});
   if (problem) return problem;
+  if (precision) {
+    if (site.defaults.engine.precision && *site.defaults.engine.precision != *precision)
+      return reader.error(precision_node, "defaults.precision",
+                          "disagrees with defaults.engine.precision (" + std::string(to_string(*site.defaults.engine.precision)) +
+                              "); keep one");
+    site.defaults.engine.precision = precision;
+  }
 
   site.staleness = {fresh_hours * kHour, half_life_hours * kHour, max_age_hours * kHour};
   priors.nic_bandwidth_bytes_per_second = nic_gbit * units::gigabit;

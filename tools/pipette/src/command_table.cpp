@@ -29,6 +29,14 @@ constexpr OptionSpec kFramework{"framework", "NAME",
                                 "nanotron, deepspeed): only plans it "
                                 "can build are considered",
                                 "the site's framework"};
+constexpr OptionSpec kEngine{"engine", "SWITCHES",
+                             "the engine's switches over the site's defaults.engine and the stack's, e.g. "
+                             "dp-overlap=off,tp-comm-overlap=on; keys: precision (fp32, fp16, bf16, fp8), attention "
+                             "(flash, unfused), and on|off: fp32-grads, dp-overlap, tp-overlap, tp-comm-overlap, "
+                             "tp-recompute-allgather (nanotron)",
+                             "the site's, else the stack's"};
+constexpr OptionSpec kPrecision{"precision", "P", "training precision: fp32, fp16, bf16 or fp8 (the engine's precision key)",
+                                "the site's, else bf16"};
 constexpr OptionSpec kTop{"top", "K", "how many plans to show (the chosen one and K-1 runners-up)", "5"};
 constexpr OptionSpec kJson{"json", "", "print machine-readable JSON (schema: README, `pipette plan --json`)", ""};
 constexpr OptionSpec kSvg{"svg", "FILE", "write the simulated schedule as an SVG Gantt chart", ""};
@@ -36,15 +44,15 @@ constexpr OptionSpec kTrace{"trace", "FILE", "write the simulated schedule as Ch
 constexpr OptionSpec kReplica{"replica", "D", "DP replica drawn in the SVG chart", "the slowest"};
 constexpr OptionSpec kHelp{"help", "", "show this help", ""};
 
-constexpr std::array<const OptionSpec*, 13> kPlanOptions{&kModel, &kNodes, &kNumNodes,    &kGpusPerNode, &kSite,
+constexpr std::array<const OptionSpec*, 15> kPlanOptions{&kModel, &kNodes,  &kNumNodes, &kGpusPerNode, &kSite,
                                                          &kLinks, &kGlobalBatch, &kSeq, &kFix,   &kFramework,
-                                                         &kTop,   &kJson,   &kHelp};
-constexpr std::array<const OptionSpec*, 12> kExplainOptions{&kModel, &kNodes, &kNumNodes,    &kGpusPerNode,
+                                                         &kEngine, &kPrecision, &kTop, &kJson,   &kHelp};
+constexpr std::array<const OptionSpec*, 14> kExplainOptions{&kModel, &kNodes, &kNumNodes,    &kGpusPerNode,
                                                             &kSite,  &kLinks, &kGlobalBatch, &kSeq,
-                                                            &kFix,   &kFramework, &kTop,   &kHelp};
-constexpr std::array<const OptionSpec*, 15> kSimulateOptions{
+                                                            &kFix,   &kFramework, &kEngine, &kPrecision, &kTop, &kHelp};
+constexpr std::array<const OptionSpec*, 17> kSimulateOptions{
     &kModel, &kNodes, &kNumNodes, &kGpusPerNode, &kSite,  &kLinks,    &kGlobalBatch, &kSeq,
-    &kFix,   &kFramework, &kSvg,  &kTrace,       &kReplica, &kJson,  &kHelp};
+    &kFix,   &kFramework, &kEngine, &kPrecision, &kSvg,  &kTrace,       &kReplica, &kJson,  &kHelp};
 constexpr std::array<const OptionSpec*, 1> kHelpOnly{&kHelp};
 constexpr std::array<const OptionSpec*, 4> kLinksShowOptions{&kSite, &kLinks, &kNodes, &kHelp};
 constexpr OptionSpec kImportInto{"links", "CACHE", "the cache to merge into; default: the one --site names", ""};

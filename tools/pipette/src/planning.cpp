@@ -162,6 +162,8 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
   request.sequence_length = sequence_length->value_or(0);
   request.fixed = arguments.value("fix").value_or("");
   request.framework = arguments.value("framework").value_or("");
+  request.engine = arguments.value("engine").value_or("");
+  request.precision = arguments.value("precision").value_or("");
   request.top_k = top_k->value_or(5);
 
   PlanningOutcome outcome;
@@ -209,6 +211,7 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
     outcome.links_measured = prepared->measured_node_pairs;
     outcome.links_assumed = prepared->assumed_node_pairs;
     outcome.calibration = std::move(prepared->calibration);
+    outcome.engine = std::move(prepared->engine);
     if (auto problem = add_uncalibrated(request, selection->site, outcome)) return Error{prefix + problem->message};
     return outcome;
   }
@@ -225,6 +228,7 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
   outcome.links_assumed = job->assumed_node_pairs;
   if (outcome.plans.empty()) return Error{prefix + "the planner returned no plan"};
   outcome.calibration = std::move(job->calibration);
+  outcome.engine = std::move(job->engine);
   if (auto problem = add_uncalibrated(request, selection->site, outcome)) return Error{prefix + problem->message};
   return outcome;
 }

@@ -282,8 +282,13 @@ void write_preamble(JsonWriter& json, const PlanningOutcome& outcome, const char
       .value("sequence_length", outcome.training.sequence_length)
       .value("precision", to_string(outcome.training.precision))
       .value("framework", to_string(outcome.training.target.framework))
-      .value("megatron_pipeline_layout", outcome.training.target.pipeline_layout)
-      .end_object();
+      .value("megatron_pipeline_layout", outcome.training.target.pipeline_layout);
+  // Every engine switch as planned and where it came from ("stack default", "site" or "job").
+  json.begin_object("engine");
+  for (const EngineSetting& setting : outcome.engine)
+    json.begin_object(setting.key).value("value", setting.value).value("source", to_string(setting.source)).end_object();
+  json.end_object();
+  json.end_object();
   json.begin_object("cluster");
   json.value("source", outcome.cluster_source);
   json.begin_array("nodes");
@@ -716,8 +721,17 @@ std::string partition_report(const PlanningOutcome& outcome, const ParallelConfi
   return out + table.render("  ") + "  (each boundary's gradient comes back the same size)\n";
 }
 
+// The engine's switches as planned, each with where it came from.
+std::string engine_report(const std::vector<EngineSetting>& engine) {
+  if (engine.empty()) return {};
+  TextTable table({{"switch", TextTable::Align::left}, {"value", TextTable::Align::left}, {"from", TextTable::Align::left}});
+  for (const EngineSetting& setting : engine) table.add_row({setting.key, setting.value, to_string(setting.source)});
+  return "engine (--engine over the site's defaults.engine over the stack's defaults):\n" + table.render("  ");
+}
+
 std::string explain_report(const PlanningOutcome& outcome) {
   std::string out = header(outcome) + "\n";
+  if (const std::string engine = engine_report(outcome.engine); !engine.empty()) out += engine + "\n";
   if (!outcome.does_not_fit.empty()) return out + does_not_fit_report(outcome);
   const Plan& best = outcome.plans.front();
   out += "plan 1: " + plan_label(best.config) + ", layers per stage " + layers_text(best.config.layers_per_stage) +

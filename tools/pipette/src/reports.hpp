@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "pipette/core/cluster.hpp"
+#include "pipette/core/engine.hpp"
 #include "pipette/core/model.hpp"
 #include "pipette/core/plan.hpp"
 #include "pipette/core/search.hpp"
@@ -32,6 +33,7 @@ struct PlanningOutcome {
   // constants, for `explain`'s side-by-side (absent: no calibration applied).
   std::optional<CalibrationEntry> calibration;
   std::optional<Plan> uncalibrated_best;
+  std::vector<EngineSetting> engine;    // the engine's switches as planned and where each came from
 };
 
 // `pipette plan`: header, the plans table, the chosen plan's placement.

@@ -48,6 +48,14 @@ struct LaunchDescription {
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;      // DP gradient reduction under the backward passes
   bool overlap_param_gather = false;     // distributed optimizer's all-gather under the next forwards
+  // The engine's switches as they reach the framework (engine.hpp): Megatron-core's --tp-comm-overlap
+  // (with sequence parallelism only), the TP backward collectives beside the GEMMs (nanotron's
+  // tp_linear_async_communication, with sequence parallelism only), fp32 gradients, and nanotron's
+  // re-gather of the column-parallel inputs.
+  bool tp_comm_overlap = false;
+  bool tp_backward_overlap = false;
+  bool fp32_gradients = true;
+  bool tp_recompute_allgather = true;
   int sequence_length = 0;
   int max_position_embeddings = 0;       // rows of the position table the plan priced (>= sequence_length)
   EnvironmentVariables environment;      // e.g. CUDA_DEVICE_MAX_CONNECTIONS=1

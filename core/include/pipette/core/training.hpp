@@ -79,6 +79,12 @@ struct TrainingSpec {
   // re-gather of the saved input under dgrad): on by default there; Megatron-LM of 2021 (before
   // --async-tensor-model-parallel-allreduce) ran them synchronously.
   bool overlap_tensor_parallel_backward = true;
+  // With sequence parallelism, whether a column-parallel GEMM saves its input as the rank's
+  // sequence shard and all-gathers it again in the backward (true: Transformer Engine, nanotron's
+  // parallelism.tp_recompute_allgather, its default since 9cc81bb6, 2024-07) or saves the gathered
+  // input whole and re-gathers nothing (false: nanotron's switch off, and every nanotron release
+  // v0.1-v0.5: parallel/tensor_parallel/functional.py @a27e8fe8 l.352-358; @2411b022 l.464-545).
+  bool tensor_parallel_recompute_allgather = true;
   // Megatron's --fp8-param-gather (Megatron-Bridge's fp8 recipes set it, training/mixed_precision.py
   // @067f987d): the GEMM weights live as fp8 tensors (a byte and its transpose) instead of 16-bit
   // weights beside Transformer Engine's cached fp8 casts.

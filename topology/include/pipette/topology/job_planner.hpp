@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pipette/core/cluster.hpp"
+#include "pipette/core/engine.hpp"
 #include "pipette/core/model.hpp"
 #include "pipette/core/result.hpp"
 #include "pipette/core/search.hpp"
@@ -27,12 +28,25 @@ Result<FixedKnobs> parse_fixed_knobs(std::string_view text);
 // The inverse, in the order above, only the knobs that are set ("tp=8,recompute=selective").
 std::string format_fixed_knobs(const FixedKnobs& knobs);
 
+// The engine's switches (core/engine.hpp) as a user writes them: "precision=fp8,attention=unfused,
+// fp32-grads=on,dp-overlap=off,tp-overlap=on,tp-comm-overlap=on,tp-recompute-allgather=off", in the
+// grammar of parse_fixed_knobs; booleans on|off|true|false|1|0. Errors name the item, the key and
+// the accepted values: `engine: "dp-overlap=maybe": dp-overlap must be on or off (got "maybe")`.
+Result<EngineOverrides> parse_engine_overrides(std::string_view text);
+// One key's value into `overrides` (the site file's defaults.engine mapping reads each key with
+// it); the problem, without the item, when the key or value is not valid.
+std::optional<std::string> set_engine_override(EngineOverrides& overrides, const std::string& key, std::string_view value);
+// "precision, attention, ...": the keys, for messages.
+std::string engine_key_list();
+
 struct JobRequest {
   std::string model;                      // preset or file; "" = site default
   std::int64_t global_batch = 0;          // sequences; 0 = site default
   int sequence_length = 0;                // tokens; 0 = site default
   std::string fixed;                      // parse_fixed_knobs syntax; "" = site default
   std::string framework;                  // megatron-core | nemo | torchtitan; "" = the site's `framework`
+  std::string engine;                     // parse_engine_overrides syntax; over the site's defaults.engine
+  std::string precision;                  // fp32 | fp16 | bf16 | fp8 (--precision); "" = engine's, site's, stack's
   std::vector<int> fixed_layers_per_stage;  // FixedKnobs::layers_per_stage; empty = the search chooses
   std::vector<std::string> node_names;    // expanded (expand_hostlist), Slurm's order
   int gpus_per_node = 0;                  // 0 = the GPUs hwloc finds on this node
@@ -58,6 +72,7 @@ struct JobPlan {
   int measured_node_pairs = 0;
   int assumed_node_pairs = 0;
   std::optional<CalibrationEntry> calibration;  // the site calibration the plans were made with
+  std::vector<EngineSetting> engine;      // every engine switch as planned and where it came from
 };
 
 // Everything plan_job does before the search: the resolved model and training (request, then
@@ -70,6 +85,7 @@ struct PreparedJob {
   SearchOptions options;                  // the site's, with the request's top_k
   // The site calibration the cluster and options carry (calibration.file), if any applies.
   std::optional<CalibrationEntry> calibration;
+  std::vector<EngineSetting> engine;      // every engine switch as planned and where it came from
   std::vector<std::string> links_assumed;
   std::vector<std::string> notes;
   int measured_node_pairs = 0;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "pipette/core/cluster.hpp"
+#include "pipette/core/engine.hpp"
 #include "pipette/core/result.hpp"
 #include "pipette/core/search.hpp"
 #include "pipette/core/training.hpp"
@@ -53,7 +54,8 @@ struct JobDefaults {
   std::int64_t global_batch_sequences = 0;
   int sequence_length = 0;
   std::string fixed;                 // parse_fixed_knobs syntax
-  Precision precision = Precision::bf16;
+  // defaults.engine (and defaults.precision, the same as its precision key): over the stack's own.
+  EngineOverrides engine;
 };
 
 // What planning may cost at job start, on each node of each step (the plugin plans in a child

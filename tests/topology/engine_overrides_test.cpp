@@ -1,0 +1,220 @@
+// The engine's switches: the --engine / --pipette-engine parser, the site file's defaults.engine,
+// and the order stack default → site → job with its refusals (prepare_job).
+#include <gtest/gtest.h>
+
+#include "pipette/core/stack_profile.hpp"
+#include "pipette/topology/hostlist.hpp"
+#include "pipette/topology/job_planner.hpp"
+#include "pipette/topology/site_config.hpp"
+
+namespace pipette {
+namespace {
+
+TEST(EngineOverrides, EveryKeyAndValueParses) {
+  auto all = parse_engine_overrides(
+      " precision=fp8, attention=unfused,fp32-grads=off,dp-overlap=false,tp-overlap=1,tp-comm-overlap=on,"
+      "tp-recompute-allgather=0 ");
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  EXPECT_EQ(all->precision, Precision::fp8);
+  EXPECT_EQ(all->attention, AttentionKernel::unfused);
+  EXPECT_EQ(all->fp32_gradients, false);
+  EXPECT_EQ(all->dp_overlap, false);
+  EXPECT_EQ(all->tp_overlap, true);
+  EXPECT_EQ(all->tp_comm_overlap, true);
+  EXPECT_EQ(all->tp_recompute_allgather, false);
+  for (const auto& [text, precision] : std::vector<std::pair<std::string, Precision>>{
+           {"precision=fp32", Precision::fp32}, {"precision=fp16", Precision::fp16}, {"precision=bf16", Precision::bf16}})
+    EXPECT_EQ(parse_engine_overrides(text)->precision, precision) << text;
+  EXPECT_EQ(parse_engine_overrides("attention=flash")->attention, AttentionKernel::flash);
+  EXPECT_EQ(*parse_engine_overrides(""), EngineOverrides{});
+}
+
+TEST(EngineOverrides, BadInputIsOneLineNamingTheKeyAndTheAcceptedValues) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"precision=fp4", "engine: \"precision=fp4\": precision must be fp32, fp16, bf16 or fp8 (got \"fp4\")"},
+      {"attention=paged", "attention must be flash or unfused (got \"paged\")"},
+      {"fp32-grads=maybe", "\"fp32-grads=maybe\": fp32-grads must be on or off"},
+      {"dp-overlap=", "dp-overlap must be on or off (got \"\")"},
+      {"tp-overlap=yes", "tp-overlap must be on or off"},
+      {"tp-comm-overlap=2", "tp-comm-overlap must be on or off"},
+      {"tp-recompute-allgather=no", "tp-recompute-allgather must be on or off"},
+      {"overlap-grad-reduce=on", "unknown key \"overlap-grad-reduce\"; keys are precision, attention, fp32-grads, "
+                                 "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather"},
+      {"dp-overlap", "expected key=value"},
+      {"dp-overlap=on,,tp-overlap=on", "empty item"},
+      {"dp-overlap=on,dp-overlap=off", "dp-overlap is given twice; keep one"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto parsed = parse_engine_overrides(text);
+    ASSERT_FALSE(parsed.ok()) << text;
+    EXPECT_NE(parsed.error().message.find(expected), std::string::npos) << parsed.error().message;
+    EXPECT_EQ(parsed.error().message.find('\n'), std::string::npos);
+  }
+}
+
+TEST(EngineOverrides, SiteFileSetsTheEngineStrictly) {
+  auto site = load_site_config(PIPETTE_SOURCE_DIR "/tests/data/site/engine.yaml");
+  ASSERT_TRUE(site.ok()) << site.error().message;
+  EngineOverrides expected;
+  expected.precision = Precision::fp16;
+  expected.dp_overlap = false;
+  expected.tp_comm_overlap = true;
+  EXPECT_EQ(site->defaults.engine, expected);
+  // The older defaults.precision alone is the engine's precision.
+  auto precision_only = parse_site_config("defaults:\n  precision: fp8\n", "s.yaml");
+  ASSERT_TRUE(precision_only.ok());
+  EXPECT_EQ(precision_only->defaults.engine.precision, Precision::fp8);
+  EXPECT_EQ(parse_site_config("", "s.yaml")->defaults.engine, EngineOverrides{});
+
+  const std::pair<const char*, const char*> refused[] = {
+      {"engine-precision-conflict.yaml", "engine-precision-conflict.yaml:5: key 'defaults.precision' disagrees with "
+                                         "defaults.engine.precision (bf16); keep one"},
+      {"engine-bad-value.yaml", "engine-bad-value.yaml:4: key 'defaults.engine.dp-overlap' dp-overlap must be on or off "
+                                "(got \"sometimes\")"},
+      {"engine-unknown-key.yaml", "engine-unknown-key.yaml:4: key 'defaults.engine.overlap_grad_reduce' is not a known key; "
+                                  "expected one of: precision, attention, fp32-grads"},
+  };
+  for (const auto& [file, expected] : refused) {
+    auto bad = load_site_config(std::string(PIPETTE_SOURCE_DIR "/tests/data/site/") + file);
+    ASSERT_FALSE(bad.ok()) << file;
+    EXPECT_NE(bad.error().message.find(expected), std::string::npos) << bad.error().message;
+    EXPECT_EQ(bad.error().message.find('\n'), std::string::npos);
+  }
+}
+
+class EngineSources : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    request_.model = "llama2-7b";
+    request_.global_batch = 256;
+    request_.sequence_length = 4096;
+    request_.node_names = *expand_hostlist("n[1-2]");
+    request_.gpus_per_node = 8;
+    request_.gpu = "H100-SXM";
+    request_.inspection = NodeInspection{};
+  }
+  static std::string source_of(const PreparedJob& job, const std::string& key) {
+    for (const EngineSetting& setting : job.engine)
+      if (setting.key == key) return setting.value + " from " + to_string(setting.source);
+    return "absent";
+  }
+  JobRequest request_;
+};
+
+TEST_F(EngineSources, StackThenSiteThenJob) {
+  SiteConfig site = *load_site_config(PIPETTE_SOURCE_DIR "/tests/data/site/engine.yaml");
+  auto job = prepare_job(request_, site);
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  EXPECT_EQ(source_of(*job, "precision"), "fp16 from site");
+  EXPECT_EQ(source_of(*job, "dp-overlap"), "off from site");
+  EXPECT_EQ(source_of(*job, "tp-comm-overlap"), "on from site");
+  EXPECT_EQ(source_of(*job, "tp-overlap"), "on from stack default");
+  EXPECT_EQ(source_of(*job, "attention"), "flash from stack default");
+  EXPECT_EQ(job->training.precision, Precision::fp16);
+  EXPECT_FALSE(job->training.overlap_gradient_reduce);
+  EXPECT_TRUE(job->training.overlap_tensor_parallel_communication);
+  EXPECT_EQ(job->engine.size(), engine_keys().size());
+
+  request_.engine = "dp-overlap=on,tp-comm-overlap=off";
+  request_.precision = "bf16";
+  job = prepare_job(request_, site);
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  EXPECT_EQ(source_of(*job, "precision"), "bf16 from job");
+  EXPECT_EQ(source_of(*job, "dp-overlap"), "on from job");
+  EXPECT_EQ(source_of(*job, "tp-comm-overlap"), "off from job");
+  EXPECT_TRUE(job->training.overlap_gradient_reduce);
+
+  // Without any switch, the training is the stack's: every plan as before.
+  TrainingSpec stack;
+  stack.global_batch_sequences = 256;
+  stack.sequence_length = 4096;
+  request_ = {};
+  SetUp();
+  for (const char* framework : {"megatron-core", "nemo", "torchtitan", "megatron-deepspeed", "nanotron", "deepspeed"}) {
+    request_.framework = framework;
+    job = prepare_job(request_, SiteConfig{});
+    ASSERT_TRUE(job.ok()) << framework << ": " << job.error().message;
+    stack.target = job->training.target;
+    apply_stack_profile(stack);
+    EXPECT_EQ(job->training.precision, stack.precision) << framework;
+    EXPECT_EQ(job->training.attention, stack.attention) << framework;
+    EXPECT_EQ(job->training.gradients_in_fp32, stack.gradients_in_fp32) << framework;
+    EXPECT_EQ(job->training.overlap_gradient_reduce, stack.overlap_gradient_reduce) << framework;
+    EXPECT_EQ(job->training.overlap_tensor_parallel_backward, stack.overlap_tensor_parallel_backward) << framework;
+    EXPECT_EQ(job->training.overlap_tensor_parallel_communication, stack.overlap_tensor_parallel_communication) << framework;
+    EXPECT_EQ(job->training.tensor_parallel_recompute_allgather, stack.tensor_parallel_recompute_allgather) << framework;
+    for (const EngineSetting& setting : job->engine) EXPECT_EQ(setting.source, EngineSource::stack) << setting.key;
+  }
+}
+
+TEST_F(EngineSources, WhatAStackCannotRunIsRefusedWithTheReason) {
+  struct Case {
+    const char* framework;
+    const char* engine;
+    const char* precision;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"megatron-core", "tp-recompute-allgather=on", "",
+       "engine tp-recompute-allgather=on (job) cannot run on megatron-core: tp-recompute-allgather is nanotron's"},
+      {"nemo", "tp-comm-overlap=on", "", "comm_overlap config"},
+      {"torchtitan", "tp-comm-overlap=on", "", "Transformer Engine userbuffers"},
+      {"megatron-core", "tp-comm-overlap=on", "", ""},
+      {"megatron-core", "tp-comm-overlap=on,fp32-grads=off", "", ""},
+      {"megatron-core", "fp32-grads=off", "fp16", "16-bit gradients need bf16 or fp8 training"},
+      {"megatron-core", "tp-overlap=off", "", "Pipette exports no switch to change that"},
+      {"megatron-core", "attention=unfused", "", "its flash attention would run"},
+      {"megatron-deepspeed", "attention=flash", "", "its unfused attention would run"},
+      {"deepspeed", "attention=unfused", "", ""},
+      {"megatron-deepspeed", "tp-overlap=on", "", "megatron/arguments.py @4efb479d l.395-399"},
+      {"megatron-deepspeed", "dp-overlap=on", "", "overlap_comm"},
+      {"torchtitan", "dp-overlap=off", "", "has no switch"},
+      {"nanotron", "precision=fp8", "", "fp8 is priced as Transformer Engine's recipe"},
+      {"nanotron", "", "fp8", "engine precision=fp8 (job) cannot run on nanotron"},
+      {"nanotron", "tp-overlap=on,tp-recompute-allgather=off,fp32-grads=off", "", ""},
+      {"nemo", "fp32-grads=off", "", "no gradient-precision switch for nemo"},
+      {"megatron-core", "precision=bf16", "fp8", "precision fp8 conflicts with the engine's precision=bf16"},
+      {"megatron-core", "", "fp9", "precision must be fp32, fp16, bf16 or fp8 (got \"fp9\")"},
+  };
+  for (const Case& c : cases) {
+    request_.framework = c.framework;
+    request_.engine = c.engine;
+    request_.precision = c.precision;
+    auto job = prepare_job(request_, SiteConfig{});
+    if (std::string(c.expected).empty()) {
+      EXPECT_TRUE(job.ok()) << c.framework << " " << c.engine << ": " << job.error().message;
+      continue;
+    }
+    ASSERT_FALSE(job.ok()) << c.framework << " " << c.engine;
+    EXPECT_NE(job.error().message.find(c.expected), std::string::npos) << job.error().message;
+    EXPECT_EQ(job.error().message.find('\n'), std::string::npos);
+  }
+  // Switches that need sequence parallelism refuse sp=off.
+  request_.framework = "megatron-core";
+  request_.engine = "tp-comm-overlap=on";
+  request_.precision.clear();
+  request_.fixed = "sp=off";
+  auto job = prepare_job(request_, SiteConfig{});
+  ASSERT_FALSE(job.ok());
+  EXPECT_NE(job.error().message.find("needs sequence parallelism (training/arguments.py @d98e8a64 l.1441-1442)"),
+            std::string::npos)
+      << job.error().message;
+  request_.framework = "nanotron";
+  request_.engine = "tp-overlap=on";
+  job = prepare_job(request_, SiteConfig{});
+  ASSERT_FALSE(job.ok());
+  EXPECT_NE(job.error().message.find("nn.py @2411b022 l.145-146"), std::string::npos) << job.error().message;
+  // A site switch a job's stack cannot run names the site as its source.
+  SiteConfig site;
+  site.defaults.engine.tp_recompute_allgather = false;
+  request_.framework = "torchtitan";
+  request_.engine.clear();
+  request_.fixed.clear();
+  job = prepare_job(request_, site);
+  ASSERT_FALSE(job.ok());
+  EXPECT_NE(job.error().message.find("tp-recompute-allgather=off (site) cannot run on torchtitan"), std::string::npos)
+      << job.error().message;
+}
+
+}  // namespace
+}  // namespace pipette
