@@ -90,6 +90,10 @@ StackProfile nanotron_profile() {
       "looser than 'and'), whose fp32 hook raises NotImplementedError for ZeRO-1 (optim/gradient_accumulator.py "
       "l.354-355), so @2411b022 zero_stage=1 with dp > 1 does not start: the search keeps it off unless distopt "
       "is fixed on",
+      "sequence parallelism re-gathers each column-parallel input in the backward, as main does since 9cc81bb6 "
+      "(2024-07-17, tp_recompute_allgather defaults true, config/parallelism_config.py l.36); every release "
+      "(v0.1-v0.5) and the bench_cluster branch keep the gathered inputs instead (parallel/tensor_parallel/"
+      "functional.py l.352-358 @a27e8fe8): plan those with --engine tp-recompute-allgather=off",
       "nanotron's default pp_engine is afab (config/parallelism_config.py l.43-44), which keeps every micro-batch's "
       "activations; Pipette prices and exports pp_engine 1f1b",
   };
