@@ -225,7 +225,7 @@ LayerShape layer_shape_of(const ModelSpec& model, const TrainingSpec& training, 
           static_cast<double>(model.hidden_size),        static_cast<double>(model.kv_hidden_size()),
           static_cast<double>(model.ffn_hidden_size),    static_cast<double>(model.num_attention_heads),
           model.ffn_kind,                                model.dropout,
-          model.learned_position_embeddings == 0,        static_cast<double>(model.query_hidden_size()),
+          model.rotary(),                                static_cast<double>(model.query_hidden_size()),
           stack.swiglu_saved_ffn_tensors,                stack.rotary,
           static_cast<double>(model.q_lora_rank),        static_cast<double>(model.kv_lora_rank),
           static_cast<double>(model.qk_pos_emb_head_dim), static_cast<double>(model.query_width()),
@@ -372,7 +372,10 @@ double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config,
                   expert_parameters_on_stage(model, config, stage);
   }
   const double word_embedding_shard = static_cast<double>(model.vocab_size) * h / config.tp;
-  if (blocks.embedding) parameters += word_embedding_shard + static_cast<double>(model.learned_position_embeddings) * h;
+  if (blocks.embedding) {
+    parameters += word_embedding_shard + static_cast<double>(model.learned_position_embeddings) * h +
+                  static_cast<double>(embedding_norm_parameters(model));
+  }
   // A tied output matrix is the embedding's own on the rank that holds both, a copy elsewhere.
   if (blocks.head && (!model.tied_embeddings || !blocks.embedding)) parameters += word_embedding_shard;
   if (blocks.final_norm) parameters += model.norm_kind == NormKind::layernorm ? 2 * h : h;
