@@ -447,6 +447,15 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
     const double stage_working_set = layers[static_cast<size_t>(stage)] > 0 ? working_set : 0.0;
     memory.activations_bytes =
         overheads.activation_memory_factor * (chunks * layers_per_chunk * mean_layer_activation + stage_working_set);
+    if (held.embedding && model.embedding_norm) {
+      // The embedding's LayerNorm runs outside the (checkpointed) layers, on the rank holding the
+      // embedding (bigscience-workshop/Megatron-DeepSpeed @8387ae17 megatron/mpu/layers.py l.195,
+      // 248-249), and apex's fused LayerNorm saves its whole input and the fp32 mean and inverse
+      // variance of every token (megatron/model/fused_layer_norm.py l.40-49), for each in-flight
+      // micro-batch of the first model chunk (with interleaving, a virtual_stages-th of the chunks).
+      memory.activations_bytes += overheads.activation_memory_factor * chunks / config.virtual_stages * tokens *
+                                  (model.hidden_size * value_bytes + 2 * 4.0);
+    }
 
     if (held.head || held.loss) {
       // One micro-batch at a time reaches the loss (its backward follows at once): the final norm's
