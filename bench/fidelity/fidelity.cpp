@@ -636,7 +636,8 @@ std::vector<Row> ultrascale_time_rows() {
 // stages as DeepSpeed's 'type:transformer|embedding' partition cuts them: the two tied embeddings
 // count as layers, 72 units split evenly, so the first and last stage hold one transformer layer
 // fewer (README.md l.133-143 for PP 12: 5, 6 x 10, 5). The first iteration after a resume is listed
-// but not compared: it includes warm-up (the next iteration is 0-29% faster in every layout but one).
+// but not compared: it includes warm-up (the next iteration is 10-29% faster in four of the five
+// layouts that logged one, equal in the fifth).
 // Every row is priced twice, under the two inter-node figures of jean_zay_a100_* (two sources).
 std::vector<Row> bloom_rows() {
   std::vector<Row> rows;

@@ -216,6 +216,22 @@ TEST(StackProfile, ZeroOneStacksGatherTheParametersAfterTheStep) {
   EXPECT_LT(replicated.dp_communication_seconds, 0.2);  // DDP's all-reduce under the backward
 }
 
+// ALiBi runs only under BigScience's Megatron-DeepSpeed (and the job's own model under deepspeed):
+// every other framework refuses it, whatever the layout.
+TEST(StackLaunch, AlibiOnlyUnderMegatronDeepSpeedOrDeepSpeed) {
+  ModelSpec model = llama_1b();
+  model.alibi = true;
+  const ParallelConfig config = config_of(1, 1, 8);
+  for (const Framework framework : {Framework::megatron_core, Framework::nemo, Framework::torchtitan, Framework::nanotron}) {
+    EXPECT_EQ(launch_problem({framework, false}, model, config, 1),
+              std::string("its ALiBi attention biases (alibi: true) are not among ") + to_string(framework) +
+                  "'s position embeddings (plan it for megatron-deepspeed or deepspeed)");
+  }
+  for (const Framework framework : {Framework::megatron_deepspeed, Framework::deepspeed}) {
+    EXPECT_EQ(launch_problem({framework, false}, model, config, 1), "") << to_string(framework);
+  }
+}
+
 TEST(StackLaunch, EachStackRefusesWhatItCannotRun) {
   const ModelSpec model = llama_1b();
   ParallelConfig selective = config_of(1, 1, 8);
