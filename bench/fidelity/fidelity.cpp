@@ -5,6 +5,9 @@
 //  - ultrascale_dp_tp_scaling.csv (nanotron, H100): the 1B DP throughput (extra, never fitted) and
 //    the memory panels, priced with framework nanotron's stack profile and, for comparison, with
 //    the Megatron-core one (stack_time_report, memory_report).
+//  - bench/fidelity/data/bloom_176b_megatron_deepspeed_a100.csv (in the repository; BigScience's
+//    BLOOM-176B logs on Jean Zay, A100, Megatron-DeepSpeed): iteration time, extra, never fitted, with
+//    the megatron-deepspeed stack profile and, for comparison, the Megatron-core one.
 // For each row the published configuration is evaluated exactly as the search evaluates plans
 // (profile_work → communication_times in Slurm's order → critical_path); rows the model cannot
 // represent (LoRA, mixture-of-experts, architectures not published) are
@@ -32,8 +35,10 @@
 namespace pipette {
 namespace {
 
-std::vector<std::vector<std::string>> read_csv(const std::string& name) {
-  const std::string path = std::string(PIPETTE_GROUND_TRUTH_DIR) + "/" + name;
+// A CSV of ../shared/ground_truth_data, or with `local` of bench/fidelity/data (tables kept in the
+// repository, with '#' lines naming their sources).
+std::vector<std::vector<std::string>> read_csv(const std::string& name, bool local = false) {
+  const std::string path = std::string(local ? PIPETTE_FIDELITY_DATA_DIR : PIPETTE_GROUND_TRUTH_DIR) + "/" + name;
   std::ifstream in(path);
   if (!in) {
     std::fprintf(stderr, "fidelity: cannot read %s\n", path.c_str());
@@ -42,6 +47,7 @@ std::vector<std::vector<std::string>> read_csv(const std::string& name) {
   std::vector<std::vector<std::string>> rows;
   std::string line;
   while (std::getline(in, line)) {
+    if (local && line.rfind('#', 0) == 0) continue;
     std::vector<std::string> fields(1);
     bool quoted = false;
     for (const char c : line) {
@@ -129,6 +135,22 @@ const System dgx_h100{"H100-SXM", 367e9, 8 * 47e9};
 // DGX-2: V100 NVLink2 through NVSwitch, ~130 GB/s all-reduce bus bandwidth (6 links × 25 GB/s at
 // NCCL's usual ~85%); the runs used here stay inside one node.
 const System dgx2_v100{"V100-SXM2-32GB", 130e9, 8 * 12e9};
+
+// Jean Zay's A100 partition (gpu_p5), where BigScience trained BLOOM: 8 A100 80GB per node, 4
+// Omni-Path links per node (github.com/bigscience-workshop/bigscience @9e64edec
+// train/tr11-176B-ml/README.md l.41-47), which NCCL drives through its IB verbs transport
+// (experiments/bandwidth/all_reduce_bench-a100-n4.txt l.119: "NET/IB : Using [0]hfi1_1 ... [3]hfi1_3").
+// Assumed, not published: the board is an HGX A100 with NVSwitch as in a DGX A100, so the node is
+// priced as dgx_a100's measured 235 GB/s. Across nodes there are two figures and neither is chosen
+// (bloom_rows reports every row under both):
+//  - measured: the all-reduce bus bandwidth BigScience measured there on 4 nodes x 8 GPUs in January
+//    2022, before the run (the same file, median of its 160 per-rank "busbw" lines: 40.54 Gb/s =
+//    5.07 GB/s; experiments/bandwidth/README.md l.70-83), a tenth of the line rate;
+//  - line rate: 4 x 100 Gb/s Omni-Path (Intel OPA 100 series; Jean Zay's fabric is "Intel Omni-Path
+//    100 Gb/s", LMI MAG March 2020 p.27) at the share of its line rate NCCL reaches on the DGX A100's
+//    HDR NICs (24 of 25 GB/s, dgx_a100 above): 4 x 12 GB/s.
+const System jean_zay_a100_measured{"A100-80GB", 235e9, 40.54e9 / 8};
+const System jean_zay_a100_line_rate{"A100-80GB", 235e9, 4 * 12e9};
 
 Cluster cluster_of(const System& system, int gpus) {
   Cluster cluster;
@@ -611,6 +633,53 @@ std::vector<Row> ultrascale_time_rows() {
   return rows;
 }
 
+// BLOOM-176B on Jean Zay (bench/fidelity/data/bloom_176b_megatron_deepspeed_a100.csv, whose header
+// names the sources and the configuration), never fitted: priced with the megatron-deepspeed stack
+// profile (and, in stack_time_report, the Megatron-core one). Full recompute, bf16, the BF16_Optimizer
+// as ZeRO-1 over DP (its fp32 gradient buffer unsharded, as gradients_in_fp32 prices it). Pipeline
+// stages as DeepSpeed's 'type:transformer|embedding' partition cuts them: the two tied embeddings
+// count as layers, 72 units split evenly, so the first and last stage hold one transformer layer
+// fewer (README.md l.133-143 for PP 12: 5, 6 x 10, 5). The first iteration after a resume is listed
+// but not compared: it includes warm-up (the next iteration is 10-29% faster in four of the five
+// layouts that logged one, equal in the fifth).
+// Every row is priced twice, under the two inter-node figures of jean_zay_a100_* (two sources).
+std::vector<Row> bloom_rows() {
+  std::vector<Row> rows;
+  const auto table = read_csv("bloom_176b_megatron_deepspeed_a100.csv", true);
+  const std::pair<const char*, System> networks[] = {{"network as measured in Jan 2022", jean_zay_a100_measured},
+                                                    {"network at Omni-Path line rate", jean_zay_a100_line_rate}};
+  for (const auto& [network, system] : networks) {
+    for (size_t i = 1; i < table.size(); ++i) {
+      const auto& f = table[i];
+      Row row;
+      row.source = std::string("BLOOM-176B Jean Zay A100, Megatron-DeepSpeed, ") + network + " (extra)";
+      row.extra = true;
+      row.system = system;
+      row.model = preset("bloom-176b");
+      row.gpus = std::stoi(f[3]);
+      row.training.global_batch_sequences = std::stoi(f[8]);
+      row.training.sequence_length = std::stoi(f[9]);
+      row.training.precision = Precision::bf16;
+      row.training.target.framework = Framework::megatron_deepspeed;
+      apply_stack_profile(row.training);
+      const int tp = std::stoi(f[4]), pp = std::stoi(f[5]);
+      row.config = config_of(row.model, tp, pp, row.gpus, std::stoi(f[7]), 1);
+      row.config.recompute = RecomputeMode::full;
+      row.config.distributed_optimizer = row.config.dp > 1;
+      const int units_per_stage = (row.model.num_layers + 2) / pp;
+      row.config.layers_per_stage.assign(static_cast<size_t>(pp), units_per_stage);
+      row.config.layers_per_stage.front() -= 1;
+      row.config.layers_per_stage.back() -= 1;
+      row.published = std::stod(f[11]);
+      row.label = "176B " + config_label(row.config) + " B" + f[8] + " (" + f[0] + " l." + f[1] + ", iteration " + f[10] + ")";
+      row.group = row.label;
+      if (f[12] == "first iteration after resume") row.excluded = "first iteration after a resume (warm-up)";
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
 struct Prediction {
   double iteration_seconds = 0;
   double value = 0;  // in the row's metric
@@ -886,7 +955,7 @@ int main(int argc, char** argv) {
   using namespace pipette;
   std::vector<Row> rows = sc21_rows();
   for (auto more : {korthikanti_rows(), nemo_rows(), megatron_core_h100_rows(), megatron_2021_rows(), ultrascale_time_rows(),
-                    long_sequence_rows()}) {
+                    long_sequence_rows(), bloom_rows()}) {
     rows.insert(rows.end(), more.begin(), more.end());
   }
   split(rows);

@@ -323,6 +323,16 @@ std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model
                            int num_microbatches) {
   if (static_cast<int>(config.layers_per_stage.size()) != config.pp) return "layers_per_stage must have pp entries";
   if (const std::string problem = expert_problem(model, config); !problem.empty()) return problem;
+  // ALiBi is BigScience's Megatron-DeepSpeed (--position-embedding-type alibi: megatron/arguments.py
+  // l.398-401, model/transformer.py l.490-498 @8387ae17; deepspeedai's @4efb479d keeps only the enum,
+  // megatron/enums.py l.31-34, so a BLOOM job runs the fork). Megatron-LM's --position-embedding-type
+  // takes learned_absolute, rope, yarn, mrope, relative or none (megatron/training/arguments.py
+  // @d98e8a64 l.2397-2398); torchtitan's and nanotron's models apply RoPE. deepspeed runs the job's
+  // own model.
+  if (model.alibi && target.framework != Framework::megatron_deepspeed && target.framework != Framework::deepspeed) {
+    return std::string("its ALiBi attention biases (alibi: true) are not among ") + to_string(target.framework) +
+           "'s position embeddings (plan it for megatron-deepspeed or deepspeed)";
+  }
   switch (target.framework) {
     case Framework::megatron_core:
     case Framework::nemo: return megatron_problem(target, config, num_microbatches);

@@ -232,7 +232,7 @@ LayerShape layer_shape_of(const ModelSpec& model, const TrainingSpec& training, 
           static_cast<double>(model.hidden_size),        static_cast<double>(model.kv_hidden_size()),
           static_cast<double>(model.ffn_hidden_size),    static_cast<double>(model.num_attention_heads),
           model.ffn_kind,                                model.dropout,
-          model.learned_position_embeddings == 0,        static_cast<double>(model.query_hidden_size()),
+          model.rotary(),                                static_cast<double>(model.query_hidden_size()),
           stack.swiglu_saved_ffn_tensors,                stack.rotary,
           static_cast<double>(model.q_lora_rank),        static_cast<double>(model.kv_lora_rank),
           static_cast<double>(model.qk_pos_emb_head_dim), static_cast<double>(model.query_width()),
@@ -382,7 +382,10 @@ double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config,
                   expert_parameters_on_stage(model, config, stage);
   }
   const double word_embedding_shard = static_cast<double>(model.vocab_size) * h / config.tp;
-  if (blocks.embedding) parameters += word_embedding_shard + static_cast<double>(model.learned_position_embeddings) * h;
+  if (blocks.embedding) {
+    parameters += word_embedding_shard + static_cast<double>(model.learned_position_embeddings) * h +
+                  static_cast<double>(embedding_norm_parameters(model));
+  }
   // A tied output matrix is the embedding's own on the rank that holds both, a copy elsewhere.
   if (blocks.head && (!model.tied_embeddings || !blocks.embedding)) parameters += word_embedding_shard;
   if (blocks.final_norm) parameters += model.norm_kind == NormKind::layernorm ? 2 * h : h;
@@ -454,6 +457,15 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
     const double stage_working_set = layers[static_cast<size_t>(stage)] > 0 ? working_set : 0.0;
     memory.activations_bytes =
         overheads.activation_memory_factor * (chunks * layers_per_chunk * mean_layer_activation + stage_working_set);
+    if (held.embedding && model.embedding_norm) {
+      // The embedding's LayerNorm runs outside the (checkpointed) layers, on the rank holding the
+      // embedding (bigscience-workshop/Megatron-DeepSpeed @8387ae17 megatron/mpu/layers.py l.195,
+      // 248-249), and apex's fused LayerNorm saves its whole input and the fp32 mean and inverse
+      // variance of every token (megatron/model/fused_layer_norm.py l.40-49), for each in-flight
+      // micro-batch of the first model chunk (with interleaving, a virtual_stages-th of the chunks).
+      memory.activations_bytes += overheads.activation_memory_factor * chunks / config.virtual_stages * tokens *
+                                  (model.hidden_size * value_bytes + 2 * 4.0);
+    }
 
     if (held.head || held.loss) {
       // One micro-batch at a time reaches the loss (its backward follows at once): the final norm's

@@ -91,10 +91,14 @@ std::int64_t parameters_of_layer(const ModelSpec& model, int layer) {
          static_cast<std::int64_t>(model.num_experts) * expert_parameters_per_expert(model);
 }
 
+std::int64_t embedding_norm_parameters(const ModelSpec& model) {
+  return model.embedding_norm ? 2 * static_cast<std::int64_t>(model.hidden_size) : 0;  // LayerNorm weight and bias
+}
+
 std::int64_t embedding_parameters(const ModelSpec& model) {
   const std::int64_t h = model.hidden_size;
   return static_cast<std::int64_t>(model.vocab_size) * h +
-         static_cast<std::int64_t>(model.learned_position_embeddings) * h;
+         static_cast<std::int64_t>(model.learned_position_embeddings) * h + embedding_norm_parameters(model);
 }
 
 std::int64_t output_layer_parameters(const ModelSpec& model) {
@@ -167,6 +171,10 @@ std::string validate(const ModelSpec& model) {
            " is not divisible by num_kv_heads " + std::to_string(model.num_kv_heads);
   }
   if (model.learned_position_embeddings < 0) return "learned_position_embeddings must be 0 (rotary) or positive";
+  if (model.alibi && model.learned_position_embeddings != 0) {
+    return "learned_position_embeddings must be 0 with alibi (ALiBi replaces the position embedding)";
+  }
+  if (model.alibi && model.is_mla()) return "alibi does not apply with multi-latent attention (it applies RoPE)";
   if (model.kv_channels < 0) return "kv_channels must be 0 (hidden_size / num_attention_heads) or positive";
   if (const std::string problem = validate_mla(model); !problem.empty()) return problem;
   if (model.kv_channels == 0 && !model.is_mla() && model.hidden_size % model.num_attention_heads != 0) {

@@ -193,6 +193,12 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
     const double traffic = 13 * score_elements / roofs.memory_bytes_per_second;
     attention.forward = core_flops / roofs.unfused_attention_flop_per_second + traffic;
     attention.backward = 2 * attention.forward;
+    // ALiBi: the bias (b·np × 1 × s, broadcast) is QK^T's baddbmm input with beta 1
+    // (bigscience-workshop/Megatron-DeepSpeed @8387ae17 megatron/model/transformer.py l.283-291,
+    // 319-323), so PyTorch first copies its expansion into the result (write the scores) and the
+    // GEMM then reads it (beta != 0): two more 16-bit passes over the scores, forward only (the
+    // bias is a buffer, no gradient).
+    if (model.alibi) attention.forward += 2 * value_bytes * score_elements / roofs.memory_bytes_per_second;
   }
   if (config.cp > 1) {
     // Ring attention's per-step merges (Transformer Engine, dot_product_attention/context_parallel.py
@@ -218,7 +224,7 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   if (training.precision == Precision::fp8) elementwise_bytes += tokens * 3 * (h / t + f / t);
   elementwise_bytes += tokens * value_bytes *
                        (2 * (stack.qkv_copy_passes * (q + (k + v)) + stack.kv_copy_passes * (k + v)) +
-                        (model.learned_position_embeddings == 0 ? stack.rotary_extra_accesses * (q + k) : 0)) / t;
+                        (model.rotary() ? stack.rotary_extra_accesses * (q + k) : 0)) / t;
   const double elementwise = elementwise_bytes / roofs.memory_bytes_per_second;
 
   LayerCost cost;

@@ -289,6 +289,22 @@ TEST(EstimateMemory, OneFOneBActivationsFallFromFirstToLastStage) {
   EXPECT_GT(memory[0].total_bytes(), memory[4].total_bytes());
 }
 
+// BLOOM's embedding LayerNorm saves its input and per-token fp32 mean and inverse variance for every
+// in-flight micro-batch of the first stage (1F1B: 8 of them on stage 0 of 8), and adds its 2h
+// parameters there; no other stage changes.
+TEST(EstimateMemory, EmbeddingNormKeepsItsInputOnTheFirstStage) {
+  const ModelSpec model = gpt3_175b();
+  ModelSpec normed = model;
+  normed.embedding_norm = true;
+  const TrainingSpec training = training_of(64, AttentionKernel::flash);
+  const ParallelConfig config = config_of(8, 8, 1, true, RecomputeMode::selective);
+  const auto plain = estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0});
+  const auto with_norm = estimate_memory(normed, training, config, RuntimeOverheads{0, 0, 0});
+  EXPECT_DOUBLE_EQ(with_norm[0].activations_bytes - plain[0].activations_bytes, 8 * (2 * sbh + 8.0 * s * b));
+  EXPECT_DOUBLE_EQ(parameters_on_stage(normed, config, 0) - parameters_on_stage(model, config, 0), 2.0 * h);
+  for (size_t stage = 1; stage < 8; ++stage) EXPECT_EQ(with_norm[stage].total_bytes(), plain[stage].total_bytes());
+}
+
 TEST(EstimateMemory, LogitsAndLossOnlyOnTheLastStage) {
   const ModelSpec model = gpt3_175b();
   const TrainingSpec training = training_of(64, AttentionKernel::flash);

@@ -155,6 +155,27 @@ TEST(StackProfile, UnfusedElementwiseWorkCostsItsBytesAtMemoryBandwidth) {
               24 * (2 * seconds_per_layer + 2.5 * attention_forward), 1e-9);
 }
 
+// ALiBi in Megatron-DeepSpeed's unfused attention: the broadcast bias is copied into QK^T's output
+// and read back by the baddbmm (two 16-bit passes over the scores, forward only), and no RoPE passes
+// are made (8 extra accesses of q and k per layer, forward, and twice in the backward).
+TEST(StackProfile, AlibiCostsTwoScorePassesAndNoRotary) {
+  const ParallelConfig config = config_of(1, 1, 8);
+  const GpuSpec& gpu = *find_gpu("H100-SXM");
+  const ComputeEfficiency efficiency = fitted_compute_efficiency();
+  const TrainingSpec training = training_for(Framework::megatron_deepspeed);
+  ModelSpec alibi = llama_1b();
+  alibi.alibi = true;
+  const StageWork rotary_work = profile_work(llama_1b(), training, gpu, config, efficiency).stages.front();
+  const StageWork alibi_work = profile_work(alibi, training, gpu, config, efficiency).stages.front();
+  const double bandwidth = efficiency.memory_fraction * gpu.hbm_bytes_per_second;
+  const double scores = 2 * 32 * 4096.0 * 4096;          // micro-batch 2 × 32 heads × s²
+  const double rotary_bytes = tokens * 2 * 8 * (2 * 2048);  // 8 accesses of q and k, 16-bit
+  EXPECT_NEAR(alibi_work.forward_compute_seconds - rotary_work.forward_compute_seconds,
+              24 * (2 * 2 * scores - rotary_bytes) / bandwidth, 1e-9);
+  EXPECT_NEAR(alibi_work.backward_compute_seconds - rotary_work.backward_compute_seconds,
+              -24 * 2 * rotary_bytes / bandwidth, 1e-9);
+}
+
 // FlashAttention-3's H100 forward figures (arXiv 2407.08608) at 4k tokens, relative to cuDNN with
 // 128-wide heads, where the attention fraction was fitted: the fitted models stay exactly as they were.
 TEST(StackProfile, FlashKernelsRunAtTheirMeasuredShareOfTheFittedRate) {
@@ -228,6 +249,22 @@ TEST(StackProfile, NanotronTpRecomputeAllgatherTradesMemoryForTheBackwardRegathe
   EXPECT_NEAR(regather_traffic - keep_traffic, 24 * 2 * 0.5 * activation_message * 2.0 * (tp - 1) / tp, 1.0);
   EXPECT_DOUBLE_EQ(profile_work(model, keep, gpu, replicated).stages[0].tp_bytes_per_microbatch,
                    profile_work(model, regather, gpu, replicated).stages[0].tp_bytes_per_microbatch);
+}
+
+// ALiBi runs only under BigScience's Megatron-DeepSpeed (and the job's own model under deepspeed):
+// every other framework refuses it, whatever the layout.
+TEST(StackLaunch, AlibiOnlyUnderMegatronDeepSpeedOrDeepSpeed) {
+  ModelSpec model = llama_1b();
+  model.alibi = true;
+  const ParallelConfig config = config_of(1, 1, 8);
+  for (const Framework framework : {Framework::megatron_core, Framework::nemo, Framework::torchtitan, Framework::nanotron}) {
+    EXPECT_EQ(launch_problem({framework, false}, model, config, 1),
+              std::string("its ALiBi attention biases (alibi: true) are not among ") + to_string(framework) +
+                  "'s position embeddings (plan it for megatron-deepspeed or deepspeed)");
+  }
+  for (const Framework framework : {Framework::megatron_deepspeed, Framework::deepspeed}) {
+    EXPECT_EQ(launch_problem({framework, false}, model, config, 1), "") << to_string(framework);
+  }
 }
 
 TEST(StackLaunch, EachStackRefusesWhatItCannotRun) {

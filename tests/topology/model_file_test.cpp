@@ -42,6 +42,7 @@ const Published published_sizes[] = {
     {"llama3-70b", 70'553'706'496, 0, "meta-llama/Meta-Llama-3-70B (70.6B)"},
     {"llama3-405b", 405'853'388'800, 0, "meta-llama/Llama-3.1-405B (405.9B)"},
     {"gpt-neox-20b", 20'554'567'680, 0, "Black et al. 2022 (20.55B)"},
+    {"bloom-176b", 176'247'271'424, 0, "bigscience/bloom model card (176,247,271,424)"},
 };
 
 TEST(ModelPresets, ParameterCountsWithinOnePercentOfPublished) {
@@ -75,6 +76,34 @@ TEST(ModelPresets, Llama3ArchitectureFields) {
   EXPECT_EQ(model->learned_position_embeddings, 0);
   EXPECT_FALSE(model->dropout);
   EXPECT_TRUE(load_model("gpt3-175b", source_presets)->dropout);
+}
+
+// BLOOM: ALiBi instead of any position embedding (so no RoPE is priced), a LayerNorm on the
+// embedding (2h parameters, counted in the embedding), tied embeddings; its model card's exact count
+// above includes that norm.
+TEST(ModelPresets, BloomArchitectureFields) {
+  const Result<ModelSpec> model = load_model("bloom-176b", source_presets);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  EXPECT_TRUE(model->alibi);
+  EXPECT_FALSE(model->rotary());
+  EXPECT_TRUE(model->embedding_norm);
+  EXPECT_EQ(embedding_norm_parameters(*model), 2 * 14336);
+  EXPECT_EQ(embedding_parameters(*model), std::int64_t{250880} * 14336 + 2 * 14336);
+  EXPECT_TRUE(model->tied_embeddings);
+  EXPECT_TRUE(load_model("llama3-70b", source_presets)->rotary());
+  EXPECT_FALSE(load_model("gpt3-175b", source_presets)->rotary());
+}
+
+TEST(ModelFile, AlibiConflictsNameTheFieldAndFix) {
+  const std::string base = "num_layers: 4\nhidden_size: 256\nnum_attention_heads: 4\nvocab_size: 1000\n";
+  const auto error_of = [&](const std::string& extra) {
+    const Result<ModelSpec> model = parse_model_file(base + extra, "m.yaml");
+    return model ? std::string() : model.error().message;
+  };
+  EXPECT_EQ(error_of("alibi: true\nembedding_norm: true\n"), "");
+  EXPECT_EQ(error_of("alibi: true\nlearned_position_embeddings: 2048\n"),
+            "m.yaml: learned_position_embeddings must be 0 with alibi (ALiBi replaces the position embedding)");
+  EXPECT_EQ(error_of("alibi: maybe\n"), "m.yaml:5: key 'alibi' must be true or false (got 'maybe')");
 }
 
 TEST(ModelPresets, DefaultDirsIncludeTheSourceTree) {

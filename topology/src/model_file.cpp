@@ -117,6 +117,8 @@ const std::map<std::string, KeyParser>& key_parsers() {
       {"linear_bias", boolean(&ModelSpec::linear_bias)},
       {"learned_position_embeddings", integer_in(&ModelSpec::learned_position_embeddings, 0, kMaxLearnedPositions)},
       {"dropout", boolean(&ModelSpec::dropout)},
+      {"alibi", boolean(&ModelSpec::alibi)},
+      {"embedding_norm", boolean(&ModelSpec::embedding_norm)},
       {"kv_channels", integer_in(&ModelSpec::kv_channels, 1, kMaxHeadWidth)},
       {"qk_layernorm", boolean(&ModelSpec::qk_layernorm)},
       {"attention_sink", boolean(&ModelSpec::attention_sink)},

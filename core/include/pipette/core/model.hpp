@@ -30,7 +30,15 @@ struct ModelSpec {
   int vocab_size = 0;
   bool tied_embeddings = false;     // output layer shares the input embedding matrix
   bool linear_bias = true;          // GPT-style biases on every linear layer
-  int learned_position_embeddings = 0;  // rows of a learned position table; 0 for rotary
+  int learned_position_embeddings = 0;  // rows of a learned position table; 0 for rotary (or ALiBi)
+  // ALiBi (Press et al. 2021, arXiv 2108.12409; BLOOM): no position embedding, a per-head linear
+  // bias added to the attention scores. Megatron-DeepSpeed's unfused attention passes the bias as
+  // baddbmm's input with beta 1 (bigscience-workshop/Megatron-DeepSpeed @8387ae17
+  // megatron/model/transformer.py l.283-291, 319-323), which costs score-sized passes (performance.cpp).
+  bool alibi = false;
+  // A LayerNorm on the word embedding's output, on the first pipeline stage only (BLOOM's
+  // --embed-layernorm: megatron/mpu/layers.py l.192-195 @8387ae17): 2h parameters.
+  bool embedding_norm = false;
   bool dropout = true;              // GPT/Megatron-style hidden and attention dropout (keeps masks); Llama has none
   // Width of one attention head when it is not hidden_size / heads (Megatron --kv-channels,
   // arguments.py @d98e8a64 l.1331-1333; Qwen3 and GPT-OSS have 128 and 64 with wider Q than h).
@@ -72,6 +80,7 @@ struct ModelSpec {
   int query_hidden_size() const { return head_dim() * num_attention_heads; }  // == hidden_size unless kv_channels says otherwise
   bool is_moe() const { return num_experts > 0; }
   bool is_mla() const { return kv_lora_rank > 0; }
+  bool rotary() const { return learned_position_embeddings == 0 && !alibi; }
   // Widths over all heads of the tensors attention keeps and moves: Q, K and V as the core
   // attention takes them, and its output (the output projection's input).
   int query_width() const { return is_mla() ? num_attention_heads * (qk_head_dim + qk_pos_emb_head_dim) : query_hidden_size(); }
@@ -83,7 +92,8 @@ struct ModelSpec {
 
 // Parameter counts, exact for the architecture described (no padding of the vocabulary).
 std::int64_t parameters_per_layer(const ModelSpec& model);
-std::int64_t embedding_parameters(const ModelSpec& model);     // word + position embedding
+std::int64_t embedding_parameters(const ModelSpec& model);     // word + position embedding (+ its norm)
+std::int64_t embedding_norm_parameters(const ModelSpec& model);  // 2h with embedding_norm, else 0
 std::int64_t output_layer_parameters(const ModelSpec& model);  // 0 when tied; final norm excluded
 std::int64_t total_parameters(const ModelSpec& model);
 
