@@ -205,8 +205,6 @@ std::string fixed(double value, int decimals) {
 std::string profiled_stack_problem(Framework framework, const ModelSpec& model, const ParallelConfig& config) {
   const std::string name = to_string(framework);
   // launch_problem's caller names the framework ("nanotron cannot build it: ...").
-  if (model.is_moe()) return "its mixture-of-experts layers are not priced for " + name;
-  if (model.is_mla()) return "its multi-latent attention is not priced for " + name;
   if (config.cp > 1) return "context parallelism is not priced for " + name + " (cp must be 1)";
   if (config.virtual_stages > 1 && config.pp > 1) return name + " has no interleaved pipeline schedule (vpp must be 1)";
   const std::vector<int>& layers = config.layers_per_stage;
@@ -319,20 +317,31 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
   return launch;
 }
 
-std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
-                           int num_microbatches) {
-  if (static_cast<int>(config.layers_per_stage.size()) != config.pp) return "layers_per_stage must have pp entries";
-  if (const std::string problem = expert_problem(model, config); !problem.empty()) return problem;
+std::string model_problem(Framework framework, const ModelSpec& model) {
+  const bool profiled = framework == Framework::megatron_deepspeed || framework == Framework::nanotron ||
+                        framework == Framework::deepspeed;
+  // The stacks with a StackProfile other than the reference price dense models only
+  // (profiled_stack_problem).
+  if (profiled && model.is_moe()) return "its mixture-of-experts layers are not priced for " + std::string(to_string(framework));
+  if (profiled && model.is_mla()) return "its multi-latent attention is not priced for " + std::string(to_string(framework));
   // ALiBi is BigScience's Megatron-DeepSpeed (--position-embedding-type alibi: megatron/arguments.py
   // l.398-401, model/transformer.py l.490-498 @8387ae17; deepspeedai's @4efb479d keeps only the enum,
   // megatron/enums.py l.31-34, so a BLOOM job runs the fork). Megatron-LM's --position-embedding-type
   // takes learned_absolute, rope, yarn, mrope, relative or none (megatron/training/arguments.py
   // @d98e8a64 l.2397-2398); torchtitan's and nanotron's models apply RoPE. deepspeed runs the job's
   // own model.
-  if (model.alibi && target.framework != Framework::megatron_deepspeed && target.framework != Framework::deepspeed) {
-    return std::string("its ALiBi attention biases (alibi: true) are not among ") + to_string(target.framework) +
+  if (model.alibi && framework != Framework::megatron_deepspeed && framework != Framework::deepspeed) {
+    return std::string("its ALiBi attention biases (alibi: true) are not among ") + to_string(framework) +
            "'s position embeddings (plan it for megatron-deepspeed or deepspeed)";
   }
+  return {};
+}
+
+std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
+                           int num_microbatches) {
+  if (const std::string problem = model_problem(target.framework, model); !problem.empty()) return problem;
+  if (static_cast<int>(config.layers_per_stage.size()) != config.pp) return "layers_per_stage must have pp entries";
+  if (const std::string problem = expert_problem(model, config); !problem.empty()) return problem;
   switch (target.framework) {
     case Framework::megatron_core:
     case Framework::nemo: return megatron_problem(target, config, num_microbatches);

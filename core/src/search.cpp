@@ -564,6 +564,9 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
   const ModelSpec model = model_for_sequence(requested_model, training.sequence_length);
   const std::string problem = check_inputs(model, training, cluster);
   if (!problem.empty()) return Error{problem};
+  // Said once, rather than as the reason every layout was dropped ("no plan fits ... memory").
+  if (const std::string unplannable = model_problem(training.target.framework, model); !unplannable.empty())
+    return Error{std::string(to_string(training.target.framework)) + " cannot train " + model.name + ": " + unplannable};
   const SearchSpace space = space_of(model, training, cluster, options);
   Enumeration enumeration = enumerate(space);
   if (enumeration.fitting.empty()) {

@@ -265,6 +265,14 @@ TEST(StackLaunch, AlibiOnlyUnderMegatronDeepSpeedOrDeepSpeed) {
   for (const Framework framework : {Framework::megatron_deepspeed, Framework::deepspeed}) {
     EXPECT_EQ(launch_problem({framework, false}, model, config, 1), "") << to_string(framework);
   }
+  // The search says so once, not as the reason every layout was dropped ("no plan fits memory").
+  Cluster cluster = synthetic_cluster(uniform_fabric(1), 1);
+  cluster.gpu = *find_gpu("H100-SXM");
+  const Result<SearchResult> searched = search_plans(model, training_for(Framework::megatron_core), cluster, SearchOptions{});
+  ASSERT_FALSE(searched.ok());
+  EXPECT_EQ(searched.error().message,
+            "megatron-core cannot train llama-1b: its ALiBi attention biases (alibi: true) are not among megatron-core's "
+            "position embeddings (plan it for megatron-deepspeed or deepspeed)");
 }
 
 TEST(StackLaunch, EachStackRefusesWhatItCannotRun) {

@@ -102,6 +102,11 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
 std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
                            int num_microbatches);
 
+// The part of launch_problem no layout changes: what the framework cannot train of the model at
+// all (ALiBi outside Megatron-DeepSpeed and DeepSpeed, MoE or MLA under the stacks that do not
+// price them). Empty if every layout may be tried.
+std::string model_problem(Framework framework, const ModelSpec& model);
+
 // Megatron-LM arguments, to append to pretrain_gpt.py's command line (PIPETTE_MEGATRON_ARGS).
 std::string megatron_arguments(const LaunchDescription& launch);
 // NeMo 2 / Megatron-Bridge ConfigContainer overrides, KEY=VALUE (PIPETTE_NEMO_OVERRIDES).
