@@ -224,10 +224,7 @@ std::string profiled_stack_problem(Framework framework, const ModelSpec& model, 
       return {};
     case Framework::megatron_deepspeed:
       // Megatron-DeepSpeed takes no split: DeepSpeed's 'type:transformer' partition makes its own
-      // (megatron_deepspeed_layer_split); a stage without a layer would hold only the fp32 cast.
-      if (config.pp > model.num_layers)
-        return "megatron-deepspeed needs a layer on every stage (pp must not exceed the " +
-               std::to_string(model.num_layers) + " layers)";
+      // (megatron_deepspeed_layer_split).
       if (const std::vector<int> own = megatron_deepspeed_layer_split(model.num_layers, config.pp); layers != own)
         return "megatron-deepspeed partitions the layers itself (DeepSpeed's 'type:transformer'): on pp=" +
                std::to_string(config.pp) + " its layers per stage are [" + split_text(own) + "], not [" +

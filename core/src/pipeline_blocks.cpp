@@ -90,14 +90,13 @@ PipelineBlocks nanotron_partition(const ModelSpec& model, int pp) {
 std::vector<int> megatron_deepspeed_layer_split(int num_layers, int pp) {
   std::vector<int> layers;
   for (int stage = 0; stage < pp; ++stage) layers.push_back(num_layers / pp + (stage < num_layers % pp ? 1 : 0));
-  return layers;
+  return layers;  // pp > L: a layer on each of the first L stages, none after
 }
 
 std::vector<int> own_layer_split(const ModelSpec& model, Framework framework, int pp) {
   switch (framework) {
     case Framework::nanotron: return layers_of(nanotron_partition(model, pp));
-    case Framework::megatron_deepspeed:
-      return pp <= model.num_layers ? megatron_deepspeed_layer_split(model.num_layers, pp) : std::vector<int>{};
+    case Framework::megatron_deepspeed: return megatron_deepspeed_layer_split(model.num_layers, pp);
     default: return {};
   }
 }

@@ -48,12 +48,14 @@ struct PipelineBlocks {
 // (models/llama.py l.938-950).
 PipelineBlocks nanotron_partition(const ModelSpec& model, int pp);
 
-// Megatron-DeepSpeed's split of the decoder layers over pp ≤ layers stages: GPTModelPipe hands
-// DeepSpeed's PipelineModule the method 'type:transformer' (megatron/model/gpt_model.py @4efb479d
-// l.459-463), whose partition_balanced (deepspeed/runtime/utils.py @edaa7221 l.627-664) splits the
-// layer specs so that the transformer-layer counts differ least: the first L mod pp stages take
-// one layer more, the embedding stays on the first stage and the norm and head on the last
-// (checked against partition_balanced for every L ≤ 120, pp ≤ min(L, 32)).
+// Megatron-DeepSpeed's split of the decoder layers over pp stages: GPTModelPipe hands DeepSpeed's
+// PipelineModule the method 'type:transformer' (megatron/model/gpt_model.py @4efb479d l.459-463),
+// whose partition_balanced (deepspeed/runtime/utils.py @edaa7221 l.627-664) splits the layer specs
+// so that the transformer-layer counts differ least: the first L mod pp stages take one layer more,
+// the embedding stays on the first stage and the norm and head on the last (checked against
+// partition_balanced for every L ≤ 120, pp ≤ min(L, 32)). With pp > L (BigScience ran BLOOM-176B's
+// 70 layers on pp 72) the first L stages take one layer each; DeepSpeed then puts the head and the
+// fp32 cast on the trailing empty stages, which is priced as the last stage holding them.
 std::vector<int> megatron_deepspeed_layer_split(int num_layers, int pp);
 
 // The layer split a framework makes itself, or empty where it takes the split it is given.
