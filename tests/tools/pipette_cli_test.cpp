@@ -531,6 +531,9 @@ TEST_F(PipetteCli, EngineSwitchesShowTheirSourceAndReachTheExport) {
   ASSERT_EQ(explain.status, 0) << explain.err;
   EXPECT_NE(explain.out.find("tp-recompute-allgather  off    job"), std::string::npos) << explain.out;
   EXPECT_NE(explain.out.find("tp-overlap              off    stack default"), std::string::npos) << explain.out;
+  // nanotron's ZeRO-1 reduces after the backward whatever dp-overlap says (ShardedOptimizerCollectives).
+  EXPECT_NE(explain.out.find("gradient reduction overlapped without ZeRO-1 (with it, after the backward)"), std::string::npos)
+      << explain.out;
 
   expect_one_line_error(pipette(planning("plan") + " --engine tp-recompute-allgather=off"), 1,
                         "engine tp-recompute-allgather=off (job) cannot run on megatron-core");

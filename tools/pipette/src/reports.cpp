@@ -39,7 +39,13 @@ std::string header(const PlanningOutcome& outcome) {
   out += "training: global batch " + std::to_string(training.global_batch_sequences) + " sequences x " +
          std::to_string(training.sequence_length) + " tokens, " + to_string(training.precision) + ", " +
          to_string(training.attention) + " attention" +
-         (training.overlap_gradient_reduce ? ", gradient reduction overlapped" : "") + "\n";
+         (!training.overlap_gradient_reduce ? ""
+          // nanotron's and DeepSpeed's ZeRO-1 reduce after the last backward whatever the switch says
+          // (ShardedOptimizerCollectives): only their plans without it overlap.
+          : training.sharded_optimizer == ShardedOptimizerCollectives::all_reduce_and_gather_after_step
+              ? ", gradient reduction overlapped without ZeRO-1 (with it, after the backward)"
+              : ", gradient reduction overlapped") +
+         "\n";
   return out;
 }
 
