@@ -8,7 +8,8 @@ start_cluster
 for tool in sbatch salloc srun; do
   "$tool" --help >"$work_dir/$tool.help" 2>&1
   for option in "--pipette=auto|plan|off" "--pipette-model=PRESET|FILE" "--pipette-batch=SEQUENCES" \
-    "--pipette-seq=TOKENS" "--pipette-fix=KNOB=VALUE" "--pipette-strict"; do
+    "--pipette-seq=TOKENS" "--pipette-fix=KNOB=VALUE" "--pipette-strict" "--pipette-engine=KEY=VALUE" \
+    "--pipette-precision=fp32|fp16|bf16|fp8"; do
     expect_contains "$tool --help lists $option" "$option" "$work_dir/$tool.help"
   done
 done
@@ -19,6 +20,8 @@ refused zero-batch "pipette: --pipette-batch: invalid value '0' (expected a posi
 refused bad-seq "pipette: --pipette-seq: invalid value '4k' (expected a positive number of tokens, at most 16777216)" \
   -- --pipette --pipette-seq=4k
 refused empty-model "pipette: --pipette-model: invalid value ''" -- --pipette --pipette-model=
+refused bad-precision "pipette: --pipette-precision: invalid value 'fp9' (expected fp32, fp16, bf16 or fp8)" \
+  -- --pipette --pipette-precision=fp9
 refused bad-env "pipette: PIPETTE_BATCH: invalid value 'many' (expected a positive number of sequences, at most 16777216)" \
   PIPETTE_BATCH=many -- --pipette
 refused bad-env-strict "pipette: PIPETTE_STRICT: invalid value 'maybe'" PIPETTE_STRICT=maybe -- --pipette
