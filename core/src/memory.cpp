@@ -130,7 +130,7 @@ int num_microbatches_of(const TrainingSpec& training, const ParallelConfig& conf
   return static_cast<int>(training.global_batch_sequences / (static_cast<std::int64_t>(config.dp) * config.micro_batch));
 }
 
-double layers_of_stage_count(const ModelSpec& model, const ParallelConfig& config, int stage) {
+double layers_of_stage(const ModelSpec& model, const ParallelConfig& config, int stage) {
   return config.layers_per_stage.empty()
              ? static_cast<double>(balanced_layers_per_stage(model.num_layers, config.pp)[static_cast<size_t>(stage)])
              : config.layers_per_stage[static_cast<size_t>(stage)];
@@ -162,8 +162,8 @@ double split_parameters_per_layer(const ModelSpec& model) {
 double moe_layers_of_stage(const ModelSpec& model, const ParallelConfig& config, int stage) {
   if (!model.is_moe()) return 0;
   int first = 0;
-  for (int s = 0; s < stage; ++s) first += static_cast<int>(layers_of_stage_count(model, config, s));
-  const int last = first + static_cast<int>(layers_of_stage_count(model, config, stage));
+  for (int s = 0; s < stage; ++s) first += static_cast<int>(layers_of_stage(model, config, s));
+  const int last = first + static_cast<int>(layers_of_stage(model, config, stage));
   return std::max(0, last - std::max(first, model.first_dense_layers));
 }
 
@@ -198,12 +198,6 @@ double routed_activation_bytes(const ModelSpec& model, const TrainingSpec& train
   const double activation_output_bytes = training.recompute_moe_activation ? 0.0 : f_shard * gemm_input_bytes;
   return copies * (h * gemm_input_bytes + fc1_outputs * f_shard * value_bytes + activation_output_bytes) +
          tokens_in * model.num_experts * 8.0;
-}
-
-double layers_of_stage(const ModelSpec& model, const ParallelConfig& config, int stage) {
-  return config.layers_per_stage.empty()
-             ? static_cast<double>(balanced_layers_per_stage(model.num_layers, config.pp)[static_cast<size_t>(stage)])
-             : config.layers_per_stage[static_cast<size_t>(stage)];
 }
 
 int communicators_of_stage(const ParallelConfig& config, int stage) {

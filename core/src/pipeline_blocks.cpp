@@ -101,10 +101,15 @@ std::vector<int> own_layer_split(const ModelSpec& model, Framework framework, in
   }
 }
 
+std::vector<int> default_layer_split(const ModelSpec& model, Framework framework, int pp) {
+  std::vector<int> own = own_layer_split(model, framework, pp);
+  return own.empty() ? balanced_layers_per_stage(model.num_layers, pp) : own;
+}
+
 PipelineBlocks pipeline_blocks(const ModelSpec& model, Framework framework, const ParallelConfig& config) {
   if (framework == Framework::nanotron) return nanotron_partition(model, config.pp);
-  const std::vector<int> layers = config.layers_per_stage.empty() ? balanced_layers_per_stage(model.num_layers, config.pp)
-                                                                  : config.layers_per_stage;
+  const std::vector<int> layers =
+      config.layers_per_stage.empty() ? default_layer_split(model, framework, config.pp) : config.layers_per_stage;
   PipelineBlocks blocks;
   int first_layer = 0;
   for (const int stage_layers : layers) {

@@ -722,10 +722,7 @@ Result<Plan> evaluate_plan(const ModelSpec& requested_model, const TrainingSpec&
     return Error{shape + ": the global batch of " + std::to_string(training.global_batch_sequences) +
                  " sequences is not a multiple of dp x mbs"};
   }
-  if (config.layers_per_stage.empty()) {
-    config.layers_per_stage = own_layer_split(model, training.target.framework, config.pp);
-    if (config.layers_per_stage.empty()) config.layers_per_stage = balanced_layers_per_stage(model.num_layers, config.pp);
-  }
+  if (config.layers_per_stage.empty()) config.layers_per_stage = default_layer_split(model, training.target.framework, config.pp);
   if (static_cast<int>(config.layers_per_stage.size()) != config.pp ||
       std::accumulate(config.layers_per_stage.begin(), config.layers_per_stage.end(), 0) != model.num_layers ||
       *std::min_element(config.layers_per_stage.begin(), config.layers_per_stage.end()) < 0) {

@@ -61,6 +61,9 @@ std::vector<int> megatron_deepspeed_layer_split(int num_layers, int pp);
 // The layer split a framework makes itself, or empty where it takes the split it is given.
 std::vector<int> own_layer_split(const ModelSpec& model, Framework framework, int pp);
 
+// The split a plan without one runs under `framework`: its own, else the balanced split.
+std::vector<int> default_layer_split(const ModelSpec& model, Framework framework, int pp);
+
 // The blocks each rank of `config` holds under `framework`: nanotron's partition, or
 // config.layers_per_stage with the embedding first and the head and loss last.
 PipelineBlocks pipeline_blocks(const ModelSpec& model, Framework framework, const ParallelConfig& config);
