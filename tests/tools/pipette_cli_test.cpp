@@ -128,6 +128,21 @@ TEST_F(PipetteCli, PlanOnTheBundledExampleShowsATableAndThePlacement) {
   EXPECT_NE(run.out.find("plan hash "), std::string::npos);
 }
 
+// The Ultra-Scale Playbook's DP layout as bench_cluster wrote it (ZeRO-1, tp_mode REDUCE_SCATTER at
+// tp 1) is priced, not refused: nanotron's releases run ZeRO-1 beside dp > 1, and sequence
+// parallelism over one rank is none (bench/RESULTS.md, "Real layouts priced, not refused").
+TEST_F(PipetteCli, BenchClusterLayoutsArePricedNotRefused) {
+  const std::string layout = "plan --model '" PIPETTE_SOURCE_DIR
+                             "/tests/data/models/bench-cluster-llama-1b.yaml' --num-nodes 2 --global-batch 32 --seq 4096 "
+                             "--framework nanotron --fix tp=1,pp=1,dp=16,mbs=2,vpp=1,recompute=none,distopt=on,sp=";
+  const Outcome zero_one = pipette(layout + "off");
+  ASSERT_EQ(zero_one.status, 0) << zero_one.err;
+  EXPECT_NE(zero_one.out.find("the configuration you fixed"), std::string::npos) << zero_one.out;
+  const Outcome with_sp = pipette(layout + "on");
+  ASSERT_EQ(with_sp.status, 0) << with_sp.err;
+  EXPECT_EQ(with_sp.out, zero_one.out);
+}
+
 YAML::Node parse_json(const std::string& text) {
   try {
     return YAML::Load(text);
