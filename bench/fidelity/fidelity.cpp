@@ -596,10 +596,11 @@ std::vector<MemoryRow> ultrascale_memory_rows() {
       row.model = nanotron_llama("3B", 28, 3072, 8192, 32);
       row.config = config_of(row.model, degree, 1, degree, 1, 1);
       row.config.sequence_parallel = f[0] == "tp_sp_scaling";
-      // tp_recompute_allgather stays at its default (re-gather in the backward): the published
-      // largest batch of 100 at tp32 with SP cannot fit if each layer kept its two gathered
-      // column-parallel inputs (2 x 4096 tokens x 3072 x 2 bytes x 28 layers = 1.4 GB per sample),
-      // so those runs re-gathered.
+      // tp_recompute_allgather stays at the nanotron profile's default (off: the gathered inputs are
+      // kept, as the template's tp_linear_async_communication false runs on the bench_cluster
+      // branch), which gives tp 2-8 with SP within one sample; the published 40 and 100 at tp 16 and
+      // 32 cannot fit with the two gathered column-parallel inputs kept (2 x 4096 tokens x 3072 x 2
+      // bytes x 28 layers = 1.4 GB per sample), so those runs re-gathered and are under-predicted.
       row.metric = MemoryMetric::max_micro_batch;
       row.label = "3B tp" + std::to_string(degree) + (row.config.sequence_parallel ? " sp" : "") + ": largest micro-batch";
     }

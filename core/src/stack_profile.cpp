@@ -46,6 +46,10 @@ StackProfile nanotron_profile() {
   profile.overlap_tensor_parallel_backward = false;
   profile.overlap_gradient_reduce = true;
   profile.sharded_optimizer = ShardedOptimizerCollectives::all_reduce_and_gather_after_step;
+  // Every release (v0.1-v0.5) and the bench_cluster branch save the gathered input; main saves the
+  // shard only since 9cc81bb6 and only with tp_recompute_allgather on. The export writes the switch
+  // out, so main runs what is priced, and a plan for an older nanotron never under-counts its memory.
+  profile.tensor_parallel_recompute_allgather = false;
   profile.swiglu_saved_ffn_tensors = 4;
   profile.swiglu_forward_ffn_accesses = 5;
   profile.rotary = RotaryCopies::packed_key_value_copy;
@@ -90,10 +94,10 @@ StackProfile nanotron_profile() {
       "looser than 'and'), whose fp32 hook raises NotImplementedError for ZeRO-1 (optim/gradient_accumulator.py "
       "l.354-355), so @2411b022 zero_stage=1 with dp > 1 does not start: the search keeps it off unless distopt "
       "is fixed on",
-      "sequence parallelism re-gathers each column-parallel input in the backward, as main does since 9cc81bb6 "
-      "(2024-07-17, tp_recompute_allgather defaults true, config/parallelism_config.py l.36); every release "
-      "(v0.1-v0.5) and the bench_cluster branch keep the gathered inputs instead (parallel/tensor_parallel/"
-      "functional.py l.352-358 @a27e8fe8): plan those with --engine tp-recompute-allgather=off",
+      "sequence parallelism keeps each column-parallel input gathered (tp_recompute_allgather off, which the "
+      "export writes), as every release (v0.1-v0.5) and the bench_cluster branch do (parallel/tensor_parallel/"
+      "functional.py l.352-358 @a27e8fe8); main defaults to re-gathering in the backward since 9cc81bb6 "
+      "(2024-07-17, config/parallelism_config.py l.36): plan that with --engine tp-recompute-allgather=on",
       "nanotron's default pp_engine is afab (config/parallelism_config.py l.43-44), which keeps every micro-batch's "
       "activations; Pipette prices and exports pp_engine 1f1b",
   };
@@ -201,6 +205,7 @@ void apply_stack_profile(TrainingSpec& training) {
   training.overlap_tensor_parallel_backward = profile.overlap_tensor_parallel_backward;
   training.overlap_gradient_reduce = profile.overlap_gradient_reduce;
   training.sharded_optimizer = profile.sharded_optimizer;
+  training.tensor_parallel_recompute_allgather = profile.tensor_parallel_recompute_allgather;
 }
 
 }  // namespace pipette

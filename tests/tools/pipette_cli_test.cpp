@@ -542,9 +542,9 @@ TEST_F(PipetteCli, EngineSwitchesShowTheirSourceAndReachTheExport) {
   EXPECT_EQ(args.find("--overlap-grad-reduce"), std::string::npos) << args;
   EXPECT_EQ(args.find("--tp-comm-overlap") != std::string::npos, chosen["tp"].as<int>() > 1) << args;
 
-  const Outcome explain = pipette(planning("explain") + " --top 1 --framework nanotron --engine tp-recompute-allgather=off");
+  const Outcome explain = pipette(planning("explain") + " --top 1 --framework nanotron --engine tp-recompute-allgather=on");
   ASSERT_EQ(explain.status, 0) << explain.err;
-  EXPECT_NE(explain.out.find("tp-recompute-allgather  off    job"), std::string::npos) << explain.out;
+  EXPECT_NE(explain.out.find("tp-recompute-allgather  on     job"), std::string::npos) << explain.out;
   EXPECT_NE(explain.out.find("tp-overlap              off    stack default"), std::string::npos) << explain.out;
   // nanotron's ZeRO-1 reduces after the backward whatever dp-overlap says (ShardedOptimizerCollectives).
   EXPECT_NE(explain.out.find("gradient reduction overlapped without ZeRO-1 (with it, after the backward)"), std::string::npos)

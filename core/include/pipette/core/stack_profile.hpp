@@ -43,6 +43,10 @@ struct StackProfile {
   bool overlap_tensor_parallel_backward = true;
   bool overlap_gradient_reduce = true;
   ShardedOptimizerCollectives sharded_optimizer = ShardedOptimizerCollectives::reduce_scatter_and_overlapped_gather;
+  // With sequence parallelism, whether a column-parallel GEMM saves the rank's shard of its input
+  // and all-gathers it again in the backward (Megatron, Transformer Engine) or saves the gathered
+  // input (TrainingSpec::tensor_parallel_recompute_allgather).
+  bool tensor_parallel_recompute_allgather = true;
   // SwiGLU MLP, per token: ffn-wide (f/t) tensors kept for the backward (fused: fc1's 2f output and
   // the f-wide product, 3; an unfused silu(gate) * up also keeps the f-wide SiLU output, 4) and
   // ffn-wide elements read or written by the activation in the forward (fused: reads 2f, writes f,
