@@ -113,12 +113,13 @@ expect_eq "torchtitan: no Megatron arguments" "" "$(batch_variable "$work_dir/to
 expect_eq "torchtitan: replicated data parallelism" 0 "$(batch_variable "$work_dir/torchtitan" PIPETTE_DISTRIBUTED_OPTIMIZER)"
 expect_remapped_tasks torchtitan "$work_dir/torchtitan"
 
-# Engine switches (issue 14): nanotron keeping its gathered TP inputs, as its releases do; the
-# overrides the batch script gets say so (nanotron's config/parallelism_config.py l.36 key).
+# Engine switches (issue 14): nanotron re-gathering its TP inputs, as its main branch does by
+# default (the profile's default keeps them, as its releases do); the overrides the batch script
+# gets say so (nanotron's config/parallelism_config.py l.36 key).
 run_batch nanotron-engine "${job_args[@]}" --pipette=auto --pipette-framework=nanotron \
-  --pipette-engine=tp-recompute-allgather=off "${model_args[@]}" "$rank_job" "$work_dir/nanotron"
+  --pipette-engine=tp-recompute-allgather=on "${model_args[@]}" "$rank_job" "$work_dir/nanotron"
 expect_eq "nanotron engine: job exit status" 0 "$batch_status"
-expect_contains "nanotron engine: the switch reaches nanotron's overrides" "parallelism.tp_recompute_allgather=false" \
+expect_contains "nanotron engine: the switch reaches nanotron's overrides" "parallelism.tp_recompute_allgather=true" \
   "$work_dir/nanotron.batch-env"
 
 # Issue 17: an MoE model. qwen3-30b-a3b (etc/models/qwen3-30b-a3b.yaml: 128 experts, top 8) on
