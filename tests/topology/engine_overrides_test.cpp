@@ -82,6 +82,18 @@ TEST(EngineOverrides, SiteFileSetsTheEngineStrictly) {
   }
 }
 
+// The one rule both places that take a precision twice apply (the job's --precision beside
+// --engine precision=, the site's defaults.precision beside defaults.engine.precision).
+TEST(EngineOverrides, APrecisionGivenTwiceMustAgree) {
+  EngineOverrides engine;
+  EXPECT_EQ(merge_precision(engine, Precision::fp8), std::nullopt);
+  EXPECT_EQ(engine.precision, Precision::fp8);
+  EXPECT_EQ(merge_precision(engine, Precision::fp8), std::nullopt);
+  // Disagreeing: the engine's precision comes back for the message, and stays.
+  EXPECT_EQ(merge_precision(engine, Precision::bf16), Precision::fp8);
+  EXPECT_EQ(engine.precision, Precision::fp8);
+}
+
 class EngineSources : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -174,6 +186,7 @@ TEST_F(EngineSources, WhatAStackCannotRunIsRefusedWithTheReason) {
       {"nanotron", "tp-overlap=on,tp-recompute-allgather=off,fp32-grads=off", "", ""},
       {"nemo", "fp32-grads=off", "", "no gradient-precision switch for nemo"},
       {"megatron-core", "precision=bf16", "fp8", "precision fp8 conflicts with the engine's precision=bf16"},
+      {"megatron-core", "precision=fp8", "fp8", ""},
       {"megatron-core", "", "fp9", "precision must be fp32, fp16, bf16 or fp8 (got \"fp9\")"},
   };
   for (const Case& c : cases) {

@@ -135,6 +135,12 @@ std::string engine_key_list() {
   return out;
 }
 
+std::optional<Precision> merge_precision(EngineOverrides& engine, Precision precision) {
+  if (engine.precision && *engine.precision != precision) return engine.precision;
+  engine.precision = precision;
+  return std::nullopt;
+}
+
 Result<EngineOverrides> parse_engine_overrides(std::string_view text) {
   EngineOverrides overrides;
   const auto read = [&](const std::string& key, std::string_view value) { return set_engine_override(overrides, key, value); };

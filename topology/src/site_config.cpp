@@ -333,11 +333,9 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
                               {"exact_up_to_nodes", reader.integer(search.placement.exact_up_to_nodes, 0, 16)}})}});
   if (problem) return problem;
   if (precision) {
-    if (site.defaults.engine.precision && *site.defaults.engine.precision != *precision)
+    if (const std::optional<Precision> engine_precision = merge_precision(site.defaults.engine, *precision))
       return reader.error(precision_node, "defaults.precision",
-                          "disagrees with defaults.engine.precision (" + std::string(to_string(*site.defaults.engine.precision)) +
-                              "); keep one");
-    site.defaults.engine.precision = precision;
+                          "disagrees with defaults.engine.precision (" + std::string(to_string(*engine_precision)) + "); keep one");
   }
 
   site.staleness = {fresh_hours * kHour, half_life_hours * kHour, max_age_hours * kHour};

@@ -38,6 +38,12 @@ Result<EngineOverrides> parse_engine_overrides(std::string_view text);
 std::optional<std::string> set_engine_override(EngineOverrides& overrides, const std::string& key, std::string_view value);
 // "precision, attention, ...": the keys, for messages.
 std::string engine_key_list();
+// A precision given on its own (--precision / --pipette-precision, the site file's
+// defaults.precision) into `engine`, whose precision key (--engine precision=,
+// defaults.engine.precision) may say it too: given both, they must agree. Returns the engine's
+// precision where they disagree, leaving `engine` as it was, for the caller's one-line error
+// naming its own two places.
+std::optional<Precision> merge_precision(EngineOverrides& engine, Precision precision);
 
 struct JobRequest {
   std::string model;                      // preset or file; "" = site default
