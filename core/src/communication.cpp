@@ -699,38 +699,41 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
          expert_dp_reduction_seconds(cluster, config, map, work, stage);
 }
 
-// GPUs of node `node` that send all-to-all traffic to other nodes while stage `stage`'s expert
-// groups run theirs: every GPU of the stage there whose group has a member elsewhere. All of the
-// stage's groups run their all-to-alls in the same phase: every DP replica of the stage runs the
-// same micro-batches in the same order, and each layer's all-to-all holds a group's members until
-// all of them reach it; a group wider than a replica's tp·cp ranks (the expert grid is carved from
-// the stage's tp·cp·dp ranks, Megatron's order tp-cp-ep-dp-pp, parallel_state.py @d98e8a64
-// l.617) ties the replicas it spans together at every layer. Other stages are not counted: in
-// 1F1B they run other micro-batches, forward against backward, so their layers' all-to-alls (a
-// small part of each step) fall at unrelated moments; counting them would price every stage as if
-// they always met.
+// Per node, its GPUs that send all-to-all traffic to other nodes while stage `stage`'s expert
+// groups run theirs: every GPU of the stage there whose group has a member elsewhere, i.e. every
+// member of a group that spans nodes. All of the stage's groups run their all-to-alls in the same
+// phase: every DP replica of the stage runs the same micro-batches in the same order, and each
+// layer's all-to-all holds a group's members until all of them reach it; a group wider than a
+// replica's tp·cp ranks (the expert grid is carved from the stage's tp·cp·dp ranks, Megatron's
+// order tp-cp-ep-dp-pp, parallel_state.py @d98e8a64 l.617) ties the replicas it spans together at
+// every layer. Other stages are not counted: in 1F1B they run other micro-batches, forward against
+// backward, so their layers' all-to-alls (a small part of each step) fall at unrelated moments;
+// counting them would price every stage as if they always met.
 // A placement search only permutes whole nodes and the GPUs inside them, which changes neither a
-// node's set of the stage's ranks nor which groups span nodes: a group's price changes only when
-// its own members move (PlacementEvaluator recomputes just those).
-int concurrent_inter_node_senders(const Cluster& cluster, const ParallelConfig& config, const RankMap& map, int stage,
-                                  int node) {
-  int senders = 0;
-  for (int local = 0; local < cluster.gpus_per_node; ++local) {
-    const int rank = map.rank_of_gpu[static_cast<size_t>(node * cluster.gpus_per_node + local)];
-    if (rank < 0 || rank / config.stage_ranks() != stage) continue;
-    const ExpertPosition position = expert_position_of_rank(config, rank);
-    for (int e = 0; e < config.ep; ++e) {
-      const int member = rank_of_expert_position(config, stage, {position.etp_index, e, position.edp_index});
-      if (node_of(cluster, map.gpu_of_rank[static_cast<size_t>(member)]) == node) continue;
-      ++senders;
-      break;
-    }
+// node's set of the stage's ranks nor which groups span nodes: a node swap swaps two nodes'
+// counts, and a group's price changes only when its own members move (PlacementEvaluator
+// recomputes just those).
+std::vector<int> inter_node_senders_of_stage(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                                             int stage) {
+  if (!gpus_share_rails(cluster)) return {};
+  std::vector<int> senders(static_cast<size_t>(cluster.num_nodes()), 0);
+  // Each rank of the stage is in one group: one pass over the groups counts each rank once.
+  for (int group = 0; group < expert_groups_per_stage(config); ++group) {
+    const auto gpu_of_member = [&](int e) {
+      return map.gpu_of_rank[static_cast<size_t>(
+          rank_of_expert_position(config, stage, {group % config.etp, e, group / config.etp}))];
+    };
+    const int first_node = node_of(cluster, gpu_of_member(0));
+    bool spans_nodes = false;
+    for (int e = 1; e < config.ep && !spans_nodes; ++e) spans_nodes = node_of(cluster, gpu_of_member(e)) != first_node;
+    if (!spans_nodes) continue;
+    for (int e = 0; e < config.ep; ++e) ++senders[static_cast<size_t>(node_of(cluster, gpu_of_member(e)))];
   }
   return senders;
 }
 
 double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
-                             const StageWork& work, int stage, int group) {
+                             const StageWork& work, int stage, int group, std::span<const int> inter_node_senders) {
   if (work.ep_all_to_alls_per_microbatch == 0) return 0;
   const int etp_index = group % config.etp;
   const int edp_index = group / config.etp;
@@ -742,7 +745,7 @@ double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& confi
     // pair bandwidth to all peers together, not to each), so they add up. Between nodes every
     // member on node A sends to every member on node B; a node's sends to all other nodes leave
     // through its rails, which every GPU of A sending out of A at the same time shares (not only
-    // this group's members there: concurrent_inter_node_senders counts them). As for every other
+    // this group's members there: inter_node_senders_of_stage counts them). As for every other
     // flow in this file (flow_bandwidth_bytes_per_second), S such GPUs use min(S, rails) of the
     // rails, each at B · min(S, rails) / rails / S of the node pair's bandwidth B: all-to-all is
     // NCCL send/recv, which PXN (the file's head; introduced for all2all, NVIDIA blog "Doubling
@@ -772,13 +775,12 @@ double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& confi
     const double bytes = work.ep_bytes_per_peer;
     const int rails = std::max(1, cluster.nics_per_node);
     // With a rail for every GPU (rails ≥ GPUs per node) no two senders share one, whoever sends:
-    // the count of the group's own members gives the same price, with no node to scan.
-    const bool rails_shared = rails < cluster.gpus_per_node && nodes.size() > 1;
+    // the count of the group's own members gives the same price, with no table to read.
+    const bool rails_shared = gpus_share_rails(cluster) && nodes.size() > 1;
     for (size_t n = 0; n < nodes.size(); ++n) {
       const int node = nodes[n];
       const std::vector<int>& members = members_of_node[n];
-      const int senders = rails_shared ? concurrent_inter_node_senders(cluster, config, map, stage, node)
-                                       : static_cast<int>(members.size());
+      const int senders = rails_shared ? inter_node_senders[static_cast<size_t>(node)] : static_cast<int>(members.size());
       // Every member of a node sends the same bytes to the same other nodes on the same rails.
       double inter = 0;
       for (size_t o = 0; o < nodes.size(); ++o) {
@@ -890,9 +892,11 @@ CommunicationTimes communication_times(const Cluster& cluster, const ParallelCon
     times.ep_group_seconds.assign(pp, std::vector<double>(groups, 0.0));
     times.ep_seconds.assign(pp, 0.0);
     for (int s = 0; s < config.pp; ++s) {
+      // Counted once for all of the stage's groups.
+      const std::vector<int> senders = detail::inter_node_senders_of_stage(cluster, config, map, s);
       for (size_t g = 0; g < groups; ++g) {
         const double seconds = detail::ep_all_to_all_seconds(cluster, config, map, work.stages[static_cast<size_t>(s)],
-                                                             s, static_cast<int>(g));
+                                                             s, static_cast<int>(g), senders);
         times.ep_group_seconds[static_cast<size_t>(s)][g] = seconds;
         times.ep_seconds[static_cast<size_t>(s)] = std::max(times.ep_seconds[static_cast<size_t>(s)], seconds);
       }

@@ -1,6 +1,8 @@
 #pragma once
 // The per-entry pieces of communication_times, shared with the placement search so that a move
 // recomputes only the entries it changed, with exactly the costs the full evaluation uses.
+#include <algorithm>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -63,10 +65,22 @@ double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& confi
 double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
                             const StageWork& work, int stage);
 
+// Whether a node's GPUs outnumber its rails (NICs), so that GPUs sending out of it share them.
+inline bool gpus_share_rails(const Cluster& cluster) {
+  return std::max(1, cluster.nics_per_node) < cluster.gpus_per_node;
+}
+
+// MoE, per node: how many of its GPUs send all-to-all traffic to other nodes while stage
+// `stage`'s expert groups run theirs (they share the node's rails). Empty where no GPUs share
+// rails (gpus_share_rails), where ep_all_to_all_seconds does not read it.
+std::vector<int> inter_node_senders_of_stage(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                                             int stage);
+
 // MoE: the all-to-alls (and etp gathers) of one micro-batch, forward + backward, of expert group
-// `group` (etp_index + etp·edp_index) of stage `stage`.
+// `group` (etp_index + etp·edp_index) of stage `stage`; `inter_node_senders` is
+// inter_node_senders_of_stage of the same map and stage, counted once for all of its groups.
 double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
-                             const StageWork& work, int stage, int group);
+                             const StageWork& work, int stage, int group, std::span<const int> inter_node_senders);
 
 // Context parallelism: the ring K/V passes of one micro-batch, forward + backward, of stage
 // `stage` of DP replica `replica` (its cp lanes, every tp index), as far as they last beyond the

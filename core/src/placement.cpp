@@ -438,7 +438,7 @@ PlacementResult search_placement(const Cluster& cluster, const ParallelConfig& c
     // for annealing (which also explores the GPU orders inside nodes the proof keeps fixed).
     // Its expert groups' all-to-alls bound theirs here even where rails are shared (bound_all_to_all
     // says why not in general): node swaps keep each node's senders (communication.cpp
-    // concurrent_inter_node_senders) and each node's share of every group.
+    // inter_node_senders_of_stage) and each node's share of every group.
     const CommunicationTimes optimistic = communication_times(with_best_links(cluster), config, work, default_placement(config));
     ExactSearch exact(evaluator, optimistic, objective, move_budget / 2);
     proven = exact.run(best, moves);
@@ -541,7 +541,7 @@ void bound_all_to_all(const Cluster& cluster, const NodeBestLinks& best, const P
                       const WorkProfile& work, CommunicationTimes& communication) {
   const int gpus_per_node = cluster.gpus_per_node;
   const int rails = std::max(1, cluster.nics_per_node);
-  const bool rails_shared = rails < gpus_per_node;
+  const bool rails_shared = detail::gpus_share_rails(cluster);
   if (config.ep == 1 || (config.ep <= gpus_per_node && !rails_shared) || communication.ep_seconds.empty()) return;
   const int most_on_a_node = std::min(config.ep, gpus_per_node);
   const size_t nodes = best.inter_node.size();

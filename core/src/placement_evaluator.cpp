@@ -149,6 +149,7 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
   active_slot_list_.resize(static_cast<size_t>(active_slots_));
   for (int slot = 0; slot < active_slots_; ++slot) active_slot_list_[static_cast<size_t>(slot)] = slot;
 
+  count_inter_node_senders();
   communication_ = communication_times(cluster, config, work, placement());
   value_ = objective_.of(communication_);
 }
@@ -165,6 +166,12 @@ void PlacementEvaluator::place_slot(int slot) {
   }
 }
 
+void PlacementEvaluator::count_inter_node_senders() {
+  inter_node_senders_.clear();
+  for (int s = 0; s < config_.pp && has_ep_; ++s)
+    inter_node_senders_.push_back(inter_node_senders_of_stage(cluster_, config_, map_, s));
+}
+
 double PlacementEvaluator::compute_entry(const EntryRef& entry) {
   const StageWork& stage = work_.stages[static_cast<size_t>(entry.stage)];
   switch (entry.kind) {
@@ -179,7 +186,8 @@ double PlacementEvaluator::compute_entry(const EntryRef& entry) {
     case EntryRef::tp:
       return tp_collective_seconds(cluster_, config_, map_, stage, entry.stage, entry.replica);
     case EntryRef::ep:
-      return ep_all_to_all_seconds(cluster_, config_, map_, stage, entry.stage, entry.replica);
+      return ep_all_to_all_seconds(cluster_, config_, map_, stage, entry.stage, entry.replica,
+                                   inter_node_senders_[static_cast<size_t>(entry.stage)]);
     case EntryRef::ep_stage:
       return communication_.ep_seconds[static_cast<size_t>(entry.stage)];
     case EntryRef::cp:
@@ -241,12 +249,36 @@ void PlacementEvaluator::recompute_after_move(std::span<const int> slots) {
   value_ = objective_.after_change(communication_, changed_replicas_);
 }
 
+void PlacementEvaluator::exchange_slot_senders(int slot_a, int slot_b) {
+  if (inter_node_senders_.empty() || inter_node_senders_.front().empty()) return;  // no rails shared
+  const auto node_a = static_cast<size_t>(node_of_slot_[static_cast<size_t>(slot_a)]);
+  const auto node_b = static_cast<size_t>(node_of_slot_[static_cast<size_t>(slot_b)]);
+  // Only the stages with ranks in one of the two slots count senders on these nodes (an idle slot
+  // has none; every other stage counts 0 on both): those stages' counts are swapped, each once.
+  const auto stages_of_slot = [&](int slot) -> std::pair<int, int> {  // first and last; none when idle
+    if (slot >= active_slots_) return {0, -1};
+    const int first_rank = slot * cluster_.gpus_per_node;
+    const int last_rank = std::min(first_rank + cluster_.gpus_per_node, config_.world_size()) - 1;
+    return {first_rank / config_.stage_ranks(), last_rank / config_.stage_ranks()};
+  };
+  const auto [first_a, last_a] = stages_of_slot(slot_a);
+  const auto [first_b, last_b] = stages_of_slot(slot_b);
+  const auto swap_counts = [&](int stage) {
+    std::vector<int>& senders = inter_node_senders_[static_cast<size_t>(stage)];
+    std::swap(senders[node_a], senders[node_b]);
+  };
+  for (int stage = first_a; stage <= last_a; ++stage) swap_counts(stage);
+  for (int stage = first_b; stage <= last_b; ++stage)
+    if (stage < first_a || stage > last_a) swap_counts(stage);
+}
+
 void PlacementEvaluator::exchange_slot_nodes(int slot_a, int slot_b) {
   for (const int slot : {slot_a, slot_b}) {
     if (slot >= active_slots_) continue;
     const int first = node_of_slot_[static_cast<size_t>(slot)] * cluster_.gpus_per_node;
     std::fill(map_.rank_of_gpu.begin() + first, map_.rank_of_gpu.begin() + first + cluster_.gpus_per_node, -1);
   }
+  exchange_slot_senders(slot_a, slot_b);
   std::swap(node_of_slot_[static_cast<size_t>(slot_a)], node_of_slot_[static_cast<size_t>(slot_b)]);
   for (const int slot : {slot_a, slot_b})
     if (slot < active_slots_) place_slot(slot);
@@ -331,6 +363,7 @@ void PlacementEvaluator::assign(const std::vector<int>& node_of_slot, const std:
   local_gpu_ = local_gpus;
   std::fill(map_.rank_of_gpu.begin(), map_.rank_of_gpu.end(), -1);
   for (int slot = 0; slot < active_slots_; ++slot) place_slot(slot);
+  count_inter_node_senders();
   communication_ = communication_times(cluster_, config_, work_, placement());
   value_ = objective_.of(communication_);
   last_move_ = MoveKind::none;

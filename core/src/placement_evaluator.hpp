@@ -74,7 +74,9 @@ class PlacementEvaluator {
   enum class MoveKind { none, slots, local_everywhere, local_blocks };
 
   void place_slot(int slot);
+  void count_inter_node_senders();  // inter_node_senders_ of the whole map_
   void exchange_slot_nodes(int slot_a, int slot_b);
+  void exchange_slot_senders(int slot_a, int slot_b);  // before node_of_slot_ swaps: the slots' counts follow them
   int exchange_local_blocks(int node, int first_a, int first_b, int length);  // returns the node's slot
   void exchange_local_gpus_everywhere(int position_a, int position_b);
   void recompute_after_move(std::span<const int> slots);
@@ -102,6 +104,9 @@ class PlacementEvaluator {
   std::vector<int> changed_replicas_;
   std::vector<int> changed_ep_stages_;
   bool has_ep_ = false;  // an MoE layout: expert-group entries exist
+  // Per stage, inter_node_senders_of_stage of map_ (where has_ep_): a slot swap swaps its two
+  // nodes' counts, a move inside nodes keeps them (the count is the slot's, whatever its node).
+  std::vector<std::vector<int>> inter_node_senders_;
   std::vector<int> active_slot_list_;  // 0 … active_slots_ − 1
   BoundaryPriceMemo boundary_prices_;  // of the current move's map
   // The latest move, for undo().

@@ -126,7 +126,7 @@ Parsed parse_option_value(OptionId id, std::optional<std::string_view> raw, std:
     case OptionId::precision: {
       EngineOverrides overrides;
       if (!set_engine_override(overrides, "precision", value)) return {std::string(value), {}};
-      return invalid(source, value, "fp32, fp16, bf16 or fp8");
+      return invalid(source, value, precision_spellings());
     }
     case OptionId::count: break;
   }

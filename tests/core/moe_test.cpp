@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 #include <random>
 
@@ -212,7 +213,13 @@ TEST(MoeTime, ANodesRailsAreSharedByEveryExpertGroupSendingOutOfIt) {
   };
   const auto price = [&](const Cluster& cluster, const ParallelConfig& config, const Placement& placement, int stage,
                          int group) {
-    return detail::ep_all_to_all_seconds(cluster, config, detail::make_rank_map(cluster, config, placement), work, stage, group);
+    const detail::RankMap map = detail::make_rank_map(cluster, config, placement);
+    return detail::ep_all_to_all_seconds(cluster, config, map, work, stage, group,
+                                         detail::inter_node_senders_of_stage(cluster, config, map, stage));
+  };
+  // Each node's senders out of it, counted once for all of a stage's groups.
+  const auto senders = [](const Cluster& cluster, const ParallelConfig& config, const Placement& placement, int stage) {
+    return detail::inter_node_senders_of_stage(cluster, config, detail::make_rank_map(cluster, config, placement), stage);
   };
   Cluster one_rail = h100_cluster(3);
   one_rail.nics_per_node = 1;
@@ -223,6 +230,7 @@ TEST(MoeTime, ANodesRailsAreSharedByEveryExpertGroupSendingOutOfIt) {
   for (int g = 0; g < 2; ++g)
     for (int e = 0; e < 8; ++e) shared.emplace_back(e / 4, e % 4 + 4 * g);
   const double both_groups_out = 4 * bytes / (node_pair_bytes_per_second / 8) + latency_seconds;
+  EXPECT_EQ(senders(one_rail, two_groups, place(shared), 0), (std::vector<int>{8, 8, 0}));
   EXPECT_NEAR(price(one_rail, two_groups, place(shared), 0, 0), both_groups_out, 1e-12);
   EXPECT_NEAR(price(one_rail, two_groups, place(shared), 0, 1), both_groups_out, 1e-12);
   // Group 1 inside node 2: it sends nothing out, and group 0's 4 members there share the rail
@@ -230,14 +238,18 @@ TEST(MoeTime, ANodesRailsAreSharedByEveryExpertGroupSendingOutOfIt) {
   std::vector<std::pair<int, int>> alone(shared.begin(), shared.begin() + 8);
   for (int e = 0; e < 8; ++e) alone.emplace_back(2, e);
   const double one_group_out = 4 * bytes / (node_pair_bytes_per_second / 4) + latency_seconds;
+  EXPECT_EQ(senders(one_rail, two_groups, place(alone), 0), (std::vector<int>{4, 4, 0}));
   EXPECT_NEAR(price(one_rail, two_groups, place(alone), 0, 0), one_group_out, 1e-12);
   // A pipeline's other stage runs other micro-batches at other moments: its group, placed as
   // group 1 was above, does not share the rail with stage 0's.
   ParallelConfig two_stages = moe_layout(1, 2, 8, 8, 1);
+  EXPECT_EQ(senders(one_rail, two_stages, place(shared), 1), (std::vector<int>{4, 4, 0}));
   EXPECT_NEAR(price(one_rail, two_stages, place(shared), 0, 0), one_group_out, 1e-12);
   EXPECT_NEAR(price(one_rail, two_stages, place(shared), 1, 0), one_group_out, 1e-12);
-  // With a rail per GPU each sender keeps its own, whoever else sends: 400 / 8 GB/s both ways.
+  // With a rail per GPU each sender keeps its own, whoever else sends: 400 / 8 GB/s both ways
+  // (and there is nothing to count).
   const Cluster eight_rails = h100_cluster(3);
+  EXPECT_TRUE(senders(eight_rails, two_groups, place(shared), 0).empty());
   EXPECT_NEAR(price(eight_rails, two_groups, place(shared), 0, 0), both_groups_out, 1e-12);
   EXPECT_NEAR(price(eight_rails, two_groups, place(alone), 0, 0), both_groups_out, 1e-12);
 }
@@ -346,7 +358,13 @@ TEST(MoePlacement, IncrementalExpertEntriesMatchFullEvaluationAfterRandomMoves) 
   Cluster two_rails = cluster;
   two_rails.nics_per_node = 2;
   two_rails.rails.rail_of_local_gpu.clear();
-  for (const Cluster* tested : {&cluster, &two_rails}) {
+  // Two idle nodes beside the job's 8: a slot swap onto one moves the slot's senders there.
+  SyntheticFabric with_idle = fabric;
+  with_idle.nodes = 10;
+  with_idle.nics_per_node = 2;
+  Cluster two_rails_idle = synthetic_cluster(with_idle, 11);
+  two_rails_idle.gpu = *find_gpu("H100-SXM");
+  for (const Cluster* tested : {&cluster, &two_rails, &two_rails_idle}) {
     for (const ParallelConfig& config : {moe_layout(2, 2, 16, 16, 1), moe_layout(2, 2, 16, 8, 2), interleaved}) {
       const WorkProfile work = profile_work(model, training, tested->gpu, config);
       const auto objective = [&](const CommunicationTimes& times) {
@@ -355,11 +373,12 @@ TEST(MoePlacement, IncrementalExpertEntriesMatchFullEvaluationAfterRandomMoves) 
       detail::IncrementalIterationSeconds incremental(config, work, training);
       detail::PlacementEvaluator evaluator(*tested, config, work, incremental);
       std::mt19937_64 random(7);
+      const auto nodes = static_cast<std::uint64_t>(evaluator.node_count());
       for (int move = 0; move < 200; ++move) {
         if (move % 3 == 0) {
-          evaluator.swap_local_gpus(static_cast<int>(random() % 8), static_cast<int>(random() % 4), 4 + static_cast<int>(random() % 4));
+          evaluator.swap_local_gpus(static_cast<int>(random() % nodes), static_cast<int>(random() % 4), 4 + static_cast<int>(random() % 4));
         } else {
-          evaluator.swap_slots(static_cast<int>(random() % 8), static_cast<int>((random() % 7 + 1 + move) % 8));
+          evaluator.swap_slots(static_cast<int>(random() % nodes), static_cast<int>((random() % (nodes - 1) + 1 + move) % nodes));
         }
         if (move % 5 == 4) evaluator.undo();
         const CommunicationTimes full = communication_times(*tested, config, work, evaluator.placement());

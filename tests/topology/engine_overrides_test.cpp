@@ -2,6 +2,10 @@
 // and the order stack default → site → job with its refusals (prepare_job).
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "pipette/core/stack_profile.hpp"
 #include "pipette/topology/hostlist.hpp"
 #include "pipette/topology/job_planner.hpp"
@@ -79,6 +83,64 @@ TEST(EngineOverrides, SiteFileSetsTheEngineStrictly) {
     ASSERT_FALSE(bad.ok()) << file;
     EXPECT_NE(bad.error().message.find(expected), std::string::npos) << bad.error().message;
     EXPECT_EQ(bad.error().message.find('\n'), std::string::npos);
+  }
+}
+
+// The one rule both places that take a precision twice apply (the job's --precision beside
+// --engine precision=, the site's defaults.precision beside defaults.engine.precision).
+TEST(EngineOverrides, APrecisionGivenTwiceMustAgree) {
+  EngineOverrides engine;
+  EXPECT_EQ(merge_precision(engine, Precision::fp8), std::nullopt);
+  EXPECT_EQ(engine.precision, Precision::fp8);
+  EXPECT_EQ(merge_precision(engine, Precision::fp8), std::nullopt);
+  // Disagreeing: the engine's precision comes back for the message, and stays.
+  EXPECT_EQ(merge_precision(engine, Precision::bf16), Precision::fp8);
+  EXPECT_EQ(engine.precision, Precision::fp8);
+}
+
+// The site file's defaults.precision and the engine's precision key (--engine, --precision,
+// --pipette-precision, defaults.engine) accept the same spellings: each lists the same values in
+// its error, and every listed value, or near miss, is accepted by both (as the same precision) or
+// by neither.
+TEST(EngineOverrides, SiteAndEngineAcceptTheSamePrecisionSpellings) {
+  // The values between "must be " and " (got", split at any of `separators`.
+  const auto listed = [](const std::string& message, const std::vector<std::string>& separators) {
+    const std::size_t first = message.find("must be ") + 8;
+    std::string values = message.substr(first, message.find(" (got", first) - first);
+    for (const std::string& separator : separators)
+      for (std::size_t at = values.find(separator); at != std::string::npos; at = values.find(separator))
+        values.replace(at, separator.size(), "/");
+    std::set<std::string> out;
+    for (std::size_t start = 0; start <= values.size();) {
+      const std::size_t end = std::min(values.find('/', start), values.size());
+      out.insert(values.substr(start, end - start));
+      start = end + 1;
+    }
+    return out;
+  };
+  EngineOverrides scratch;
+  const std::optional<std::string> engine_error = set_engine_override(scratch, "precision", "fp4");
+  ASSERT_TRUE(engine_error);
+  const auto site_refusal = parse_site_config("defaults:\n  precision: fp4\n", "s.yaml");
+  ASSERT_FALSE(site_refusal.ok());
+  EXPECT_NE(site_refusal.error().message.find("s.yaml:2: key 'defaults.precision' must be "), std::string::npos)
+      << site_refusal.error().message;
+  const std::set<std::string> engine_values = listed(*engine_error, {", ", " or "});
+  EXPECT_EQ(engine_values, listed(site_refusal.error().message, {" | "}));
+  EXPECT_EQ(engine_values.size(), engine_precisions().size());
+
+  std::vector<std::string> spellings(engine_values.begin(), engine_values.end());
+  for (const char* near_miss : {"fp4", "tf32", "half", "float16", "bfloat16", "float32", "BF16", "fp8_e4m3", " fp8", ""})
+    spellings.emplace_back(near_miss);
+  for (const std::string& spelling : spellings) {
+    EngineOverrides engine;
+    const bool engine_accepts = !set_engine_override(engine, "precision", spelling);
+    const auto site = parse_site_config("defaults:\n  precision: '" + spelling + "'\n", "s.yaml");
+    EXPECT_EQ(engine_accepts, site.ok()) << "'" << spelling << "'";
+    EXPECT_EQ(engine_accepts, engine_values.count(spelling) == 1) << "'" << spelling << "'";
+    if (engine_accepts && site.ok()) {
+      EXPECT_EQ(engine.precision, site->defaults.engine.precision) << spelling;
+    }
   }
 }
 
@@ -174,6 +236,7 @@ TEST_F(EngineSources, WhatAStackCannotRunIsRefusedWithTheReason) {
       {"nanotron", "tp-overlap=on,tp-recompute-allgather=off,fp32-grads=off", "", ""},
       {"nemo", "fp32-grads=off", "", "no gradient-precision switch for nemo"},
       {"megatron-core", "precision=bf16", "fp8", "precision fp8 conflicts with the engine's precision=bf16"},
+      {"megatron-core", "precision=fp8", "fp8", ""},
       {"megatron-core", "", "fp9", "precision must be fp32, fp16, bf16 or fp8 (got \"fp9\")"},
   };
   for (const Case& c : cases) {

@@ -45,6 +45,8 @@ std::optional<Error> read_items(std::string_view text, std::string_view option, 
   return std::nullopt;
 }
 
+constexpr Precision kEnginePrecisions[] = {Precision::fp32, Precision::fp16, Precision::bf16, Precision::fp8};
+
 std::optional<bool> on_off(std::string_view value) {
   if (value == "on" || value == "true" || value == "1") return true;
   if (value == "off" || value == "false" || value == "0") return false;
@@ -104,13 +106,13 @@ std::optional<std::string> set_engine_override(EngineOverrides& overrides, const
     return std::nullopt;
   };
   if (key == "precision") {
-    for (const Precision precision : {Precision::fp32, Precision::fp16, Precision::bf16, Precision::fp8}) {
+    for (const Precision precision : engine_precisions()) {
       if (value == to_string(precision)) {
         overrides.precision = precision;
         return std::nullopt;
       }
     }
-    return "precision must be fp32, fp16, bf16 or fp8 (got \"" + quoted_input(value) + "\")";
+    return "precision must be " + precision_spellings() + " (got \"" + quoted_input(value) + "\")";
   }
   if (key == "attention") {
     for (const AttentionKernel kernel : {AttentionKernel::flash, AttentionKernel::unfused}) {
@@ -129,10 +131,26 @@ std::optional<std::string> set_engine_override(EngineOverrides& overrides, const
   return "unknown key \"" + quoted_input(key) + "\"; keys are " + engine_key_list();
 }
 
+std::span<const Precision> engine_precisions() { return kEnginePrecisions; }
+
+std::string precision_spellings() {
+  std::string out;
+  const std::span<const Precision> precisions = engine_precisions();
+  for (std::size_t i = 0; i < precisions.size(); ++i)
+    out += std::string(i == 0 ? "" : i + 1 < precisions.size() ? ", " : " or ") + to_string(precisions[i]);
+  return out;
+}
+
 std::string engine_key_list() {
   std::string out;
   for (const std::string& key : engine_keys()) out += (out.empty() ? "" : ", ") + key;
   return out;
+}
+
+std::optional<Precision> merge_precision(EngineOverrides& engine, Precision precision) {
+  if (engine.precision && *engine.precision != precision) return engine.precision;
+  engine.precision = precision;
+  return std::nullopt;
 }
 
 Result<EngineOverrides> parse_engine_overrides(std::string_view text) {

@@ -106,10 +106,9 @@ Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& sit
       EngineOverrides precision;
       if (auto problem = set_engine_override(precision, "precision", request.precision))
         return Error{*problem};
-      if (job_engine->precision && *job_engine->precision != *precision.precision)
+      if (const std::optional<Precision> engine_precision = merge_precision(*job_engine, *precision.precision))
         return Error{std::string("precision ") + to_string(*precision.precision) + " conflicts with the engine's precision=" +
-                     to_string(*job_engine->precision) + "; give it once"};
-      job_engine->precision = precision.precision;
+                     to_string(*engine_precision) + "; give it once"};
     }
     ResolvedEngine engine = apply_engine_overrides(training, site.defaults.engine, *job_engine);
     if (!engine.problem.empty()) return Error{engine.problem};

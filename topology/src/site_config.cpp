@@ -255,14 +255,15 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
                                return std::nullopt;
                              }});
   }
-  // defaults.precision is the engine's precision key under its older name; given both, they must agree.
+  // defaults.precision is the engine's precision key under its older name, with its spellings
+  // (engine_precisions) in this reader's message; given both, they must agree.
   std::optional<Precision> precision;
   YAML::Node precision_node;
+  std::vector<std::pair<const char*, Precision>> precision_choices;
+  for (const Precision spelled : engine_precisions()) precision_choices.emplace_back(to_string(spelled), spelled);
   auto precision_reader = [&](const YAML::Node& value, const std::string& key) -> std::optional<Error> {
     Precision parsed = Precision::bf16;
-    if (auto problem = reader.choice(parsed, {{"bf16", Precision::bf16}, {"fp16", Precision::fp16}, {"fp32", Precision::fp32},
-                                              {"fp8", Precision::fp8}})(value, key))
-      return problem;
+    if (auto problem = reader.choice(parsed, precision_choices)(value, key)) return problem;
     precision = parsed;
     precision_node = value;
     return std::nullopt;
@@ -333,11 +334,9 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
                               {"exact_up_to_nodes", reader.integer(search.placement.exact_up_to_nodes, 0, 16)}})}});
   if (problem) return problem;
   if (precision) {
-    if (site.defaults.engine.precision && *site.defaults.engine.precision != *precision)
+    if (const std::optional<Precision> engine_precision = merge_precision(site.defaults.engine, *precision))
       return reader.error(precision_node, "defaults.precision",
-                          "disagrees with defaults.engine.precision (" + std::string(to_string(*site.defaults.engine.precision)) +
-                              "); keep one");
-    site.defaults.engine.precision = precision;
+                          "disagrees with defaults.engine.precision (" + std::string(to_string(*engine_precision)) + "); keep one");
   }
 
   site.staleness = {fresh_hours * kHour, half_life_hours * kHour, max_age_hours * kHour};

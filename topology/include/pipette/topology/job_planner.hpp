@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,18 @@ Result<EngineOverrides> parse_engine_overrides(std::string_view text);
 std::optional<std::string> set_engine_override(EngineOverrides& overrides, const std::string& key, std::string_view value);
 // "precision, attention, ...": the keys, for messages.
 std::string engine_key_list();
+// The precisions the engine's precision key accepts, each spelled as to_string writes it, in the
+// order messages list them: the one list of precision spellings (--engine precision=, --precision,
+// --pipette-precision, defaults.engine.precision and the site file's defaults.precision).
+std::span<const Precision> engine_precisions();
+// "fp32, fp16, bf16 or fp8": engine_precisions, for messages.
+std::string precision_spellings();
+// A precision given on its own (--precision / --pipette-precision, the site file's
+// defaults.precision) into `engine`, whose precision key (--engine precision=,
+// defaults.engine.precision) may say it too: given both, they must agree. Returns the engine's
+// precision where they disagree, leaving `engine` as it was, for the caller's one-line error
+// naming its own two places.
+std::optional<Precision> merge_precision(EngineOverrides& engine, Precision precision);
 
 struct JobRequest {
   std::string model;                      // preset or file; "" = site default
