@@ -373,6 +373,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
 WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, const GpuSpec& gpu,
                          const ParallelConfig& config, const ComputeEfficiency& efficiency) {
   const PipelineBlocks blocks = pipeline_blocks(model, training.target.framework, config);
+  const StackProfile& stack = stack_profile(training.target.framework);
   const Roofs roofs = roofs_of(gpu, training.precision, efficiency);
   const LayerCost layer = layer_cost(model, training, config, roofs, efficiency, model.ffn_hidden_size);
   // An MoE layer: attention and shared expert as a dense layer of the shared width, then the
@@ -430,7 +431,14 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
   WorkProfile work;
   work.num_microbatches = num_microbatches_of(training, config);
   work.virtual_stages = config.virtual_stages;
-  work.p2p_bytes_per_microbatch = activation_message / (config.sequence_parallel ? config.tp : 1);
+  // A stack that partitions its pipeline messages (stack_profile.hpp) sends each TP rank's 1/tp
+  // slice and all-gathers the tensor over TP where it is used: the input before the forward (every
+  // stage but the first), the stage's own output and the received gradient before the backward
+  // (every stage but the last); an all-gather is half an all-reduce equivalent of what it gathers.
+  const bool partitioned_messages = stack.partitioned_pipeline_messages && config.tp > 1;
+  const double stage_message = activation_message / (config.sequence_parallel ? config.tp : 1);
+  const double gather_equivalents = partitioned_messages ? 0.5 * stage_message / activation_message : 0.0;
+  work.p2p_bytes_per_microbatch = stage_message / (partitioned_messages ? config.tp : 1);
   if (std::any_of(blocks.boundaries.begin(), blocks.boundaries.end(),
                   [](BoundaryTensor tensor) { return tensor != BoundaryTensor::hidden_states; })) {
     for (const BoundaryTensor tensor : blocks.boundaries)
@@ -483,6 +491,10 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     int all_reduces = stage_layers * layer_all_reduces;
     // Embedding and head collectives are h wide: as many equivalents as collectives.
     double all_reduce_equivalents = stage_layers * layer_all_reduce_equivalents;
+    const int forward_gathers = partitioned_messages && stage > 0 ? 1 : 0;
+    const int backward_gathers = partitioned_messages && stage + 1 < config.pp ? 2 : 0;
+    all_reduces += forward_gathers + backward_gathers;
+    all_reduce_equivalents += (forward_gathers + backward_gathers) * gather_equivalents;
     if (held.embedding) {
       work_of_stage.forward_compute_seconds += embedding.forward;
       work_of_stage.backward_compute_seconds += embedding.backward;
@@ -512,7 +524,8 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       work_of_stage.tp_bytes_per_microbatch =
           exposed_share * all_reduce_equivalents * activation_message * 2.0 * (config.tp - 1) / config.tp;
       work_of_stage.tp_collectives_per_microbatch = all_reduces;
-      const double forward = stage_layers * issued_forward_per_layer + (held.embedding ? 1 : 0);
+      const double forward =
+          stage_layers * issued_forward_per_layer + (held.embedding ? 1 : 0) + forward_gathers * gather_equivalents;
       // A middle stage without layers (pp > layers) issues no collective at all.
       work_of_stage.tp_forward_share = all_reduces > 0 ? forward / all_reduce_equivalents : 0.0;
       if (!overlapped && training.overlap_tensor_parallel_backward && all_reduces > 0) {
@@ -522,6 +535,13 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       }
     }
     const double parameters = parameters_on_stage(model, config, stage, held);
+    // A stack that adds each micro-batch's 16-bit gradients into the fp32 buffer after the
+    // backward (DeepSpeed's BF16_Optimizer, stack_profile.cpp) makes that pass over every
+    // parameter of the rank once per micro-batch.
+    if (training.precision == Precision::bf16 && training.gradients_in_fp32) {
+      work_of_stage.backward_compute_seconds +=
+          parameters * stack.fp32_gradient_accumulation_bytes_per_parameter / roofs.memory_bytes_per_second;
+    }
     // Expert gradients are reduced over the expert-dp group, the rest over dp; the distributed
     // optimizer shards each over its own group.
     const double expert_parameters = expert_parameters_on_stage(model, config, stage);

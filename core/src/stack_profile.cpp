@@ -115,6 +115,19 @@ const char* const deepspeed_zero_one_evidence =
     "BF16_Optimizer (engine.py l.1994-1996), whose step ends in the same all-gather (bf16_optimizer.py l.344, "
     "454-460)";
 
+// DeepSpeed's BF16_Optimizer accumulates each micro-batch's 16-bit gradients into its fp32 buffer
+// after the backward, which Megatron-DeepSpeed runs too.
+const char* const deepspeed_bf16_accumulation_evidence =
+    "gradient accumulation (bf16 with fp32 accumulation, the BF16_Optimizer): every micro-batch's backward "
+    "leaves fresh 16-bit .grads (the pipeline engine clears them first, deepspeed/runtime/pipe/engine.py "
+    "l.861-863; the last stage through the optimizer's backward_prologue, bf16_optimizer.py l.348-349), "
+    "then hp_grad.add_(lp.grad.to(fp32)) for every parameter (bf16_optimizer.py l.351-353, 356-377, "
+    "pipe/engine.py l.883-885): a cast kernel (read 2, write 4 bytes) and an add (read 4 + 4, write 4), "
+    "18 bytes per parameter and micro-batch, 16 beyond the 4-byte gradient write the reference's fused "
+    "wgrad accumulation is priced at (the 16-bit wgrad GEMM writes 2); the same at @77b649d1, the "
+    "2022-03 olruwase/bf16-updates commit BLOOM-176B ran (bf16_optimizer.py l.259-291, pipe/engine.py "
+    "l.748-762)";
+
 StackProfile megatron_deepspeed_profile() {
   StackProfile profile;
   profile.framework = Framework::megatron_deepspeed;
@@ -127,6 +140,8 @@ StackProfile megatron_deepspeed_profile() {
   profile.swiglu_forward_ffn_accesses = 5;
   profile.rotary_extra_accesses = 8;
   profile.extra_logits_bytes_per_element = 4;
+  profile.fp32_gradient_accumulation_bytes_per_parameter = 16;
+  profile.partitioned_pipeline_messages = true;
   profile.interleaved_pipeline = false;
   profile.evidence = {
       "attention: unfused QK^T, FusedScaleMaskSoftmax and dropout, s x s scores kept, unless --use-flash-attn-v2 "
@@ -141,15 +156,27 @@ StackProfile megatron_deepspeed_profile() {
       "(deepspeed/runtime/pipe/schedule.py l.238-241, pipe/engine.py l.296-304) and without a pipeline the "
       "engine reduces in backward's epilogue (deepspeed/runtime/engine.py l.2970-2982)",
       deepspeed_zero_one_evidence,
+      deepspeed_bf16_accumulation_evidence,
+      "wgrad: a plain 16-bit GEMM, gradient-accumulation fusion commented out "
+      "(megatron/core/tensor_parallel/layers.py l.360-374; BLOOM's @87a9dba0: F.linear, megatron/mpu/layers.py "
+      "l.337, 435)",
       "loss: 16-bit logits kept by the caller, an fp32 copy, shifted out of place and kept as the softmax "
       "(megatron/model/gpt_model.py l.68; megatron/core/tensor_parallel/cross_entropy.py l.25, 57-58, 92): "
       "10 bytes per logit at the peak",
       "pipeline: DeepSpeed's TrainSchedule, 1F1B with min(stages - stage, micro-batches) buffers and no "
       "interleaving (deepspeed/runtime/pipe/schedule.py l.189-257)",
+      "pipeline messages with tp > 1: pipe_partitioned and grad_partitioned default on (deepspeed/runtime/"
+      "config.py l.435-436; pipe/engine.py l.143-144; at @77b649d1 always, l.131-132): each TP rank sends its "
+      "1/tp slice of the output (l.755-766) and of the input gradient (l.1090-1101); the receiver all-gathers "
+      "the activation before the forward (l.731-738), and in the backward a stage all-gathers its own output, "
+      "freed after the send, and the received gradient (l.835-842, 850-857; PartitionedTensor.full, "
+      "runtime/utils.py l.724)",
   };
   profile.assumptions = {
-      "gradients and optimizer: priced as Megatron's (fp32 gradient buffer, ZeRO-1 shards the fp32 master "
-      "weights and Adam's moments); DeepSpeed's BF16_Optimizer and ZeRO-1 buffers were not read line by line",
+      "gradients and optimizer: the step priced as Megatron's (fp32 gradient buffer, ZeRO-1 shards the fp32 "
+      "master weights and Adam's moments); the BF16_Optimizer's norm, clipping and zeroing run over the whole "
+      "unsharded fp32 buffer (bf16_optimizer.py l.233-256 @77b649d1), about 16 bytes per parameter once per "
+      "iteration (0.03 s on a BLOOM-176B stage), not priced",
   };
   return profile;
 }
@@ -167,6 +194,7 @@ StackProfile deepspeed_profile() {
       "l.238-241)",
       "pipeline: TrainSchedule, 1F1B without interleaving (deepspeed/runtime/pipe/schedule.py l.189-257)",
       deepspeed_zero_one_evidence,
+      deepspeed_bf16_accumulation_evidence,
   };
   profile.assumptions = {
       "no tensor parallelism: the plans keep tp = 1 (a model of the user's own brings none of Megatron's layers)",

@@ -179,6 +179,70 @@ TEST(StackProfile, AlibiCostsTwoScorePassesAndNoRotary) {
               -24 * 2 * rotary_bytes / bandwidth, 1e-9);
 }
 
+// DeepSpeed's BF16_Optimizer (stack_profile.cpp): after every micro-batch's backward, each
+// parameter's fresh 16-bit gradient is cast to fp32 and added into the fp32 buffer
+// (deepspeed/runtime/bf16_optimizer.py @edaa7221 l.351-377, pipe/engine.py l.861-885): 18 bytes per
+// parameter and micro-batch, 16 beyond the reference, whose wgrad GEMMs are priced writing the fp32
+// gradient themselves. Every stage's backward takes that much longer; without fp32 accumulation, or
+// on the reference stack, nothing changes.
+TEST(StackProfile, Bf16OptimizerAddsEveryMicroBatchsGradientsIntoFp32) {
+  const ParallelConfig config = config_of(2, 2, 4);
+  const GpuSpec& gpu = *find_gpu("A100-80GB");
+  const ComputeEfficiency efficiency = fitted_compute_efficiency();
+  const double bandwidth = efficiency.memory_fraction * gpu.hbm_bytes_per_second;
+  for (const Framework framework : {Framework::megatron_deepspeed, Framework::megatron_core}) {
+    const TrainingSpec fp32_accumulation = training_for(framework);
+    TrainingSpec bf16_accumulation = fp32_accumulation;
+    bf16_accumulation.gradients_in_fp32 = false;
+    const WorkProfile with = profile_work(llama_1b(), fp32_accumulation, gpu, config, efficiency);
+    const WorkProfile without = profile_work(llama_1b(), bf16_accumulation, gpu, config, efficiency);
+    const PipelineBlocks blocks = pipeline_blocks(llama_1b(), framework, config);
+    for (int stage = 0; stage < config.pp; ++stage) {
+      const StageWork& a = with.stages[static_cast<size_t>(stage)];
+      const StageWork& b = without.stages[static_cast<size_t>(stage)];
+      const double parameters = parameters_on_stage(llama_1b(), config, stage, blocks.ranks[static_cast<size_t>(stage)]);
+      const double expected = framework == Framework::megatron_deepspeed ? 16 * parameters / bandwidth : 0.0;
+      EXPECT_NEAR(a.backward_compute_seconds - b.backward_compute_seconds, expected, 1e-12) << to_string(framework);
+      EXPECT_DOUBLE_EQ(a.forward_compute_seconds, b.forward_compute_seconds);
+    }
+  }
+}
+
+// DeepSpeed's PipelineEngine with tp > 1 partitions what crosses a stage boundary over the TP group
+// (deepspeed/runtime/pipe/engine.py @edaa7221 l.143-144, 731-766, 835-857, 1090-1101): each TP rank
+// sends its 1/tp slice, and the tensor is all-gathered over TP (half an all-reduce) where it is used:
+// the input before a stage's forward (not on the first stage), the stage's own output and the
+// received gradient before its backward (not on the last). With tp = 1 nothing is partitioned.
+TEST(StackProfile, DeepSpeedPipelinesSendTheirTensorSlicedOverTensorParallelRanks) {
+  ParallelConfig config = config_of(2, 2, 4);
+  config.sequence_parallel = false;  // as BLOOM-176B ran
+  const GpuSpec& gpu = *find_gpu("A100-80GB");
+  const auto work_of = [&](Framework framework, const ParallelConfig& c) {
+    return profile_work(llama_1b(), training_for(framework), gpu, c);
+  };
+  const WorkProfile deepspeed = work_of(Framework::megatron_deepspeed, config);
+  const WorkProfile megatron = work_of(Framework::megatron_core, config);
+  const double message = tokens * 2048 * 2;  // b·s·h in 16 bits
+  EXPECT_DOUBLE_EQ(megatron.p2p_bytes_per_microbatch, message);
+  EXPECT_DOUBLE_EQ(deepspeed.p2p_bytes_per_microbatch, message / 2);
+  const double gather_bytes = 0.5 * message * 2.0 * (2 - 1) / 2;  // per GPU, as an all-reduce's share
+  const int gathers[] = {2, 1};
+  const int forward_gathers[] = {0, 1};
+  for (size_t stage = 0; stage < 2; ++stage) {
+    const StageWork& d = deepspeed.stages[stage];
+    const StageWork& m = megatron.stages[stage];
+    EXPECT_NEAR(d.tp_bytes_per_microbatch - m.tp_bytes_per_microbatch, gathers[stage] * gather_bytes, 1e-3);
+    EXPECT_EQ(d.tp_collectives_per_microbatch - m.tp_collectives_per_microbatch, gathers[stage]);
+    EXPECT_NEAR(d.tp_forward_share * d.tp_bytes_per_microbatch - m.tp_forward_share * m.tp_bytes_per_microbatch,
+                forward_gathers[stage] * gather_bytes, 1e-3);
+  }
+  ParallelConfig no_tp = config;
+  no_tp.tp = 1;
+  no_tp.dp = 8;
+  EXPECT_DOUBLE_EQ(work_of(Framework::megatron_deepspeed, no_tp).p2p_bytes_per_microbatch, message);
+  EXPECT_DOUBLE_EQ(work_of(Framework::megatron_deepspeed, no_tp).stages[0].tp_bytes_per_microbatch, 0.0);
+}
+
 // FlashAttention-3's H100 forward figures (arXiv 2407.08608) at 4k tokens, relative to cuDNN with
 // 128-wide heads, where the attention fraction was fitted: the fitted models stay exactly as they were.
 TEST(StackProfile, FlashKernelsRunAtTheirMeasuredShareOfTheFittedRate) {

@@ -65,6 +65,15 @@ struct StackProfile {
   // Bytes per logit (vocabulary element of the TP shard and token) at the loss's peak beyond the
   // reference's fp32 logits, turned into the softmax in place, beside the 16-bit logits (4 + 2).
   double extra_logits_bytes_per_element = 0;
+  // Bytes moved per parameter of the pipeline rank after every micro-batch's backward by an
+  // optimizer that keeps each micro-batch's 16-bit gradients apart from its fp32 accumulator and
+  // adds them in with separate kernels, beyond what the reference prices (its wgrad GEMMs
+  // accumulate into the fp32 buffer themselves). Only for bf16 with fp32 gradient accumulation.
+  double fp32_gradient_accumulation_bytes_per_parameter = 0;
+  // Whether the pipeline engine sends each TP rank's 1/tp slice of the tensor between stages and
+  // all-gathers it over TP on arrival (DeepSpeed's PipelineEngine with tp > 1), rather than the
+  // whole tensor from every TP rank.
+  bool partitioned_pipeline_messages = false;
   // Whether the pipeline engine has an interleaved (virtual-stage) schedule.
   bool interleaved_pipeline = true;
   // Whether tensor parallelism is the stack's own (Megatron-style column/row layers).
