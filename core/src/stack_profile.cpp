@@ -29,9 +29,12 @@ namespace {
 
 // Megatron-core with Transformer Engine, the stack the constants were fitted on (NeMo and
 // torchtitan are priced the same way: their differences are the launch rules in launch.cpp).
+// NeMo runs Megatron-core's optimizer; torchtitan's (FSDP2 / torch.optim) was not read for 16-bit
+// gradients, which Pipette does not export for it (engine.cpp), so it keeps the whole-iteration count.
 StackProfile reference_profile(Framework framework) {
   StackProfile profile;
   profile.framework = framework;
+  if (framework == Framework::torchtitan) profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   return profile;
 }
 
@@ -52,6 +55,7 @@ StackProfile nanotron_profile() {
   profile.qkv_copy_passes = 1;
   profile.kv_copy_passes = 2;
   profile.extra_logits_bytes_per_element = 2;
+  profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   profile.interleaved_pipeline = false;
   profile.evidence = {
       "attention: flash-attn 2, no s x s scores kept (models/llama.py l.21-22, 290 flash_attn_varlen_func from "
@@ -94,6 +98,9 @@ StackProfile nanotron_profile() {
       "(2024-07-17, tp_recompute_allgather defaults true, config/parallelism_config.py l.36); every release "
       "(v0.1-v0.5) and the bench_cluster branch keep the gathered inputs instead (parallel/tensor_parallel/"
       "functional.py l.352-358 @a27e8fe8): plan those with --engine tp-recompute-allgather=off",
+      "16-bit gradients (optimizer.accumulate_grad_in_fp32 false): priced as fp32 master weights, moments and an "
+      "fp32 gradient copy held through the whole iteration, not read from that path's code (helpers.py l.390-407 "
+      "builds no FP32GradientAccumulator there)",
       "nanotron's default pp_engine is afab (config/parallelism_config.py l.43-44), which keeps every micro-batch's "
       "activations; Pipette prices and exports pp_engine 1f1b",
   };
@@ -123,6 +130,7 @@ StackProfile megatron_deepspeed_profile() {
   profile.swiglu_forward_ffn_accesses = 5;
   profile.rotary_extra_accesses = 8;
   profile.extra_logits_bytes_per_element = 4;
+  profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   profile.interleaved_pipeline = false;
   profile.evidence = {
       "attention: unfused QK^T, FusedScaleMaskSoftmax and dropout, s x s scores kept, unless --use-flash-attn-v2 "
@@ -145,7 +153,8 @@ StackProfile megatron_deepspeed_profile() {
   };
   profile.assumptions = {
       "gradients and optimizer: priced as Megatron's (fp32 gradient buffer, ZeRO-1 shards the fp32 master "
-      "weights and Adam's moments); DeepSpeed's BF16_Optimizer and ZeRO-1 buffers were not read line by line",
+      "weights and Adam's moments; with 16-bit gradients an fp32 copy counted through the whole iteration, not "
+      "only at the step); DeepSpeed's BF16_Optimizer and ZeRO-1 buffers were not read line by line",
   };
   return profile;
 }
@@ -170,7 +179,7 @@ StackProfile deepspeed_profile() {
       "its RoPE fused and its loss 10 bytes per logit (16-bit logits, an fp32 copy and its softmax) as in "
       "Megatron-DeepSpeed; none of this is read from code",
       "gradients and optimizer: priced as Megatron's (fp32 gradient buffer, ZeRO-1 shards the fp32 master "
-      "weights and Adam's moments)",
+      "weights and Adam's moments; with 16-bit gradients an fp32 copy counted through the whole iteration)",
   };
   return profile;
 }
