@@ -102,7 +102,7 @@ RecordPrediction predict_record(const RunRecord& record, const CalibrationBase& 
   const std::vector<StageMemory> stages = estimate_memory(record.model, record.training, record.config, overheads);
   for (int index = 0; index < static_cast<int>(stages.size()); ++index) {
     const StageMemory& stage = stages[static_cast<std::size_t>(index)];
-    const double allocated = stage.total_bytes() - stage.runtime_overhead_bytes;
+    const double allocated = stage.allocated_bytes();
     prediction.peak_allocated_bytes = std::max(prediction.peak_allocated_bytes, allocated);
     prediction.peak_reserved_bytes =
         std::max(prediction.peak_reserved_bytes, caching_allocator_bytes(stage, record.config, index, overheads));

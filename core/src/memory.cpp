@@ -330,11 +330,27 @@ BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distrib
   if (training.precision == Precision::fp32) {
     bytes = {4, 4, 8};  // fp32 grads; Adam m and v
   } else if (training.gradients_in_fp32) {
-    bytes = {2, 4, 12};  // fp32 main grads; fp32 master weights, Adam m and v
+    // fp32 main grads; fp32 master weights, Adam m and v. The optimizer takes the fp32 buffer as it
+    // is: `.float()` of an fp32 tensor is the tensor (distrib_optimizer.py @d98e8a64 l.2792,
+    // optimizer.py Float16OptimizerWithFloat16Params l.1097).
+    bytes = {2, 4, 12};
   } else {
-    bytes = {2, 2, 16};  // the optimizer keeps fp32 main grads next to master weights, m and v
+    // The 16-bit grad buffer (param_and_grad_buffer.py @d98e8a64 l.924: grad dtype = param dtype
+    // without grad_reduce_in_fp32); fp32 master weights, m and v; and the fp32 main grads the step
+    // casts from the buffer, `shard_main_param.grad = shard_model_grad.float()` (distrib_optimizer.py
+    // l.2792; unsharded, optimizer.py l.1097), which the next zero_grad (set_to_none: distrib_optimizer.py
+    // l.2568-2597, optimizer.py l.1048-1061, called at the start of train_step, training/training.py
+    // l.3044, before the forward) frees.
+    bytes = {2, 2, 12, 4};
+    if (stack_profile(training.target.framework).main_gradient_copy == MainGradientCopy::whole_iteration) {
+      bytes.optimizer += bytes.step_main_gradients;
+      bytes.step_main_gradients = 0;
+    }
   }
-  if (distributed_optimizer) bytes.optimizer /= dp;
+  if (distributed_optimizer) {
+    bytes.optimizer /= dp;
+    bytes.step_main_gradients /= dp;
+  }
   return bytes;
 }
 
@@ -431,13 +447,16 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
     }
     memory.gradients_bytes = parameters * per_parameter.gradients;
     memory.optimizer_state_bytes = parameters * per_parameter.optimizer;
+    memory.step_gradients_bytes = parameters * per_parameter.step_main_gradients;
     const double expert_parameters = expert_parameters_on_stage(model, config, stage);
     if (expert_parameters > 0 && config.distributed_optimizer) {
       // The distributed optimizer shards expert parameters over the expert-dp group, not dp
       // (distributed/param_and_grad_buffer and the expert-dp groups of parallel_state.py
-      // @d98e8a64 l.1448-1484): their optimizer state is divided by expert_dp instead.
-      const BytesPerParameter unsharded = bytes_per_parameter(training, false, 1);
-      memory.optimizer_state_bytes += expert_parameters * (unsharded.optimizer / config.expert_dp() - per_parameter.optimizer);
+      // @d98e8a64 l.1448-1484): their optimizer state and the step's fp32 gradient copy are divided
+      // by expert_dp instead.
+      const BytesPerParameter expert = bytes_per_parameter(training, true, config.expert_dp());
+      memory.optimizer_state_bytes += expert_parameters * (expert.optimizer - per_parameter.optimizer);
+      memory.step_gradients_bytes += expert_parameters * (expert.step_main_gradients - per_parameter.step_main_gradients);
     }
 
     const int chunks = in_flight_microbatch_chunks(stage, config.pp, microbatches, config.virtual_stages);
@@ -488,9 +507,15 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
                                        ? std::max(largest_layer_request, tokens * model.vocab_size / config.tp *
                                                                              (held.loss ? 4.0 : value_bytes))
                                        : largest_layer_request;
-    memory.runtime_overhead_bytes = overheads.cuda_context_bytes +
-                                    overheads.nccl_buffer_bytes_per_communicator * communicators_of_stage(config, stage) +
-                                    overheads.allocator_fragmentation_fraction * allocated + largest_request;
+    const double outside_allocator =
+        overheads.cuda_context_bytes + overheads.nccl_buffer_bytes_per_communicator * communicators_of_stage(config, stage);
+    memory.runtime_overhead_bytes = outside_allocator + overheads.allocator_fragmentation_fraction * allocated + largest_request;
+    // The optimizer step runs after the last backward has freed the activations and logits, and
+    // its own allocations (the per-parameter fp32 gradient copies) are served from the blocks they
+    // left cached: the same fragmentation share, no largest request of its own.
+    memory.step_runtime_overhead_bytes =
+        outside_allocator +
+        overheads.allocator_fragmentation_fraction * (memory.model_state_bytes() + memory.step_gradients_bytes);
   }
   return stages;
 }

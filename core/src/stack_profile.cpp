@@ -29,9 +29,12 @@ namespace {
 
 // Megatron-core with Transformer Engine, the stack the constants were fitted on (NeMo and
 // torchtitan are priced the same way: their differences are the launch rules in launch.cpp).
+// NeMo runs Megatron-core's optimizer; torchtitan's (FSDP2 / torch.optim) was not read for 16-bit
+// gradients, which Pipette does not export for it (engine.cpp), so it keeps the whole-iteration count.
 StackProfile reference_profile(Framework framework) {
   StackProfile profile;
   profile.framework = framework;
+  if (framework == Framework::torchtitan) profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   return profile;
 }
 
@@ -56,6 +59,7 @@ StackProfile nanotron_profile() {
   profile.qkv_copy_passes = 1;
   profile.kv_copy_passes = 2;
   profile.extra_logits_bytes_per_element = 2;
+  profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   profile.interleaved_pipeline = false;
   profile.evidence = {
       "attention: flash-attn 2, no s x s scores kept (models/llama.py l.21-22, 290 flash_attn_varlen_func from "
@@ -98,6 +102,9 @@ StackProfile nanotron_profile() {
       "export writes), as every release (v0.1-v0.5) and the bench_cluster branch do (parallel/tensor_parallel/"
       "functional.py l.352-358 @a27e8fe8); main defaults to re-gathering in the backward since 9cc81bb6 "
       "(2024-07-17, config/parallelism_config.py l.36): plan that with --engine tp-recompute-allgather=on",
+      "16-bit gradients (optimizer.accumulate_grad_in_fp32 false): priced as fp32 master weights, moments and an "
+      "fp32 gradient copy held through the whole iteration, not read from that path's code (helpers.py l.390-407 "
+      "builds no FP32GradientAccumulator there)",
       "nanotron's default pp_engine is afab (config/parallelism_config.py l.43-44), which keeps every micro-batch's "
       "activations; Pipette prices and exports pp_engine 1f1b",
   };
@@ -142,6 +149,7 @@ StackProfile megatron_deepspeed_profile() {
   profile.extra_logits_bytes_per_element = 4;
   profile.fp32_gradient_accumulation_bytes_per_parameter = 16;
   profile.partitioned_pipeline_messages = true;
+  profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   profile.interleaved_pipeline = false;
   profile.evidence = {
       "attention: unfused QK^T, FusedScaleMaskSoftmax and dropout, s x s scores kept, unless --use-flash-attn-v2 "
@@ -174,9 +182,10 @@ StackProfile megatron_deepspeed_profile() {
   };
   profile.assumptions = {
       "gradients and optimizer: the step priced as Megatron's (fp32 gradient buffer, ZeRO-1 shards the fp32 "
-      "master weights and Adam's moments); the BF16_Optimizer's norm, clipping and zeroing run over the whole "
-      "unsharded fp32 buffer (bf16_optimizer.py l.233-256 @77b649d1), about 16 bytes per parameter once per "
-      "iteration (0.03 s on a BLOOM-176B stage), not priced",
+      "master weights and Adam's moments; with 16-bit gradients an fp32 copy counted through the whole iteration, "
+      "not only at the step); the BF16_Optimizer's norm, clipping and zeroing run over the whole unsharded fp32 "
+      "buffer (bf16_optimizer.py l.233-256 @77b649d1), about 16 bytes per parameter once per iteration (0.03 s on "
+      "a BLOOM-176B stage), not priced",
   };
   return profile;
 }
@@ -202,7 +211,7 @@ StackProfile deepspeed_profile() {
       "its RoPE fused and its loss 10 bytes per logit (16-bit logits, an fp32 copy and its softmax) as in "
       "Megatron-DeepSpeed; none of this is read from code",
       "gradients and optimizer: priced as Megatron's (fp32 gradient buffer, ZeRO-1 shards the fp32 master "
-      "weights and Adam's moments)",
+      "weights and Adam's moments; with 16-bit gradients an fp32 copy counted through the whole iteration)",
   };
   return profile;
 }

@@ -273,6 +273,54 @@ TEST(EstimateMemory, ModelStateOfOneStageIsBytesPerParameterTimesParameters) {
   EXPECT_DOUBLE_EQ(memory[3].optimizer_state_bytes, 12 * parameters / 4);
 }
 
+// With 16-bit gradients (no --accumulate-allreduce-grads-in-fp32: the DDP buffer is bf16,
+// param_and_grad_buffer.py @d98e8a64 l.924), Megatron-core's optimizer step casts them to fp32,
+// `shard_main_param.grad = shard_model_grad.float()` (optimizer/distrib_optimizer.py l.2792; the
+// unsharded Float16OptimizerWithFloat16Params: optimizer.py l.1097), and train_step's zero_grad
+// (training/training.py l.3044; distrib_optimizer.py l.2568-2597, set_to_none) frees them before
+// the next forward. So 4 of the 16 optimizer bytes per parameter count at the step's peak, not
+// beside the activations: the plan needs the larger of the two peaks.
+TEST(EstimateMemory, FpThirtyTwoMainGradientsCountAtTheStepPeakOnly) {
+  const ModelSpec model = gpt3_175b();
+  TrainingSpec training = training_of(64, AttentionKernel::flash);
+  training.gradients_in_fp32 = false;
+  const RuntimeOverheads none{0, 0, 0};
+  const int stage = 3;  // an interior stage: 12 layers, no embedding, no logits
+
+  // Sharded over dp 8 with five micro-batches in flight: the activations dominate.
+  ParallelConfig sharded = config_of(8, 8, 8, true, RecomputeMode::selective);
+  sharded.distributed_optimizer = true;
+  const StageMemory busy = estimate_memory(model, training, sharded, none)[stage];
+  const double p = parameters_on_stage(model, sharded, stage);
+  EXPECT_DOUBLE_EQ(busy.optimizer_state_bytes, 12 * p / 8);
+  EXPECT_DOUBLE_EQ(busy.step_gradients_bytes, 4 * p / 8);
+  EXPECT_FALSE(busy.step_peak_binds());
+  EXPECT_DOUBLE_EQ(busy.total_bytes(), 2 * p + 2 * p + 12 * p / 8 + busy.activations_bytes + busy.runtime_overhead_bytes);
+
+  // Unsharded, with full recompute: the step's 4 bytes per parameter outweigh the activations.
+  const ParallelConfig whole = config_of(8, 8, 1, true, RecomputeMode::full);
+  const StageMemory step = estimate_memory(model, training, whole, none)[stage];
+  ASSERT_DOUBLE_EQ(parameters_on_stage(model, whole, stage), p);
+  EXPECT_DOUBLE_EQ(step.optimizer_state_bytes, 12 * p);
+  EXPECT_DOUBLE_EQ(step.activation_peak_bytes(), 16 * p + step.activations_bytes + step.runtime_overhead_bytes);
+  EXPECT_LT(step.activations_bytes + step.runtime_overhead_bytes, 4 * p);
+  EXPECT_TRUE(step.step_peak_binds());
+  EXPECT_DOUBLE_EQ(step.total_bytes(), 20 * p);
+  EXPECT_DOUBLE_EQ(step.allocated_bytes(), 20 * p);
+
+  // fp32 gradients: `.float()` of the fp32 buffer is the buffer, the step allocates nothing.
+  training.gradients_in_fp32 = true;
+  EXPECT_DOUBLE_EQ(estimate_memory(model, training, whole, none)[stage].step_gradients_bytes, 0);
+
+  // A stack whose optimizer code was not read keeps the copy beside the activations.
+  training.gradients_in_fp32 = false;
+  training.target.framework = Framework::megatron_deepspeed;
+  const StageMemory kept = estimate_memory(model, training, whole, none)[stage];
+  EXPECT_DOUBLE_EQ(kept.optimizer_state_bytes, 16 * p);
+  EXPECT_DOUBLE_EQ(kept.step_gradients_bytes, 0);
+  EXPECT_FALSE(kept.step_peak_binds());
+}
+
 TEST(EstimateMemory, OneFOneBActivationsFallFromFirstToLastStage) {
   const ModelSpec model = gpt3_175b();
   const TrainingSpec training = training_of(64, AttentionKernel::flash);

@@ -306,6 +306,26 @@ TEST_F(PipetteCli, ExplainBreaksDownTimeMemoryLinksAndRunnersUp) {
   }
 }
 
+// Without the distributed optimizer and with 16-bit gradients, Megatron-core's step makes an fp32
+// copy of every gradient (optimizer.py @d98e8a64 l.1097, 4 bytes per parameter): under full
+// recompute that outweighs the activations, and explain says which peak is the total.
+TEST_F(PipetteCli, ExplainSaysWhenTheOptimizerStepsPeakBinds) {
+  const std::string fixed = " --fix tp=8,pp=8,dp=2,mbs=1,vpp=1,recompute=full,sp=on,distopt=off";
+  const Outcome sixteen_bit = pipette(planning("explain") + fixed + " --engine fp32-grads=off");
+  ASSERT_EQ(sixteen_bit.status, 0) << sixteen_bit.err;
+  EXPECT_NE(sixteen_bit.out.find("stage 3: the optimizer step's peak binds"), std::string::npos) << sixteen_bit.out;
+  const Outcome json = pipette(planning("plan") + fixed + " --engine fp32-grads=off --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  for (const auto& stage : parse_json(json.out)["plans"][0]["memory_per_stage"]) {
+    EXPECT_GT(stage["step_gradients_bytes"].as<double>(), 0);
+    EXPECT_EQ(stage["total_bytes"].as<double>(), stage["step_peak_bytes"].as<double>());
+  }
+  // fp32 gradients: the optimizer takes the buffer as it is, and the backward's peak binds.
+  const Outcome fp32 = pipette(planning("explain") + fixed);
+  ASSERT_EQ(fp32.status, 0) << fp32.err;
+  EXPECT_EQ(fp32.out.find("the optimizer step's peak binds"), std::string::npos) << fp32.out;
+}
+
 // Issue 17's done-when: at 128K tokens llama3-70b on 32 nodes gets context parallelism instead of
 // full recompute, and explain shows what each other cp would cost.
 TEST_F(PipetteCli, LongContextPlanHasContextParallelismThatExplainJustifies) {

@@ -239,6 +239,8 @@ void write_plan(JsonWriter& json, const Plan& plan, const PlanningOutcome& outco
         .value("activations_bytes", m.activations_bytes)
         .value("logits_and_loss_bytes", m.logits_and_loss_bytes)
         .value("runtime_overhead_bytes", m.runtime_overhead_bytes)
+        .value("step_gradients_bytes", m.step_gradients_bytes)
+        .value("step_peak_bytes", m.step_peak_bytes())
         .value("total_bytes", m.total_bytes())
         .end_object();
   }
@@ -363,7 +365,18 @@ std::string memory_report(const ParallelConfig& config, const std::vector<StageM
                    gib(m.logits_and_loss_bytes), gib(m.runtime_overhead_bytes), gib(m.total_bytes()),
                    strprintf("%.0f%%", 100 * m.total_bytes() / cluster.gpu.memory_bytes)});
   }
-  return out + table.render("  ");
+  out += table.render("  ");
+  // The columns are the backward's peak; where the optimizer step's is higher, it is the total.
+  for (size_t s = 0; s < memory_per_stage.size(); ++s) {
+    const StageMemory& m = memory_per_stage[s];
+    if (!m.step_peak_binds()) continue;
+    out += strprintf("  stage %zu: the optimizer step's peak binds, %s: model state %s, fp32 gradient copy %s, runtime %s "
+                     "(the backward's peak: %s)\n",
+                     s, gib(m.step_peak_bytes()).c_str(), gib(m.model_state_bytes()).c_str(),
+                     gib(m.step_gradients_bytes).c_str(), gib(m.step_runtime_overhead_bytes).c_str(),
+                     gib(m.activation_peak_bytes()).c_str());
+  }
+  return out;
 }
 
 std::string link_text(const Link& link) {

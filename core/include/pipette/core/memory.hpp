@@ -71,13 +71,17 @@ int in_flight_microbatch_chunks(int stage, int pp, int num_microbatches, int vir
 // Bytes per parameter for weights, gradients and optimizer state (Adam), per MODELING_NOTES.md
 // (Megatron-LM's distributed-optimizer documentation): 16-bit params with fp32 grads 2 + 4 + 12,
 // 16-bit params and grads 2 + 2 + 16 (the fp32 main grads live in the optimizer), fp32 4 + 4 + 8.
-// A distributed optimizer (ZeRO-1) shards only the optimizer term over the DP ranks; the fp32
-// gradient buffer stays whole on every rank.
+// Of the 16, the fp32 main grads (4) exist only at the optimizer step in Megatron-core (the stack's
+// MainGradientCopy, stack_profile.hpp): `step_main_gradients`, not `optimizer`. A distributed
+// optimizer (ZeRO-1) shards the optimizer terms over the DP ranks; the gradient buffer stays whole
+// on every rank.
 struct BytesPerParameter {
   double weights = 0;
   double gradients = 0;
-  double optimizer = 0;  // already divided by dp when sharded
-  double total() const { return weights + gradients + optimizer; }
+  double optimizer = 0;            // through forward and backward; already divided by dp when sharded
+  double step_main_gradients = 0;  // allocated by the optimizer step; already divided by dp when sharded
+  // At the optimizer step, where all four coexist.
+  double total() const { return weights + gradients + optimizer + step_main_gradients; }
 };
 BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distributed_optimizer, int dp);
 

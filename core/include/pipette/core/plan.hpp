@@ -118,16 +118,30 @@ struct TimeBreakdown {
   double cp_communication_seconds = 0;  // context parallelism's ring K/V passes not hidden under attention, on the critical path
 };
 
+// One GPU's memory at its two peaks. The activation peak comes during the backward: model state
+// beside the in-flight micro-batches' activations, the logits and the runtime. The optimizer step
+// comes after the backward has freed the activations, and allocates for itself what the optimizer
+// makes of the gradients (Megatron-core: an fp32 copy of 16-bit gradients, freed by the next
+// zero_grad before the forward; memory.cpp). The larger of the two decides whether the plan fits.
 struct StageMemory {
   double weights_bytes = 0;
   double gradients_bytes = 0;
-  double optimizer_state_bytes = 0;
+  double optimizer_state_bytes = 0;      // what exists through forward and backward
   double activations_bytes = 0;          // all in-flight micro-batches of all chunks
   double logits_and_loss_bytes = 0;      // last stage only
   double runtime_overhead_bytes = 0;     // CUDA context, NCCL buffers, allocator fragmentation
-  double total_bytes() const {
-    return weights_bytes + gradients_bytes + optimizer_state_bytes + activations_bytes +
-           logits_and_loss_bytes + runtime_overhead_bytes;
+  double step_gradients_bytes = 0;       // what the optimizer step allocates beside the model state
+  double step_runtime_overhead_bytes = 0;  // the runtime overhead at the step
+  double model_state_bytes() const { return weights_bytes + gradients_bytes + optimizer_state_bytes; }
+  double activation_peak_bytes() const {
+    return model_state_bytes() + activations_bytes + logits_and_loss_bytes + runtime_overhead_bytes;
+  }
+  double step_peak_bytes() const { return model_state_bytes() + step_gradients_bytes + step_runtime_overhead_bytes; }
+  bool step_peak_binds() const { return step_peak_bytes() > activation_peak_bytes(); }
+  double total_bytes() const { return step_peak_binds() ? step_peak_bytes() : activation_peak_bytes(); }
+  // What the caching allocator hands out at the binding peak (total_bytes without the runtime).
+  double allocated_bytes() const {
+    return total_bytes() - (step_peak_binds() ? step_runtime_overhead_bytes : runtime_overhead_bytes);
   }
 };
 

@@ -4,7 +4,8 @@
 // Megatron-core / Transformer Engine; a profile states, mechanism by mechanism, where another stack
 // does more work or keeps more, read from that stack's own code (file and line in `evidence`), or
 // says that nothing tells (`assumptions`). Megatron-core, NeMo and torchtitan share the reference
-// profile, so their predictions do not depend on this file.
+// profile (torchtitan's keeps the whole-iteration gradient copy, which only 16-bit gradients, never
+// exported for it, would use), so their predictions do not depend on this file.
 #include <string>
 #include <vector>
 
@@ -25,6 +26,17 @@ enum class RotaryCopies {
 };
 
 enum class FlashKernel { cudnn_fused, flash_attn_2 };
+
+// When the optimizer's fp32 copy of 16-bit gradients (TrainingSpec::gradients_in_fp32 off: 4 bytes
+// per parameter of its shard) exists.
+enum class MainGradientCopy {
+  // Made by the optimizer step and freed by the next zero_grad, before the forward: it counts at
+  // the step's peak, not beside the activations (Megatron-core, memory.cpp).
+  optimizer_step,
+  // Counted beside the optimizer state through forward and backward: the stacks whose optimizer
+  // code for 16-bit gradients was not read keep that count.
+  whole_iteration,
+};
 
 // The kernel's attention throughput at a head width (elements per head of Q and K) relative to the
 // rate the attention fraction was fitted at: the reference stack's cuDNN fused attention with heads
@@ -74,6 +86,7 @@ struct StackProfile {
   // all-gathers it over TP on arrival (DeepSpeed's PipelineEngine with tp > 1), rather than the
   // whole tensor from every TP rank.
   bool partitioned_pipeline_messages = false;
+  MainGradientCopy main_gradient_copy = MainGradientCopy::optimizer_step;
   // Whether the pipeline engine has an interleaved (virtual-stage) schedule.
   bool interleaved_pipeline = true;
   // Whether tensor parallelism is the stack's own (Megatron-style column/row layers).
