@@ -204,6 +204,7 @@ std::string config_label(const ParallelConfig& c) {
                      " mbs" + std::to_string(c.micro_batch);
   if (c.virtual_stages > 1) text += " vp" + std::to_string(c.virtual_stages);
   if (c.ep > 1 || c.etp > 1) text += " ep" + std::to_string(c.ep) + " etp" + std::to_string(c.etp);
+  if (c.recompute == RecomputeMode::full && c.recomputed_layers_per_chunk > 0) text += " recompute=" + recompute_knob(c);
   return text;
 }
 
@@ -391,6 +392,18 @@ std::vector<Row> nemo_rows() {
         row.training.recompute_moe_activation = f[3] == "GPT OSS 120B";
       }
       if (row.model.is_mla()) apply_deepseek_v3_h100_recipe(row);
+      // Llama-3 8B in fp8 on 8 H100s recomputes the first 5 layers in full and keeps the other 27
+      // (recompute_granularity "full", recompute_method "block", recompute_num_layers 5):
+      // Megatron-Bridge @067f987d src/megatron/bridge/perf_recipes/llama/h100/llama3.py l.72-89,
+      // and before it (the 25.09 and 25.11 runs) the workload preset
+      // LLAMA3_8B_PRETRAIN_CONFIG_H100_FP8_CS_V1 (recompute_num_layers=5,
+      // scripts/performance/configs/llama/llama3_workload_base_configs.py l.473-477 @c8327cfc2^),
+      // which scripts/performance/utils/overrides.py l.146-149 turns into full/block/5. The CSV
+      // does not carry it; no other row's recipe recomputes whole layers.
+      if (f[3] == "LLAMA3_8B" && row.training.precision == Precision::fp8) {
+        row.config.recompute = RecomputeMode::full;
+        row.config.recomputed_layers_per_chunk = 5;
+      }
       row.label += " " + config_label(row.config) + " B" + f[7] + " s" + f[9];
     }
     row.group = row.model.name + "/" + std::to_string(row.gpus) + "/" + f[7] + "/" + f[8] + "/" + f[9] + "/" + f[10] +

@@ -325,6 +325,7 @@ bool same_job(const RunRecord& a, const RunRecord& b) {
          a.training.sequence_length == b.training.sequence_length && a.training.precision == b.training.precision &&
          x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.micro_batch == y.micro_batch &&
          x.virtual_stages == y.virtual_stages && x.recompute == y.recompute &&
+         x.recomputed_layers_per_chunk == y.recomputed_layers_per_chunk &&
          x.sequence_parallel == y.sequence_parallel && x.distributed_optimizer == y.distributed_optimizer;
 }
 

@@ -284,6 +284,7 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
       launch.virtual_stages > 1 ? interleaved_group_size(config.pp, plan.num_microbatches) : 0;
   launch.layers_per_stage = config.layers_per_stage;
   launch.recompute = config.recompute;
+  launch.recomputed_layers_per_chunk = config.recompute == RecomputeMode::full ? config.recomputed_layers_per_chunk : 0;
   launch.sequence_parallel = config.sequence_parallel && config.tp > 1;
   launch.distributed_optimizer = config.distributed_optimizer;
   // What critical_path and the simulator assume: overlapped reduction whenever there is one to
@@ -334,9 +335,45 @@ std::string model_problem(Framework framework, const ModelSpec& model) {
   return {};
 }
 
+namespace {
+
+// Full recompute of the first N layers of each chunk (--recompute-method block) is Megatron-core's
+// (recompute.py @d98e8a64 l.164-177, which NeMo's Megatron-Bridge runs); the other stacks
+// checkpoint every layer or none.
+std::string recompute_problem(Framework framework, const ParallelConfig& config) {
+  if (config.recompute != RecomputeMode::full || config.recomputed_layers_per_chunk <= 0) return {};
+  const std::string what = "recompute=" + recompute_knob(config);
+  switch (framework) {
+    case Framework::megatron_core:
+    case Framework::nemo: return {};
+    case Framework::torchtitan:
+      // ActivationCheckpointing.apply wraps every transformer block (distributed/
+      // activation_checkpoint.py @b5bcd76c l.150-163).
+      return "torchtitan's activation checkpointing wraps every transformer block, not the first N of a stage (" + what +
+             "): plan with recompute=full";
+    case Framework::nanotron:
+      return "nanotron's recompute_layer checkpoints every decoder layer or none (models/llama.py @2411b022 "
+             "l.761-776), not the first N of a stage (" + what + "): plan with recompute=full";
+    case Framework::megatron_deepspeed:
+      // GPTModelPipe, what --deepspeed builds, turns only the uniform method into DeepSpeed's
+      // activation_checkpoint_interval (megatron/model/gpt_model.py @4efb479d l.446-451).
+      return "megatron-deepspeed's pipeline model (GPTModelPipe) ignores --recompute-method block and recomputes "
+             "nothing (" + what + "): plan with recompute=full";
+    case Framework::deepspeed:
+      // PipelineModule checkpoints spans of activation_checkpoint_interval layers
+      // (deepspeed/runtime/pipe/module.py @edaa7221 l.373-382).
+      return "DeepSpeed's PipelineModule checkpoints every span of activation_checkpoint_interval layers, not the "
+             "first N of a stage (" + what + "): plan with recompute=full";
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
                            int num_microbatches) {
   if (const std::string problem = model_problem(target.framework, model); !problem.empty()) return problem;
+  if (const std::string problem = recompute_problem(target.framework, config); !problem.empty()) return problem;
   if (static_cast<int>(config.layers_per_stage.size()) != config.pp) return "layers_per_stage must have pp entries";
   if (const std::string problem = expert_problem(model, config); !problem.empty()) return problem;
   switch (target.framework) {
@@ -377,12 +414,18 @@ std::string megatron_size_arguments(const LaunchDescription& launch) {
 }
 
 // Megatron's recompute flags (both stacks: --recompute-granularity, --recompute-method,
-// --recompute-num-layers).
-std::string megatron_recompute_arguments(RecomputeMode recompute) {
-  switch (recompute) {
+// --recompute-num-layers). Full recompute of every layer is the uniform method one layer at a
+// time; of the first N layers of each chunk, the block method (transformer_config.py @d98e8a64
+// l.543-555).
+std::string megatron_recompute_arguments(const LaunchDescription& launch) {
+  switch (launch.recompute) {
     case RecomputeMode::none: return {};
     case RecomputeMode::selective: return " --recompute-granularity selective";
-    case RecomputeMode::full: return " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+    case RecomputeMode::full:
+      if (launch.recomputed_layers_per_chunk > 0)
+        return " --recompute-granularity full --recompute-method block --recompute-num-layers " +
+               std::to_string(launch.recomputed_layers_per_chunk);
+      return " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
   }
   return {};
 }
@@ -415,7 +458,7 @@ std::string megatron_arguments(const LaunchDescription& launch) {
   if (launch.microbatch_group_size > 0 && launch.microbatch_group_size != launch.pp) {
     args += " --microbatch-group-size-per-virtual-pipeline-stage " + std::to_string(launch.microbatch_group_size);
   }
-  args += megatron_recompute_arguments(launch.recompute);
+  args += megatron_recompute_arguments(launch);
   if (launch.sequence_parallel) args += " --sequence-parallel";
   if (launch.distributed_optimizer) args += " --use-distributed-optimizer";
   if (launch.overlap_grad_reduce) args += " --overlap-grad-reduce";
@@ -475,8 +518,9 @@ std::string nemo_overrides(const LaunchDescription& launch) {
   set("model.sequence_parallel", boolean(launch.sequence_parallel));
   const bool full = launch.recompute == RecomputeMode::full;
   set("model.recompute_granularity", launch.recompute == RecomputeMode::none ? "null" : to_string(launch.recompute));
-  set("model.recompute_method", full ? "uniform" : "null");
-  set("model.recompute_num_layers", full ? "1" : "null");
+  const bool block = full && launch.recomputed_layers_per_chunk > 0;
+  set("model.recompute_method", full ? (block ? "block" : "uniform") : "null");
+  set("model.recompute_num_layers", full ? std::to_string(block ? launch.recomputed_layers_per_chunk : 1) : "null");
   // The recipe's dataset owns the sequence length and run_recipe.py copies it to the model; a
   // GPT model provider's position table is seq_length long.
   set("model.seq_length", std::to_string(launch.sequence_length));
@@ -574,7 +618,7 @@ std::string nanotron_overrides(const LaunchDescription& launch) {
 std::string megatron_deepspeed_arguments(const LaunchDescription& launch) {
   // Megatron-DeepSpeed's own arguments (megatron/arguments.py @4efb479d): --zero-stage l.1487,
   // --deepspeed (DeepSpeed's add_config_arguments), --recompute-granularity l.830.
-  std::string args = megatron_size_arguments(launch) + megatron_recompute_arguments(launch.recompute);
+  std::string args = megatron_size_arguments(launch) + megatron_recompute_arguments(launch);
   if (launch.sequence_parallel) args += " --sequence-parallel";
   args += std::string(" --deepspeed --zero-stage ") + (launch.distributed_optimizer ? "1" : "0");
   return args;
@@ -625,7 +669,7 @@ EnvironmentVariables plan_variables(const ModelSpec& model, const TrainingSpec& 
       {"PIPETTE_MICRO_BATCH", std::to_string(launch.micro_batch)},
       {"PIPETTE_GLOBAL_BATCH", std::to_string(launch.global_batch)},
       {"PIPETTE_NUM_MICROBATCHES", std::to_string(launch.num_microbatches)},
-      {"PIPETTE_RECOMPUTE", to_string(launch.recompute)},
+      {"PIPETTE_RECOMPUTE", recompute_knob(plan.config)},
       {"PIPETTE_SEQUENCE_PARALLEL", launch.sequence_parallel ? "1" : "0"},
       {"PIPETTE_DISTRIBUTED_OPTIMIZER", launch.distributed_optimizer ? "1" : "0"},
       {"PIPETTE_RANK_ORDER", rank_order},

@@ -412,6 +412,17 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
   const BytesPerParameter per_parameter = bytes_per_parameter(training, config.distributed_optimizer, config.dp_cp());
   const double per_layer_activation = layer_activation_bytes(model, training, config);
   const double per_moe_layer_activation = model.is_moe() ? moe_layer_activation_bytes(model, training, config) : 0.0;
+  // Block recompute (ParallelConfig::recomputed_layers_per_chunk): the chunk's layers past the
+  // first N run as without recompute (recompute.py @d98e8a64 l.164-177, chunk_runner without
+  // checkpoint) and keep everything.
+  double per_kept_layer_activation = per_layer_activation;
+  double per_kept_moe_layer_activation = per_moe_layer_activation;
+  if (config.recompute == RecomputeMode::full && config.recomputed_layers_per_chunk > 0) {
+    ParallelConfig without_recompute = config;
+    without_recompute.recompute = RecomputeMode::none;
+    per_kept_layer_activation = layer_activation_bytes(model, training, without_recompute);
+    per_kept_moe_layer_activation = model.is_moe() ? moe_layer_activation_bytes(model, training, without_recompute) : 0.0;
+  }
   const double working_set = layer_working_set_bytes(model, training, config);
   const double value_bytes = activation_value_bytes(training.precision);
   const double tokens = local_sequence_length(training, config) * config.micro_batch;
@@ -461,13 +472,21 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
 
     const int chunks = in_flight_microbatch_chunks(stage, config.pp, microbatches, config.virtual_stages);
     const double layers_per_chunk = static_cast<double>(layers[static_cast<size_t>(stage)]) / config.virtual_stages;
-    const double moe_share = layers[static_cast<size_t>(stage)] > 0
-                                 ? moe_layers_of_stage(model, config, stage) / layers[static_cast<size_t>(stage)]
-                                 : 0.0;
+    const int stage_layers = layers[static_cast<size_t>(stage)];
+    const double moe_share = stage_layers > 0 ? moe_layers_of_stage(model, config, stage) / stage_layers : 0.0;
+    // Recomputed and kept layers are priced at the stage's mean MoE share (the first dense layers
+    // of a DeepSeek-style model are not singled out as the ones a chunk recomputes first).
+    const double recomputed_share =
+        stage_layers > 0 && config.recompute == RecomputeMode::full
+            ? static_cast<double>(recomputed_layers_of_stage(config, stage_layers)) / stage_layers
+            : 1.0;
     const double mean_layer_activation =
-        (1 - moe_share) * per_layer_activation + moe_share * per_moe_layer_activation;
+        recomputed_share * ((1 - moe_share) * per_layer_activation + moe_share * per_moe_layer_activation) +
+        (1 - recomputed_share) * ((1 - moe_share) * per_kept_layer_activation + moe_share * per_kept_moe_layer_activation);
     // A stage without layers (pp > layers) runs no layer backward: no layer working set.
-    const double stage_working_set = layers[static_cast<size_t>(stage)] > 0 ? working_set : 0.0;
+    // Every stage with layers recomputes at least one of them (min(N, chunk layers) >= 1), so its
+    // working set holds the recompute transient whenever the plan recomputes.
+    const double stage_working_set = stage_layers > 0 ? working_set : 0.0;
     memory.activations_bytes =
         overheads.activation_memory_factor * (chunks * layers_per_chunk * mean_layer_activation + stage_working_set);
     if (held.embedding && model.embedding_norm) {

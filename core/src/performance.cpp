@@ -414,17 +414,20 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
   const double qkv_width =
       model.is_mla() ? static_cast<double>(model.q_lora_rank + model.kv_lora_rank + model.qk_pos_emb_head_dim) / model.hidden_size
                      : 1.0;
-  const int layer_all_reduces = (config.recompute == RecomputeMode::full ? 4 : 2) + 2 + (sp ? 1 : 0);
+  // A layer that full recompute re-runs (recomputed_layers_of_stage) issues its forward's two
+  // collectives again, in the backward.
+  const int layer_all_reduces = 2 + 2 + (sp ? 1 : 0);
+  const int recomputed_layer_all_reduces = layer_all_reduces + 2;
   const double issued_forward_per_layer = sp ? 1.5 + 0.5 * qkv_width : 2;
-  const double forward_per_layer = config.recompute == RecomputeMode::full ? 2 * issued_forward_per_layer
-                                                                         : issued_forward_per_layer;  // recompute's in the backward
   // With SP, half of each column-parallel backward's equivalent is the re-gather of its saved input
   // shard; a stack that saved the gathered input (tensor_parallel_recompute_allgather off, nanotron
   // parallel/tensor_parallel/functional.py @2411b022 l.509-518) issues only the reduce-scatter.
   const double regathered_share = sp && !training.tensor_parallel_recompute_allgather ? 0.5 : 1.0;
   const double hideable_per_layer = regathered_share * (1 + qkv_width);
   const double exposed_backward_per_layer = sp ? 1 : 0;
-  const double layer_all_reduce_equivalents = forward_per_layer + hideable_per_layer + exposed_backward_per_layer;
+  const double layer_all_reduce_equivalents = issued_forward_per_layer + hideable_per_layer + exposed_backward_per_layer;
+  const double recomputed_layer_all_reduce_equivalents =
+      2 * issued_forward_per_layer + hideable_per_layer + exposed_backward_per_layer;
   const double gradient_bytes = training.precision == Precision::fp32 || training.gradients_in_fp32 ? 4.0 : 2.0;
   const double optimizer_shard = config.distributed_optimizer ? 1.0 / config.dp_cp() : 1.0;
 
@@ -458,7 +461,14 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     const double chunk_passes = config.pp > 1 && !held.idle ? config.virtual_stages : 0;
     work_of_stage.forward_compute_seconds = dense_layers * layer.total.forward + moe_layers * moe_layer.total.forward +
                                             chunk_passes * efficiency.chunk_pass_overhead_seconds;
-    work_of_stage.recompute_seconds = dense_layers * layer.recompute_seconds + moe_layers * moe_layer.recompute_seconds;
+    // Full recompute re-runs recomputed_layers_of_stage of them (block recompute: the first N of
+    // each chunk, at the stage's mean MoE share); selective recompute, every layer's attention core.
+    const int recomputed_layers = recomputed_layers_of_stage(config, stage_layers);
+    const int recomputing_layers = config.recompute == RecomputeMode::full ? recomputed_layers : stage_layers;
+    const double recomputing_moe_layers =
+        stage_layers > 0 ? static_cast<double>(recomputing_layers) * moe_layers / stage_layers : 0.0;
+    work_of_stage.recompute_seconds = (recomputing_layers - recomputing_moe_layers) * layer.recompute_seconds +
+                                      recomputing_moe_layers * moe_layer.recompute_seconds;
     work_of_stage.backward_compute_seconds = dense_layers * layer.total.backward + moe_layers * moe_layer.total.backward +
                                              work_of_stage.recompute_seconds +
                                              chunk_passes * efficiency.chunk_pass_overhead_seconds;
@@ -479,7 +489,8 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     }
     if (config.cp > 1) {
       // Dense and MoE layers run the same attention.
-      work_of_stage.cp_forward_rings = stage_layers * (config.recompute == RecomputeMode::none ? 1 : 2);
+      work_of_stage.cp_forward_rings =
+          stage_layers + (config.recompute == RecomputeMode::selective ? stage_layers : recomputed_layers);
       work_of_stage.cp_backward_rings = stage_layers;
       work_of_stage.cp_kv_chunk_bytes = kv_chunk_bytes(model, training, config);
       work_of_stage.cp_forward_step_seconds = layer.attention.forward / config.cp;
@@ -488,9 +499,10 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       work_of_stage.cp_forward_share = static_cast<double>(stage_layers) /
                                        (work_of_stage.cp_forward_rings + 2.0 * work_of_stage.cp_backward_rings);
     }
-    int all_reduces = stage_layers * layer_all_reduces;
+    int all_reduces = (stage_layers - recomputed_layers) * layer_all_reduces + recomputed_layers * recomputed_layer_all_reduces;
     // Embedding and head collectives are h wide: as many equivalents as collectives.
-    double all_reduce_equivalents = stage_layers * layer_all_reduce_equivalents;
+    double all_reduce_equivalents = (stage_layers - recomputed_layers) * layer_all_reduce_equivalents +
+                                    recomputed_layers * recomputed_layer_all_reduce_equivalents;
     const int forward_gathers = partitioned_messages && stage > 0 ? 1 : 0;
     const int backward_gathers = partitioned_messages && stage + 1 < config.pp ? 2 : 0;
     all_reduces += forward_gathers + backward_gathers;

@@ -1,6 +1,9 @@
 #include "pipette/core/plan.hpp"
 
+#include <algorithm>
 #include <cstdio>
+
+#include "pipette/core/simulator.hpp"
 
 namespace pipette {
 
@@ -23,6 +26,13 @@ class Fnv1a64 {
 
 }  // namespace
 
+int recomputed_layers_of_stage(const ParallelConfig& config, int stage_layers) {
+  if (config.recompute != RecomputeMode::full) return 0;
+  if (config.recomputed_layers_per_chunk <= 0) return stage_layers;
+  const int chunks = effective_virtual_stages(config);
+  return chunks * std::min(stage_layers / chunks, config.recomputed_layers_per_chunk);
+}
+
 std::string plan_hash(const Plan& plan) {
   // Canonical text of the decisions only: every node derives the same string from the same plan,
   // whatever its floating-point predictions are.
@@ -36,6 +46,9 @@ std::string plan_hash(const Plan& plan) {
   // Expert layouts hash apart; dense plans keep the hash they had.
   if (c.ep != 1 || c.etp != 1) hash.add(";ep=" + std::to_string(c.ep) + ";etp=" + std::to_string(c.etp));
   if (c.cp != 1) hash.add(";cp=" + std::to_string(c.cp));
+  // Block recompute hashes apart; full recompute of every layer keeps its hash.
+  if (c.recompute == RecomputeMode::full && c.recomputed_layers_per_chunk > 0)
+    hash.add(";recompute_layers=" + std::to_string(c.recomputed_layers_per_chunk));
   for (const int layers : c.layers_per_stage) hash.add(std::to_string(layers) + ",");
   hash.add(";gpus=");
   for (const int gpu : plan.placement.gpu_of_rank) hash.add(std::to_string(gpu) + ",");

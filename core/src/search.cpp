@@ -34,7 +34,7 @@ std::string describe(const ParallelConfig& config) {
   if (config.ep > 1 || config.etp > 1) text += " ep=" + std::to_string(config.ep) + " etp=" + std::to_string(config.etp);
   text += " mbs=" + std::to_string(config.micro_batch);
   if (config.virtual_stages > 1) text += " vpp=" + std::to_string(config.virtual_stages);
-  text += std::string(" recompute=") + to_string(config.recompute);
+  text += " recompute=" + recompute_knob(config);
   if (config.sequence_parallel) text += " sp";
   if (config.distributed_optimizer) text += " distopt";
   return text;
@@ -323,6 +323,9 @@ Enumeration enumerate(const SearchSpace& space) {
           config.layers_per_stage = splits[split];
           for (const RecomputeMode mode : recompute_modes(space)) {
             config.recompute = mode;
+            // Block recompute only when fixed (recompute=block:N): the free search keeps to all or none.
+            config.recomputed_layers_per_chunk =
+                mode == RecomputeMode::full ? space.fixed.recomputed_layers_per_chunk.value_or(0) : 0;
             const std::string unbuildable = launch_problem(space.training.target, model, config, microbatches);
             if (!unbuildable.empty()) {
               if (!family_unbuildable) family_unbuildable = unbuildable;
@@ -513,6 +516,12 @@ bool reset_knob(FixedKnobs& knobs) {
   return was_fixed;
 }
 
+// recompute=block:N is the recompute knob and its layer count together.
+bool reset_recompute(FixedKnobs& knobs) {
+  knobs.recomputed_layers_per_chunk.reset();
+  return reset_knob<&FixedKnobs::recompute>(knobs);
+}
+
 // The smallest change that makes something fit, tried from the least to the most disruptive:
 // release one fixed knob, then more nodes of the same kind.
 std::string smallest_change(const SearchSpace& space, int num_nodes) {
@@ -522,7 +531,7 @@ std::string smallest_change(const SearchSpace& space, int num_nodes) {
   };
   const Release releases[] = {
       {"mbs", reset_knob<&FixedKnobs::micro_batch>},
-      {"recompute", reset_knob<&FixedKnobs::recompute>},
+      {"recompute", reset_recompute},
       {"vpp", reset_knob<&FixedKnobs::virtual_stages>},
       {"sp", reset_knob<&FixedKnobs::sequence_parallel>},
       {"distopt", reset_knob<&FixedKnobs::distributed_optimizer>},

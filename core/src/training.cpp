@@ -26,8 +26,13 @@ std::string validate(const TrainingSpec& training) {
   const FixedKnobs& fixed = training.fixed;
   for (const auto& message :
        {positive_fixed(fixed.tp, "tp"), positive_fixed(fixed.pp, "pp"), positive_fixed(fixed.dp, "dp"), positive_fixed(fixed.cp, "cp"),
-        positive_fixed(fixed.micro_batch, "mbs"), positive_fixed(fixed.virtual_stages, "vpp")}) {
+        positive_fixed(fixed.micro_batch, "mbs"), positive_fixed(fixed.virtual_stages, "vpp"),
+        positive_fixed(fixed.recomputed_layers_per_chunk, "recompute=block:N")}) {
     if (!message.empty()) return message;
+  }
+  if (fixed.recomputed_layers_per_chunk && fixed.recompute != RecomputeMode::full) {
+    return "a fixed count of recomputed layers (recompute=block:N) is full recompute of N layers per chunk; it needs "
+           "recompute fixed to full";
   }
   if (fixed.micro_batch && *fixed.micro_batch > training.global_batch_sequences) {
     return "fixed mbs=" + std::to_string(*fixed.micro_batch) + " exceeds the global batch of " +
@@ -63,6 +68,11 @@ const char* to_string(RecomputeMode mode) {
     case RecomputeMode::full: return "full";
   }
   return "?";
+}
+
+std::string recompute_knob(RecomputeMode mode, int recomputed_layers_per_chunk) {
+  if (mode == RecomputeMode::full && recomputed_layers_per_chunk > 0) return "block:" + std::to_string(recomputed_layers_per_chunk);
+  return to_string(mode);
 }
 
 const char* to_string(AttentionKernel kernel) {

@@ -56,6 +56,8 @@ RecordedLayout layout_of(const ModelSpec& model, const Plan& plan, const std::st
   knobs.micro_batch = config.micro_batch;
   knobs.virtual_stages = config.virtual_stages;
   knobs.recompute = config.recompute;
+  if (config.recompute == RecomputeMode::full && config.recomputed_layers_per_chunk > 0)
+    knobs.recomputed_layers_per_chunk = config.recomputed_layers_per_chunk;
   knobs.sequence_parallel = config.sequence_parallel;
   knobs.distributed_optimizer = config.distributed_optimizer;
   // A dense model has no expert knobs to fix; an MoE plan keeps its expert groups, ep = etp = 1
@@ -162,6 +164,8 @@ Result<RestartKnobs> restart_knobs(const RecordedLayout& recorded, const std::st
   keep_user_choice(merged.etp, user->etp);
   keep_user_choice(merged.micro_batch, user->micro_batch);
   keep_user_choice(merged.virtual_stages, user->virtual_stages);
+  // recompute=block:N is one choice: the user's recompute replaces the recorded count with its own.
+  if (user->recompute) merged.recomputed_layers_per_chunk = user->recomputed_layers_per_chunk;
   keep_user_choice(merged.recompute, user->recompute);
   keep_user_choice(merged.sequence_parallel, user->sequence_parallel);
   keep_user_choice(merged.distributed_optimizer, user->distributed_optimizer);

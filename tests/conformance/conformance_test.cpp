@@ -125,6 +125,7 @@ std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cl
   if (training.target.framework == Framework::deepspeed) return mismatch;  // the rest is the user's model's
   expect(built.tp == launch.tp, "tp");
   expect(built.recompute == to_string(launch.recompute), "recompute");
+  expect(built.recomputed_layers_per_chunk == launch.recomputed_layers_per_chunk, "count of recomputed layers");
   expect(built.sequence_parallel == launch.sequence_parallel, "sequence parallelism");
   expect(built.sequence_length == launch.sequence_length, "sequence length");
   expect(built.fp32_gradients == launch.fp32_gradients, "gradient precision");
@@ -281,6 +282,12 @@ TEST(Conformance, FixedKnobCornerCases) {
   context_in_node.tp = 4, context_in_node.cp = 2;
   FixedKnobs context_across_nodes;  // a cp ring of 16 whole-node TP groups
   context_across_nodes.tp = 8, context_across_nodes.cp = 16;
+  // Block recompute (recompute=block:N): Megatron's --recompute-method block, NeMo's
+  // model.recompute_method=block; torchtitan cannot express it and finds no plan.
+  FixedKnobs block_interleaved = interleaved;  // 10 layers a chunk, 3 recomputed
+  block_interleaved.recompute = RecomputeMode::full, block_interleaved.recomputed_layers_per_chunk = 3;
+  FixedKnobs block_uneven = three_stages;  // more than a stage's layers: all of them
+  block_uneven.recompute = RecomputeMode::full, block_uneven.recomputed_layers_per_chunk = 30;
   const Case cases[] = {
       {"llama3-70b", 16, 24, 4096, interleaved},
       {"llama3-70b", 12, 96, 4096, three_stages},
@@ -289,6 +296,8 @@ TEST(Conformance, FixedKnobCornerCases) {
       {"gpt3-175b", 64, 1024, 8192, {}},  // 2048 learned positions at 8192 tokens
       {"llama3-70b", 32, 256, 131072, context_in_node},
       {"llama3-70b", 32, 256, 131072, context_across_nodes},
+      {"llama3-70b", 16, 24, 4096, block_interleaved},
+      {"llama3-70b", 12, 96, 4096, block_uneven},
   };
   for (const Target& target : kTargets) {
     Tally tally;
@@ -703,6 +712,8 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
     config.layers_per_stage = std::move(split);
     return config;
   };
+  ParallelConfig block_recompute = config_of(8, 4, 4, 1, 2, RecomputeMode::full, true, {20, 20, 20, 20});
+  block_recompute.recomputed_layers_per_chunk = 5;
   ParallelConfig long_context = config_of(8, 4, 1, 1, 5, RecomputeMode::none, true, {20, 20, 20, 20});
   long_context.cp = 8;
   const Case cases[] = {
@@ -712,6 +723,8 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       {"llama3-70b", 16, 24, 4096, config_of(8, 4, 4, 1, 2, RecomputeMode::none, true, {20, 20, 20, 20})},
       // uneven first/last split, full recompute, no distributed optimizer
       {"llama3-70b", 12, 96, 4096, config_of(8, 3, 4, 1, 1, RecomputeMode::full, false, {27, 27, 26})},
+      // block recompute of 5 layers a chunk (torchtitan refuses it)
+      {"llama3-70b", 16, 24, 4096, block_recompute},
       // learned positions at 4x their length, plain DP
       {"gpt3-5b", 4, 256, 8192, config_of(4, 1, 8, 1, 1, RecomputeMode::full, false, {24})},
   };
@@ -729,7 +742,7 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       if (target.target.framework == Framework::torchtitan) config.distributed_optimizer = false;
       const Result<Plan> plan = evaluate_plan(model, training, cluster, config, options);
       if (!plan) {
-        // Only torchtitan may refuse: accumulation without a pipeline.
+        // Only torchtitan may refuse: accumulation without a pipeline, or block recompute.
         EXPECT_EQ(target.target.framework, Framework::torchtitan) << c.model << ": " << plan.error().message;
         continue;
       }
@@ -739,7 +752,8 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       const auto& [tp, pp, dp, cp, ep, etp, num_experts, router_topk, moe_ffn_hidden_size, shared_expert_ffn_hidden_size,
                    num_layers, first_dense_layers, router_load_balancing, q_lora_rank, kv_lora_rank, qk_head_dim,
                    qk_pos_emb_head_dim, v_head_dim, micro_batch, global_batch, num_microbatches,
-                   virtual_stages, microbatch_group_size, layers_per_stage, recompute, sequence_parallel,
+                   virtual_stages, microbatch_group_size, layers_per_stage, recompute, recomputed_layers_per_chunk,
+                   sequence_parallel,
                    distributed_optimizer, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap,
                    tp_backward_overlap, fp32_gradients, tp_recompute_allgather, sequence_length,
                    max_position_embeddings, environment] = launch;
@@ -781,6 +795,7 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       }
       EXPECT_EQ(layers_per_stage, priced.layers_per_stage);
       EXPECT_EQ(recompute, priced.recompute);
+      EXPECT_EQ(recomputed_layers_per_chunk, priced.recomputed_layers_per_chunk);
       EXPECT_EQ(sequence_parallel, priced.sequence_parallel);
       EXPECT_EQ(distributed_optimizer, priced.distributed_optimizer);
       // The overlaps the time model assumes: pricing without them gives another time.

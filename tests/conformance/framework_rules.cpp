@@ -311,6 +311,11 @@ std::string check_core(const CoreConfig& c, const JobFacts& facts, BuiltLayout& 
     if (c.recompute_granularity == "full") {
       if (c.recompute_method != "uniform" && c.recompute_method != "block") return "full recompute needs a method (M:core/transformer/transformer_config.py:1913)";
       if (!c.recompute_num_layers || *c.recompute_num_layers < 1) return "full recompute needs recompute_num_layers >= 1 (M:core/transformer/transformer_config.py:1919)";
+      // block: layer i of each TransformerBlock (a stage's chunk) is checkpointed while
+      // i < recompute_num_layers, more than the chunk holds meaning all (M:core/recompute.py:164-177);
+      // uniform checkpoints spans of recompute_num_layers layers (l.153-162), 1: every layer.
+      if (c.recompute_method == "block") built.recomputed_layers_per_chunk = *c.recompute_num_layers;
+      else if (*c.recompute_num_layers != 1) return "uniform recompute of spans of several layers is not Pipette's full recompute (M:core/recompute.py:153-162)";
     }
     built.recompute = c.recompute_granularity;
   }

@@ -53,6 +53,8 @@ struct BuiltLayout {
   int microbatch_group_size = 0;  // interleaved only
   std::vector<int> layers_per_stage;
   std::string recompute = "none";
+  // Full recompute of the first N layers of each chunk (--recompute-method block); 0: every layer.
+  int recomputed_layers_per_chunk = 0;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;

@@ -416,6 +416,63 @@ TEST(LayerWorkingSet, FullRecomputeHoldsTheRecomputedLayer) {
   EXPECT_DOUBLE_EQ(recomputed, layer_activation_bytes(llama, training, none) - layer_activation_bytes(llama, training, full));
 }
 
+// Block recompute (Megatron's --recompute-method block, recompute.py @d98e8a64 l.164-177): the first
+// N layers of each chunk keep only their input, the others everything a layer without recompute keeps.
+double stage_activations(const ParallelConfig& config, int stage) {
+  return estimate_memory(gpt3_175b(), training_of(64, AttentionKernel::flash), config, RuntimeOverheads{0, 0, 0})
+      [static_cast<size_t>(stage)].activations_bytes;
+}
+
+TEST(BlockRecompute, NoCountAndEveryLayerAreFullRecompute) {
+  ParallelConfig full = config_of(8, 8, 1, true, RecomputeMode::full);  // 12 layers a stage
+  ParallelConfig all_layers = full;
+  all_layers.recomputed_layers_per_chunk = 12;
+  ParallelConfig beyond = full;
+  beyond.recomputed_layers_per_chunk = 40;  // more than the chunk holds: all of them, as Megatron's loop
+  for (int stage : {0, 3, 7}) {
+    EXPECT_DOUBLE_EQ(stage_activations(all_layers, stage), stage_activations(full, stage));
+    EXPECT_DOUBLE_EQ(stage_activations(beyond, stage), stage_activations(full, stage));
+  }
+}
+
+TEST(BlockRecompute, FirstNLayersKeepTheirInputTheRestEverything) {
+  const ModelSpec model = gpt3_175b();
+  const TrainingSpec training = training_of(64, AttentionKernel::flash);
+  ParallelConfig block = config_of(8, 8, 1, true, RecomputeMode::full);
+  block.recomputed_layers_per_chunk = 5;
+  const ParallelConfig none = config_of(8, 8, 1, true, RecomputeMode::none);
+  const double input = 2 * sbh / t;  // what a recomputed layer keeps (SP: its shard of the input)
+  const double kept = layer_activation_bytes(model, training, none);
+  // The recomputed layer's forward re-runs inside its backward: the full-recompute working set.
+  const double working_set = layer_working_set_bytes(model, training, config_of(8, 8, 1, true, RecomputeMode::full));
+  for (int stage = 0; stage < 8; ++stage) {
+    const double expected = (8 - stage) * (5 * input + 7 * kept) + working_set;
+    EXPECT_NEAR(stage_activations(block, stage), expected, 1e-9 * expected) << "stage " << stage;
+    EXPECT_LT(stage_activations(block, stage), stage_activations(none, stage));
+    EXPECT_GT(stage_activations(block, stage), stage_activations(config_of(8, 8, 1, true, RecomputeMode::full), stage));
+  }
+}
+
+TEST(BlockRecompute, CountsPerInterleavedChunk) {
+  // pp 4 x vpp 2: 24 layers a rank in two chunks of 12; block:5 recomputes 5 of each chunk.
+  const ModelSpec model = gpt3_175b();
+  const TrainingSpec training = training_of(64, AttentionKernel::flash);
+  ParallelConfig block = config_of(8, 4, 1, true, RecomputeMode::full);
+  block.virtual_stages = 2;
+  block.recomputed_layers_per_chunk = 5;
+  EXPECT_EQ(recomputed_layers_of_stage(block, 24), 10);
+  ParallelConfig none = block;
+  none.recompute = RecomputeMode::none;
+  const int chunks = in_flight_microbatch_chunks(1, 4, 64, 2);
+  const double expected = chunks * (5 * 2 * sbh / t + 7 * layer_activation_bytes(model, training, none)) +
+                          layer_working_set_bytes(model, training, block);
+  EXPECT_NEAR(stage_activations(block, 1), expected, 1e-9 * expected);
+  block.recomputed_layers_per_chunk = 12;
+  ParallelConfig full = block;
+  full.recomputed_layers_per_chunk = 0;
+  EXPECT_DOUBLE_EQ(stage_activations(block, 1), stage_activations(full, 1));
+}
+
 TEST(EstimateMemory, Fp8CachesEachGemmWeightAndItsTranspose) {
   // Transformer Engine keeps the fp8 casts of every GEMM weight between micro-batches
   // (module/linear.py @d0067d0d l.1958-2071): a row-wise and a column-wise byte per element.

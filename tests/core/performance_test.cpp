@@ -179,6 +179,68 @@ TEST(ProfileWork, RecomputeAddsToBackwardOnly) {
 }
 
 // One layer's forward FLOP rate: the difference between a 2-layer and a 1-layer model's forward.
+TEST(ProfileWork, BlockRecomputeRerunsOnlyTheFirstLayersOfEachChunk) {
+  // 24 layers, tp 4 with SP, pp 2: 12 a stage. block:5 re-runs 5 layers' forward and their TP
+  // collectives (2 more each) in the backward; block:0 and block:12 are full recompute.
+  const ModelSpec model = gpt(24, 4096, 32);
+  const TrainingSpec training = training_of(64, 2048);
+  ParallelConfig config = config_of(4, 2, 1, 2);
+  config.sequence_parallel = true;
+  const StageWork none = profile_work(model, training, h100(), config).stages[1];
+  config.recompute = RecomputeMode::full;
+  const StageWork full = profile_work(model, training, h100(), config).stages[1];
+  config.recomputed_layers_per_chunk = 12;
+  const StageWork all_layers = profile_work(model, training, h100(), config).stages[1];
+  config.recomputed_layers_per_chunk = 5;
+  const StageWork block = profile_work(model, training, h100(), config).stages[1];
+  EXPECT_DOUBLE_EQ(all_layers.recompute_seconds, full.recompute_seconds);
+  EXPECT_DOUBLE_EQ(all_layers.tp_bytes_per_microbatch, full.tp_bytes_per_microbatch);
+  EXPECT_EQ(all_layers.tp_collectives_per_microbatch, full.tp_collectives_per_microbatch);
+  EXPECT_NEAR(block.recompute_seconds, full.recompute_seconds * 5 / 12, 1e-12 * full.recompute_seconds);
+  EXPECT_DOUBLE_EQ(block.forward_compute_seconds, none.forward_compute_seconds);
+  EXPECT_DOUBLE_EQ(block.backward_compute_seconds, none.backward_compute_seconds + block.recompute_seconds);
+  // Last stage: 12 layers x 5 collectives with SP, plus the head's input gradient; + 2 per re-run layer.
+  EXPECT_EQ(none.tp_collectives_per_microbatch, 12 * 5 + 1);
+  EXPECT_EQ(block.tp_collectives_per_microbatch, 12 * 5 + 1 + 5 * 2);
+  EXPECT_EQ(full.tp_collectives_per_microbatch, 12 * 5 + 1 + 12 * 2);
+  EXPECT_GT(block.tp_bytes_per_microbatch, none.tp_bytes_per_microbatch);
+  EXPECT_LT(block.tp_bytes_per_microbatch, full.tp_bytes_per_microbatch);
+  // The forward's share of the TP time: one forward pass of 12 layers over the layers' passes.
+  EXPECT_LT(block.tp_forward_share, none.tp_forward_share);
+  EXPECT_GT(block.tp_forward_share, full.tp_forward_share);
+}
+
+TEST(ProfileWork, BlockRecomputeSimulatorAndClosedFormAgree) {
+  const ModelSpec model = gpt(24, 4096, 32);
+  const TrainingSpec training = training_of(64, 2048);
+  ParallelConfig config = config_of(2, 4, 1, 1);
+  config.sequence_parallel = true;
+  config.virtual_stages = 2;
+  config.recompute = RecomputeMode::full;
+  config.recomputed_layers_per_chunk = 2;  // of 3 layers a chunk
+  const WorkProfile work = profile_work(model, training, h100(), config);
+  CommunicationTimes communication;
+  communication.tp_seconds.assign(4, std::vector<double>(1, 0.0));
+  communication.p2p_seconds.assign(3, std::vector<double>(1, 1e-4));
+  communication.wraparound_p2p_seconds.assign(1, 1e-4);
+  communication.dp_seconds.assign(4, 0.0);
+  for (int stage = 0; stage < 4; ++stage)
+    communication.tp_seconds[static_cast<size_t>(stage)][0] = 0.2 * work.stages[static_cast<size_t>(stage)].forward_compute_seconds;
+  const double simulated = simulated_iteration_seconds(config, work, communication, training);
+  const double closed_form = critical_path(config, work, communication, training).iteration_seconds;
+  EXPECT_NEAR(closed_form / simulated, 1, 0.03);
+  // Between the plan without recompute and the one that recomputes every layer.
+  ParallelConfig full = config;
+  full.recomputed_layers_per_chunk = 0;
+  ParallelConfig none = config;
+  none.recompute = RecomputeMode::none;
+  const auto seconds = [&](const ParallelConfig& c) {
+    return simulated_iteration_seconds(c, profile_work(model, training, h100(), c), communication, training);
+  };
+  EXPECT_LT(seconds(none), simulated);
+  EXPECT_LT(simulated, seconds(full));
+}
+
 double achieved_flop_per_second(ModelSpec model, const TrainingSpec& training, const GpuSpec& gpu,
                                 const ParallelConfig& config) {
   model.num_layers = 1;

@@ -105,7 +105,16 @@ TEST(PlanHash, EveryDecisionChangesTheHash) {
   changed = base;
   changed.num_microbatches = 8;
   hashes.insert(plan_hash(changed));
-  EXPECT_EQ(hashes.size(), 8u);
+  // Block recompute hashes apart from full recompute of every layer, which keeps its hash.
+  changed = base;
+  changed.config.recompute = RecomputeMode::full;
+  const std::string full = plan_hash(changed);
+  hashes.insert(full);
+  changed.config.recomputed_layers_per_chunk = 5;
+  hashes.insert(plan_hash(changed));
+  EXPECT_EQ(hashes.size(), 10u);
+  changed.config.recomputed_layers_per_chunk = 0;
+  EXPECT_EQ(plan_hash(changed), full);
 }
 
 TEST(GpuCatalog, FindsEveryKnownGpuIgnoringCase) {

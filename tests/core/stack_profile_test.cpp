@@ -380,6 +380,20 @@ TEST(StackLaunch, EachStackRefusesWhatItCannotRun) {
   EXPECT_EQ(launch_problem(deepspeed, model, config_of(2, 1, 4), 8),
             "DeepSpeed's engine has no tensor parallelism of its own (tp must be 1)");
   EXPECT_EQ(launch_problem(deepspeed, model, config_of(1, 2, 4), 8), "");
+  // Block recompute (recompute=block:N) only Megatron-core's checkpointed_forward runs: each other
+  // stack refuses it, naming what it can do instead.
+  ParallelConfig block = config_of(1, 1, 8);
+  block.recompute = RecomputeMode::full;
+  block.recomputed_layers_per_chunk = 4;
+  EXPECT_EQ(launch_problem(nanotron, model, block, 8),
+            "nanotron's recompute_layer checkpoints every decoder layer or none (models/llama.py @2411b022 l.761-776), "
+            "not the first N of a stage (recompute=block:4): plan with recompute=full");
+  for (const FrameworkTarget& target : {deepspeed, megatron_deepspeed, FrameworkTarget{Framework::torchtitan, false}})
+    EXPECT_NE(launch_problem(target, model, block, 8).find("plan with recompute=full"), std::string::npos);
+  for (const Framework framework : {Framework::megatron_core, Framework::nemo})
+    EXPECT_EQ(launch_problem({framework, false}, model, block, 8), "");
+  block.recomputed_layers_per_chunk = 0;
+  EXPECT_EQ(launch_problem(nanotron, model, block, 8), "");
   // The profiles price no ring attention: each stack refuses cp > 1 rather than run it unpriced.
   ParallelConfig context_parallel = config_of(1, 1, 4);
   context_parallel.cp = 2;

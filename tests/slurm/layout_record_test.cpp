@@ -104,6 +104,23 @@ TEST(LayoutRecord, TheUsersFixWinsAndAnotherPpDropsTheSplit) {
   EXPECT_TRUE(knobs->layers_per_stage.empty());
 }
 
+// A block-recompute start restarts with its count; the user's own recompute replaces both.
+TEST(LayoutRecord, BlockRecomputeRestartsAsRecordedUnlessTheUserFixesRecompute) {
+  RecordedLayout block = first_start;
+  block.fix = "tp=4,pp=2,dp=4,mbs=1,vpp=1,recompute=block:5,sp=on,distopt=on";
+  Result<RestartKnobs> knobs = restart_knobs(block, "mbs=2");
+  ASSERT_TRUE(knobs.ok()) << knobs.error().message;
+  EXPECT_EQ(knobs->fix, "tp=4,pp=2,dp=4,mbs=2,vpp=1,recompute=block:5,sp=on,distopt=on");
+  knobs = restart_knobs(block, "recompute=full");
+  ASSERT_TRUE(knobs.ok());
+  EXPECT_EQ(knobs->fix, "tp=4,pp=2,dp=4,mbs=1,vpp=1,recompute=full,sp=on,distopt=on");
+  Plan plan;
+  plan.config.tp = 4, plan.config.pp = 2, plan.config.dp = 4, plan.config.recompute = RecomputeMode::full;
+  plan.config.recomputed_layers_per_chunk = 5;
+  plan.config.layers_per_stage = {17, 15};
+  EXPECT_NE(layout_of(ModelSpec{}, plan, "abc", first_start.request).fix.find("recompute=block:5"), std::string::npos);
+}
+
 // An MoE job's restart keeps its expert groups, unless the user fixes others; ep = etp = 1 too.
 TEST(LayoutRecord, AnMoeRestartKeepsItsExpertGroups) {
   ModelSpec moe;

@@ -42,6 +42,10 @@ TEST(ParseOptionValue, FixedKnobsAreCheckedByThePlannersParserAndNameTheSource) 
   const Parsed parsed = parse_option_value(OptionId::fix, "tp=x", "PIPETTE_FIX");
   EXPECT_EQ(parsed.error.rfind("PIPETTE_FIX: \"tp=x\": ", 0), 0u) << parsed.error;
   EXPECT_FALSE(parse_option_value(OptionId::fix, "colour=blue", "--pipette-fix").error.empty());
+  // recompute=block:N, refused at submission when N is not a positive count.
+  EXPECT_EQ(parse_option_value(OptionId::fix, "recompute=block:5", "--pipette-fix").canonical, "recompute=block:5");
+  const Parsed block = parse_option_value(OptionId::fix, "recompute=block:0", "--pipette-fix");
+  EXPECT_EQ(block.error.rfind("--pipette-fix: \"recompute=block:0\": recompute=block:N needs N", 0), 0u) << block.error;
 }
 
 // --pipette-engine / PIPETTE_ENGINE and --pipette-precision / PIPETTE_PRECISION: checked by the

@@ -280,6 +280,46 @@ TEST_F(PipetteCli, EveryKnobFixedEvaluatesExactlyThatConfiguration) {
   EXPECT_NE(text.out.find("the configuration you fixed"), std::string::npos) << text.out;
 }
 
+// recompute=block:N (Megatron's --recompute-method block): planned, printed and exported as such,
+// refused with one line where the stack cannot express it.
+TEST_F(PipetteCli, BlockRecomputeIsPrintedExportedAndRefusedByNanotron) {
+  const std::string fixed = planning("plan") + " --fix tp=8,pp=4,dp=4,mbs=1,vpp=1,sp=on,distopt=on,recompute=";
+  const Outcome run = pipette(fixed + "block:5 --json");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const YAML::Node plan = parse_json(run.out)["plans"][0];
+  EXPECT_EQ(plan["recompute"].as<std::string>(), "block:5");
+  EXPECT_EQ(plan["environment"]["PIPETTE_RECOMPUTE"].as<std::string>(), "block:5");
+  EXPECT_NE(plan["environment"]["PIPETTE_MEGATRON_ARGS"].as<std::string>().find(
+                " --recompute-granularity full --recompute-method block --recompute-num-layers 5"),
+            std::string::npos)
+      << plan["environment"]["PIPETTE_MEGATRON_ARGS"].as<std::string>();
+  // Between no recompute and recomputing all 20 layers of each stage, in memory and in time.
+  const YAML::Node full = parse_json(pipette(fixed + "full --json").out)["plans"][0];
+  const YAML::Node none = parse_json(pipette(fixed + "none --json").out)["plans"][0];
+  EXPECT_NE(plan["plan_hash"].as<std::string>(), full["plan_hash"].as<std::string>());
+  EXPECT_LT(plan["peak_memory_bytes"].as<double>(), none["peak_memory_bytes"].as<double>());
+  EXPECT_GT(plan["peak_memory_bytes"].as<double>(), full["peak_memory_bytes"].as<double>());
+  EXPECT_GT(plan["time"]["recompute_seconds"].as<double>(), 0);
+  EXPECT_LT(plan["time"]["recompute_seconds"].as<double>(), full["time"]["recompute_seconds"].as<double>());
+  const Outcome text = pipette(fixed + "block:5");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("block:5"), std::string::npos) << text.out;
+  const Outcome nemo = pipette(fixed + "block:5 --json --framework nemo");
+  ASSERT_EQ(nemo.status, 0) << nemo.err;
+  EXPECT_NE(parse_json(nemo.out)["plans"][0]["environment"]["PIPETTE_NEMO_OVERRIDES"].as<std::string>().find(
+                "model.recompute_granularity=full model.recompute_method=block model.recompute_num_layers=5"),
+            std::string::npos);
+  // nanotron's recompute_layer is all or nothing: a one-line refusal naming it and the fix.
+  const Outcome nanotron = pipette("plan --model '" PIPETTE_SOURCE_DIR
+                                   "/tests/data/models/bench-cluster-llama-1b.yaml' --num-nodes 2 --global-batch 32 "
+                                   "--seq 4096 --framework nanotron --fix tp=1,pp=1,dp=16,mbs=2,vpp=1,sp=off,distopt=on,"
+                                   "recompute=block:4");
+  expect_one_line_error(nanotron, 1, "nanotron's recompute_layer checkpoints every decoder layer or none");
+  EXPECT_NE(nanotron.err.find("plan with recompute=full"), std::string::npos) << nanotron.err;
+  expect_one_line_error(pipette(fixed + "block:0"), 1,
+                        "recompute=block:N needs N, the layers recomputed per model chunk, to be a positive integer");
+}
+
 TEST_F(PipetteCli, AFixedConfigurationThatDoesNotFitSaysSo) {
   // 70B on tp=1 pp=1: ~1 TiB of model state per GPU.
   const Outcome run = pipette(planning("plan") + " --fix tp=1,pp=1,dp=128,mbs=1,vpp=1,recompute=full,sp=off,distopt=off");

@@ -30,6 +30,25 @@ TEST(FixedKnobs, EmptyFixesNothingAndSpacesAreIgnored) {
   EXPECT_EQ(format_fixed_knobs(*spaced), "tp=4,recompute=full");
 }
 
+TEST(FixedKnobs, BlockRecomputeIsFullRecomputeOfNLayersPerChunk) {
+  auto block = parse_fixed_knobs("tp=1,recompute=block:5");
+  ASSERT_TRUE(block.ok()) << block.error().message;
+  EXPECT_EQ(block->recompute, RecomputeMode::full);
+  EXPECT_EQ(block->recomputed_layers_per_chunk, 5);
+  EXPECT_EQ(format_fixed_knobs(*block), "tp=1,recompute=block:5");
+  // recompute=full recomputes every layer: no count.
+  auto full = parse_fixed_knobs("recompute=full");
+  ASSERT_TRUE(full.ok());
+  EXPECT_FALSE(full->recomputed_layers_per_chunk);
+  EXPECT_EQ(format_fixed_knobs(*full), "recompute=full");
+  // The same parser reads a plan record's and a run table's recompute value.
+  const auto knob = parse_recompute_knob("block:12");
+  ASSERT_TRUE(knob.ok());
+  EXPECT_EQ(knob->mode, RecomputeMode::full);
+  EXPECT_EQ(knob->recomputed_layers_per_chunk, 12);
+  EXPECT_EQ(parse_recompute_knob("selective")->recomputed_layers_per_chunk, 0);
+}
+
 TEST(FixedKnobs, ErrorsNameTheBadItem) {
   const std::pair<const char*, const char*> cases[] = {
       {"tp=x", "\"tp=x\": tp needs a positive integer"},
@@ -41,7 +60,13 @@ TEST(FixedKnobs, ErrorsNameTheBadItem) {
       {"tp=8,", "empty item"},
       {"tensor=8", "unknown knob \"tensor\""},
       {"tp", "expected key=value"},
-      {"recompute=some", "recompute must be none, selective or full"},
+      {"recompute=some", "recompute must be none, selective, full or block:N"},
+      {"recompute=block:0", "\"recompute=block:0\": recompute=block:N needs N, the layers recomputed per model chunk, to be a positive integer"},
+      {"recompute=block:", "recompute=block:N needs N"},
+      {"recompute=block:-2", "recompute=block:N needs N"},
+      {"recompute=block:5x", "recompute=block:N needs N"},
+      {"recompute=block", "recompute must be none, selective, full or block:N"},
+      {"recompute=full:5", "recompute must be none, selective, full or block:N"},
       {"sp=yes", "sp must be on or off"},
       {"mbs=1.5", "\"mbs=1.5\": mbs needs a positive integer"},
       {"tp=99999999999", "tp needs a positive integer"},

@@ -65,6 +65,13 @@ TEST(PlanRecord, StrictParser) {
             "p:2: tp must be a positive integer (got 'zero')");
   EXPECT_EQ(parse_plan_record("pipette_plan_record=1\ncolour=red\n", "p").error().message, "p:2: unknown key colour");
   EXPECT_EQ(parse_plan_record("tp=2\n", "p").error().message, "p: not a Pipette plan record (no pipette_plan_record=1)");
+  // PIPETTE_RECOMPUTE of a block-recompute plan, as --pipette-fix spells it.
+  const auto block = parse_plan_record("pipette_plan_record=1\nrecompute=block:5\n", "p");
+  ASSERT_TRUE(block.ok()) << block.error().message;
+  EXPECT_EQ(block->recompute, RecomputeMode::full);
+  EXPECT_EQ(block->recomputed_layers_per_chunk, 5);
+  EXPECT_NE(parse_plan_record("pipette_plan_record=1\nrecompute=block:0\n", "p").error().message.find("p:2: recompute=block:N needs N"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -107,6 +107,34 @@ TEST(MegatronLog, ResolvesAgainstItsModelAndRejectsAnotherModel) {
       << wrong.error().message;
 }
 
+// --recompute-method block --recompute-num-layers N (Megatron's _print_args lists both): full
+// recompute of the first N layers of each chunk, which the record prices as such.
+TEST(MegatronLog, BlockRecomputeKeepsItsLayerCount) {
+  std::string log = sample("megatron_llama3_8b_2nodes.log");
+  const std::string selective = "  recompute_granularity ........................... selective\n";
+  const auto at = log.find(selective);
+  ASSERT_NE(at, std::string::npos);
+  log.replace(at, selective.size(),
+              "  recompute_granularity ........................... full\n"
+              "  recompute_method ................................ block\n"
+              "  recompute_num_layers ............................ 5\n");
+  const auto run = parse_megatron_log(log, "m.log");
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  EXPECT_EQ(run->recompute, RecomputeMode::full);
+  EXPECT_EQ(run->recomputed_layers_per_chunk, 5);
+  RunDescription flags;
+  flags.name = "the command line";
+  flags.model = "llama3-8b";
+  flags.nodes = 2;
+  const auto record = resolve_run(*complete_run(*run, flags), h100_site(), {});
+  ASSERT_TRUE(record.ok()) << record.error().message;
+  EXPECT_EQ(record->config.recomputed_layers_per_chunk, 5);
+  // The uniform method is Pipette's full recompute of every layer.
+  std::string uniform = log;
+  uniform.replace(uniform.find("block"), 5, "uniform");
+  EXPECT_EQ(parse_megatron_log(uniform, "m.log")->recomputed_layers_per_chunk, 0);
+}
+
 TEST(MegatronLog, ATruncatedLastLineIsAWarning) {
   std::string text = sample("megatron_llama3_8b_2nodes.log");
   text.resize(text.rfind("elapsed time per iteration") + 5);
@@ -410,6 +438,16 @@ TEST(RunTable, BadCellsNameTheirLine) {
             "r.csv:2: 6 cells but the header has 12 (a truncated last line?)");
   EXPECT_NE(parse_run_table("model,speed\n", "r.csv").error().message.find("r.csv:1: column 'speed' is not known"),
             std::string::npos);
+  const std::string with_recompute = "model,nodes,gpu,framework,tp,pp,dp,mbs,global_batch,seq,recompute,iteration_seconds,status\n";
+  EXPECT_EQ(parse_run_table(with_recompute + "llama3-8b,1,H100-SXM,megatron,1,1,8,1,128,4096,block:0,3.1,ok\n", "r.csv")
+                .error()
+                .message,
+            "r.csv:2: recompute is 'block:0': recompute=block:N needs N, the layers recomputed per model chunk, to be a "
+            "positive integer (e.g. block:5; recompute=full recomputes every layer)");
+  const auto block = parse_run_table(with_recompute + "llama3-8b,1,H100-SXM,megatron,1,1,8,1,128,4096,block:5,3.1,ok\n", "r.csv");
+  ASSERT_TRUE(block.ok()) << block.error().message;
+  EXPECT_EQ((*block)[0].recompute, RecomputeMode::full);
+  EXPECT_EQ((*block)[0].recomputed_layers_per_chunk, 5);
 }
 
 TEST(RunTable, ALayoutThatDoesNotMakeTheJobIsAnError) {

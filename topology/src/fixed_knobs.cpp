@@ -55,6 +55,22 @@ std::optional<bool> on_off(std::string_view value) {
 
 }  // namespace
 
+Result<RecomputeKnob> parse_recompute_knob(std::string_view value) {
+  for (const RecomputeMode mode : {RecomputeMode::none, RecomputeMode::selective, RecomputeMode::full})
+    if (value == to_string(mode)) return RecomputeKnob{mode, 0};
+  constexpr std::string_view block = "block:";
+  if (value.substr(0, block.size()) == block) {
+    const std::string_view count = value.substr(block.size());
+    int layers = 0;
+    const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), layers);
+    if (ec == std::errc() && end == count.data() + count.size() && layers >= 1) return RecomputeKnob{RecomputeMode::full, layers};
+    return Error{"recompute=block:N needs N, the layers recomputed per model chunk, to be a positive integer (e.g. "
+                 "block:5; recompute=full recomputes every layer)"};
+  }
+  return Error{"recompute must be none, selective, full or block:N (full recompute of the first N layers of each "
+               "model chunk)"};
+}
+
 Result<FixedKnobs> parse_fixed_knobs(std::string_view text) {
   static const std::string keys = "tp, pp, dp, cp, ep, etp, mbs, vpp, recompute, sp, distopt";
   FixedKnobs knobs;
@@ -80,15 +96,10 @@ Result<FixedKnobs> parse_fixed_knobs(std::string_view text) {
     if (key == "mbs") return positive(knobs.micro_batch);
     if (key == "vpp") return positive(knobs.virtual_stages);
     if (key == "recompute") {
-      if (value == "none") {
-        knobs.recompute = RecomputeMode::none;
-      } else if (value == "selective") {
-        knobs.recompute = RecomputeMode::selective;
-      } else if (value == "full") {
-        knobs.recompute = RecomputeMode::full;
-      } else {
-        return std::string("recompute must be none, selective or full");
-      }
+      const auto recompute = parse_recompute_knob(value);
+      if (!recompute) return recompute.error().message;
+      knobs.recompute = recompute->mode;
+      if (recompute->recomputed_layers_per_chunk > 0) knobs.recomputed_layers_per_chunk = recompute->recomputed_layers_per_chunk;
       return std::nullopt;
     }
     if (key == "sp") return boolean(knobs.sequence_parallel);
@@ -176,7 +187,7 @@ std::string format_fixed_knobs(const FixedKnobs& knobs) {
   if (knobs.etp) add("etp", std::to_string(*knobs.etp));
   if (knobs.micro_batch) add("mbs", std::to_string(*knobs.micro_batch));
   if (knobs.virtual_stages) add("vpp", std::to_string(*knobs.virtual_stages));
-  if (knobs.recompute) add("recompute", to_string(*knobs.recompute));
+  if (knobs.recompute) add("recompute", recompute_knob(*knobs.recompute, knobs.recomputed_layers_per_chunk.value_or(0)));
   if (knobs.sequence_parallel) add("sp", *knobs.sequence_parallel ? "on" : "off");
   if (knobs.distributed_optimizer) add("distopt", *knobs.distributed_optimizer ? "on" : "off");
   return out;

@@ -10,6 +10,7 @@
 
 #include "atomic_file.hpp"
 #include "guarded.hpp"
+#include "pipette/topology/job_planner.hpp"
 
 namespace pipette {
 
@@ -117,10 +118,10 @@ Result<RunDescription> parse_plan_record(std::string_view text, const std::strin
     else if (key == "vpp") integer(run.vpp);
     else if (key == "mbs") integer(run.micro_batch);
     else if (key == "recompute") {
-      if (value == "none") run.recompute = RecomputeMode::none;
-      else if (value == "selective") run.recompute = RecomputeMode::selective;
-      else if (value == "full") run.recompute = RecomputeMode::full;
-      else return Error{where + "recompute must be none, selective or full"};
+      const auto recompute = parse_recompute_knob(value);
+      if (!recompute) return Error{where + recompute.error().message};
+      run.recompute = recompute->mode;
+      run.recomputed_layers_per_chunk = recompute->recomputed_layers_per_chunk;
     } else if (key == "sp" || key == "distopt") {
       if (value != "0" && value != "1") return Error{where + key + " must be 0 or 1"};
       (key == "sp" ? run.sequence_parallel : run.distributed_optimizer) = value == "1";

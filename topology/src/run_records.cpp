@@ -161,7 +161,7 @@ constexpr const char* kLayoutKeys[] = {"tensor_model_parallel_size", "pipeline_m
                                        "context_parallel_size",
                                        "virtual_pipeline_model_parallel_size", "micro_batch_size", "global_batch_size",
                                        "seq_length", "num_layers", "hidden_size", "num_attention_heads",
-                                       "recompute_granularity", "sequence_parallel", "use_distributed_optimizer", "world_size"};
+                                       "recompute_granularity", "recompute_method", "recompute_num_layers", "sequence_parallel", "use_distributed_optimizer", "world_size"};
 
 std::optional<Error> apply_arguments(const MegatronArguments& arguments, const std::string& source, RunDescription& run) {
   const auto text = [&](const char* key) -> std::optional<std::string> {
@@ -197,6 +197,15 @@ std::optional<Error> apply_arguments(const MegatronArguments& arguments, const s
   if (global_batch) run.global_batch = *global_batch;
   const auto granularity = text("recompute_granularity");
   run.recompute = !granularity ? RecomputeMode::none : *granularity == "full" ? RecomputeMode::full : RecomputeMode::selective;
+  // --recompute-method block --recompute-num-layers N: the first N layers of each chunk
+  // (recompute.py @d98e8a64 l.164-177); uniform keeps Pipette's full recompute.
+  if (run.recompute == RecomputeMode::full && text("recompute_method") == "block") {
+    std::optional<int> block_layers;
+    integer("recompute_num_layers", block_layers);
+    if (problem) return problem;
+    if (!block_layers) return Error{where + ": recompute_method is block without recompute_num_layers"};
+    run.recomputed_layers_per_chunk = *block_layers;
+  }
   flag("sequence_parallel", run.sequence_parallel);
   flag("use_distributed_optimizer", run.distributed_optimizer);
   flag("tp_comm_overlap", run.tp_comm_overlap);
@@ -659,11 +668,12 @@ Result<std::vector<RunDescription>> parse_run_table(std::string_view text, const
       decimal("peak_gib", run.peak_reserved_bytes, units::gibibyte);
       if (problem) return *problem;
       run.global_batch = *global_batch;
-      const std::string recompute = cell("recompute");
-      if (recompute.empty() || recompute == "none") run.recompute = RecomputeMode::none;
-      else if (recompute == "selective") run.recompute = RecomputeMode::selective;
-      else if (recompute == "full") run.recompute = RecomputeMode::full;
-      else return Error{where + ": recompute is '" + quoted_input(recompute) + "'; write none, selective or full"};
+      const std::string recompute_cell = cell("recompute");
+      const auto recompute = parse_recompute_knob(recompute_cell.empty() ? "none" : recompute_cell);
+      if (!recompute)
+        return Error{where + ": recompute is '" + quoted_input(recompute_cell) + "': " + recompute.error().message};
+      run.recompute = recompute->mode;
+      run.recomputed_layers_per_chunk = recompute->recomputed_layers_per_chunk;
       const std::string precision = cell("precision");
       if (precision == "bf16") run.precision = Precision::bf16;
       else if (precision == "fp16") run.precision = Precision::fp16;
@@ -732,7 +742,10 @@ Result<RunDescription> complete_run(RunDescription run, const RunDescription& fa
   fill(run.global_batch, fallback.global_batch, "global batch");
   if (problem) return *problem;
   if (run.node_names.empty()) run.node_names = fallback.node_names;
-  if (!run.recompute) run.recompute = fallback.recompute;
+  if (!run.recompute) {
+    run.recompute = fallback.recompute;
+    run.recomputed_layers_per_chunk = fallback.recomputed_layers_per_chunk;
+  }
   if (!run.sequence_parallel) run.sequence_parallel = fallback.sequence_parallel;
   if (!run.distributed_optimizer) run.distributed_optimizer = fallback.distributed_optimizer;
   if (!run.precision) run.precision = fallback.precision;
@@ -812,6 +825,7 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
   config.micro_batch = *run.micro_batch;
   config.virtual_stages = run.vpp.value_or(1);
   config.recompute = run.recompute.value_or(RecomputeMode::none);
+  config.recomputed_layers_per_chunk = config.recompute == RecomputeMode::full ? run.recomputed_layers_per_chunk : 0;
   config.sequence_parallel = run.sequence_parallel.value_or(false);
   config.distributed_optimizer = run.distributed_optimizer.value_or(false);
   if (model.num_layers % (pp * config.virtual_stages) != 0 && config.virtual_stages > 1)

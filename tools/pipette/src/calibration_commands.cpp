@@ -71,6 +71,7 @@ Result<RunDescription> flags_of(const Arguments& arguments) {
     flags.vpp = knobs->virtual_stages;
     flags.micro_batch = knobs->micro_batch;
     flags.recompute = knobs->recompute;
+    flags.recomputed_layers_per_chunk = knobs->recomputed_layers_per_chunk.value_or(0);
     flags.sequence_parallel = knobs->sequence_parallel;
     flags.distributed_optimizer = knobs->distributed_optimizer;
   }

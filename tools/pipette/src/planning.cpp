@@ -184,6 +184,7 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
     config.micro_batch = *knobs->micro_batch;
     config.virtual_stages = *knobs->virtual_stages;
     config.recompute = *knobs->recompute;
+    config.recomputed_layers_per_chunk = knobs->recomputed_layers_per_chunk.value_or(0);
     config.sequence_parallel = *knobs->sequence_parallel;
     config.distributed_optimizer = *knobs->distributed_optimizer;
     auto plan = evaluate_plan(prepared->model, prepared->training, prepared->cluster, config, prepared->options);

@@ -158,7 +158,7 @@ std::string plans_table(const PlanningOutcome& outcome) {
     const ParallelConfig& c = plan.config;
     table.add_row({std::to_string(i + 1), std::to_string(c.tp), std::to_string(c.pp), std::to_string(c.dp),
                    std::to_string(c.virtual_stages), std::to_string(c.micro_batch),
-                   std::to_string(plan.num_microbatches), layers_compact(c.layers_per_stage), to_string(c.recompute),
+                   std::to_string(plan.num_microbatches), layers_compact(c.layers_per_stage), recompute_knob(c),
                    on_off(c.sequence_parallel),
                    on_off(c.distributed_optimizer), human_seconds(plan.time.iteration_seconds),
                    strprintf("%.0f", plan.tokens_per_second), strprintf("%.1f%%", 100 * plan.model_flops_utilization),
@@ -219,7 +219,7 @@ void write_plan(JsonWriter& json, const Plan& plan, const PlanningOutcome& outco
   json.value("tp", c.tp).value("pp", c.pp).value("dp", c.dp).value("virtual_stages", c.virtual_stages);
   json.value("cp", c.cp).value("ep", c.ep).value("etp", c.etp);
   json.value("micro_batch", c.micro_batch).value("num_microbatches", plan.num_microbatches);
-  json.value("recompute", to_string(c.recompute));
+  json.value("recompute", recompute_knob(c));  // the --fix spelling: none, selective, full or block:N
   json.value("sequence_parallel", c.sequence_parallel).value("distributed_optimizer", c.distributed_optimizer);
   json.begin_array("layers_per_stage");
   for (const int layers : c.layers_per_stage) json.element(layers);
@@ -649,7 +649,7 @@ std::string plan_label(const ParallelConfig& config) {
   if (config.ep > 1 || config.etp > 1) label += " ep=" + std::to_string(config.ep) + " etp=" + std::to_string(config.etp);
   label += " mbs=" + std::to_string(config.micro_batch);
   if (config.virtual_stages > 1) label += " vpp=" + std::to_string(config.virtual_stages);
-  label += std::string(" recompute=") + to_string(config.recompute);
+  label += " recompute=" + recompute_knob(config);
   if (config.sequence_parallel) label += " sp";
   if (config.distributed_optimizer) label += " distopt";
   return label;

@@ -44,6 +44,7 @@ struct LaunchDescription {
   int microbatch_group_size = 0;         // interleaved schedule's N (interleaved_group_size); 0 otherwise
   std::vector<int> layers_per_stage;     // size pp
   RecomputeMode recompute = RecomputeMode::none;
+  int recomputed_layers_per_chunk = 0;  // ParallelConfig's: block recompute of N layers per chunk, 0 all
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;      // DP gradient reduction under the backward passes
@@ -87,7 +88,9 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
 //    (what the schedule model prices) and the micro-batches a multiple of PyTorch's rounds
 //    max(1, m / pp), each round then being the priced group size.
 //  - megatron-deepspeed, nanotron, deepspeed: dense models, no interleaving, an even layer split;
-//    nanotron and deepspeed no selective recompute; deepspeed tp = 1. nanotron's ZeRO-1 with
+//    nanotron and deepspeed no selective recompute; deepspeed tp = 1.
+//  - Block recompute (recomputed_layers_per_chunk > 0): Megatron-core and NeMo only; the others
+//    checkpoint every layer or none (recompute_problem in launch.cpp cites each). nanotron's ZeRO-1 with
 //    dp > 1 is built (its releases run it; main since 7bc99232 does not, so the search picks it
 //    only when distopt is fixed on: distributed_optimizer_for, search.cpp).
 //  - Mixture of experts, every framework: ep divides the experts, ep x etp the ranks of a stage,

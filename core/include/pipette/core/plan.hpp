@@ -26,6 +26,10 @@ struct ParallelConfig {
   int micro_batch = 1;        // sequences per micro-batch
   int virtual_stages = 1;     // model chunks per pipeline rank (1 = plain 1F1B)
   RecomputeMode recompute = RecomputeMode::none;
+  // Full recompute of only the first N layers of each model chunk, the rest keeping everything
+  // (Megatron's --recompute-method block --recompute-num-layers N); 0: every layer keeps only its
+  // input (--recompute-method uniform --recompute-num-layers 1). Full recompute only.
+  int recomputed_layers_per_chunk = 0;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   std::vector<int> layers_per_stage;  // size pp, pipeline rank order; sums to the model's layers
@@ -38,6 +42,22 @@ struct ParallelConfig {
   int stage_ranks() const { return world_size() / pp; }                 // ranks of one pipeline stage
   int expert_dp() const { return stage_ranks() / (ep * etp); }          // expert-data-parallel size
 };
+
+// Layers of a pipeline rank holding `stage_layers` whose forward runs again in the backward under
+// full recompute (0 otherwise). Megatron's block method checkpoints layer i of a chunk (one
+// TransformerBlock: a pipeline stage, or one virtual chunk of it) while i < recompute_num_layers
+// (recompute.py @d98e8a64 l.164-177): N beyond a chunk's layers recomputes them all, which this
+// clamps to as Megatron does. Under fp8 that loop first skips layers whose input needs no
+// gradient; the first stage's input is the trainable embedding's output and later stages receive
+// theirs with requires_grad (p2p_communication.py l.338-346), so pretraining skips none. A
+// stage's layers split evenly over its chunks (search.cpp and launch_problem keep them divisible).
+int recomputed_layers_of_stage(const ParallelConfig& config, int stage_layers);
+
+// The recompute knob as a user writes it: none, selective, full, or block:N for full recompute of
+// N layers per model chunk.
+inline std::string recompute_knob(const ParallelConfig& config) {
+  return recompute_knob(config.recompute, config.recomputed_layers_per_chunk);
+}
 
 // Tokens of a sequence one rank holds: s/cp under context parallelism (Megatron's
 // get_batch_on_this_cp_rank, core/utils.py @d98e8a64 l.2660, gives each cp rank chunks cp_rank and

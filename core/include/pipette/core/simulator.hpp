@@ -35,7 +35,7 @@ struct SimulationResult {
 //    v is ignored when p = 1; v > 1 needs m ≥ p, as in Megatron.
 //  - A chunk's forward takes forward_compute_seconds / v plus its share of the TP time, backward
 //    likewise; TP time per micro-batch splits between forward and backward by the number of
-//    forward passes each contains (1 : 1, or 1 : 2 with full recompute).
+//    forward passes each contains (1 : 1, or 1 : 2 for the layers full recompute re-runs).
 //  - Every forward sends its activation to the next virtual stage, every backward its gradient to
 //    the previous one, when the op ends, without blocking the sender; a directed link between two
 //    stages carries one message at a time in the order they were sent; the receiver's op waits.

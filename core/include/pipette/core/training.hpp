@@ -36,6 +36,9 @@ struct FixedKnobs {
   std::optional<int> micro_batch;
   std::optional<int> virtual_stages;  // interleaved schedule chunks per pipeline rank
   std::optional<RecomputeMode> recompute;
+  // With recompute full: the layers recomputed per model chunk (ParallelConfig::
+  // recomputed_layers_per_chunk); empty: all of them.
+  std::optional<int> recomputed_layers_per_chunk;
   std::optional<bool> sequence_parallel;
   std::optional<bool> distributed_optimizer;
   // Layers of each pipeline stage; empty: the search chooses. Used with pp fixed to as many
@@ -112,6 +115,8 @@ inline constexpr std::int64_t kMaxGlobalBatchSequences = std::int64_t{1} << 24;
 std::string validate(const TrainingSpec& training);
 const char* to_string(Precision precision);
 const char* to_string(RecomputeMode mode);
+// "block:N" for full recompute of N layers per model chunk (N > 0), else to_string(mode).
+std::string recompute_knob(RecomputeMode mode, int recomputed_layers_per_chunk);
 const char* to_string(AttentionKernel kernel);
 const char* to_string(Framework framework);  // megatron-core, nemo, torchtitan, megatron-deepspeed, nanotron, deepspeed
 // Every spelling, for messages: "megatron-core, nemo, torchtitan, megatron-deepspeed, nanotron or deepspeed".

@@ -22,12 +22,24 @@ namespace pipette {
 
 // "tp=8,pp=4,dp=2,mbs=1,vpp=2,recompute=selective,sp=on,distopt=off": comma-separated key=value,
 // whitespace around items ignored, each key at most once. Keys: tp pp dp mbs vpp (positive
-// integers), recompute (none|selective|full), sp and distopt (on|off|true|false|1|0). An empty
+// integers), recompute (none|selective|full|block:N), sp and distopt (on|off|true|false|1|0). An empty
 // string fixes nothing. Errors name the offending item: `--pipette-fix: "tp=x": tp needs a
 // positive integer`.
 Result<FixedKnobs> parse_fixed_knobs(std::string_view text);
 // The inverse, in the order above, only the knobs that are set ("tp=8,recompute=selective").
 std::string format_fixed_knobs(const FixedKnobs& knobs);
+
+// One value of the recompute knob as --pipette-fix, a plan record and a run table write it: none,
+// selective, full (every layer keeps only its input) or block:N, N >= 1: full recompute of the
+// first N layers of each model chunk, the rest keeping everything (Megatron's --recompute-method
+// block --recompute-num-layers N). An N above a chunk's layers recomputes them all, as Megatron's
+// loop does (recompute.py @d98e8a64 l.171-177). recomputed_layers_per_chunk is 0 unless block.
+struct RecomputeKnob {
+  RecomputeMode mode = RecomputeMode::none;
+  int recomputed_layers_per_chunk = 0;
+};
+// The problem, without the item: "recompute must be none, selective, full or block:N ...".
+Result<RecomputeKnob> parse_recompute_knob(std::string_view value);
 
 // The engine's switches (core/engine.hpp) as a user writes them: "precision=fp8,attention=unfused,
 // fp32-grads=on,dp-overlap=off,tp-overlap=on,tp-comm-overlap=on,tp-recompute-allgather=off", in the

@@ -27,6 +27,7 @@ struct RunDescription {
   std::optional<std::int64_t> global_batch;
   std::optional<int> sequence_length;
   std::optional<RecomputeMode> recompute;
+  int recomputed_layers_per_chunk = 0;  // with recompute full: block recompute of N layers per chunk (0: all)
   std::optional<bool> sequence_parallel, distributed_optimizer;
   std::optional<Precision> precision;
   std::optional<bool> tp_comm_overlap;          // Megatron-core --tp-comm-overlap (userbuffers)
@@ -85,6 +86,7 @@ Result<RunDescription> parse_deepspeed_log(std::string_view text, const std::str
 // A table of runs, one per row, header first (any column order; names as below):
 //   model,nodes,gpu,framework,tp,pp,dp,vpp,mbs,global_batch,seq,recompute,sp,distopt,iteration_seconds,peak_gib,status
 // status: ok | oom; an ok row needs iteration_seconds or peak_gib; peak_gib is max reserved (GiB).
+// recompute: none (or empty), selective, full or block:N (parse_recompute_knob).
 Result<std::vector<RunDescription>> parse_run_table(std::string_view text, const std::string& source_name);
 
 // Reads FILE and picks the reader: a .csv is a table; otherwise the first line that only one of
