@@ -280,6 +280,46 @@ TEST_F(PipetteCli, EveryKnobFixedEvaluatesExactlyThatConfiguration) {
   EXPECT_NE(text.out.find("the configuration you fixed"), std::string::npos) << text.out;
 }
 
+// cp, ep and etp are knobs of the fixed configuration too: evaluated as given, never dropped.
+// A model with experts is evaluated exactly only with ep and etp fixed; without them the search
+// picks its expert layout around the other knobs.
+TEST_F(PipetteCli, EveryKnobFixedKeepsContextAndExpertParallelism) {
+  const std::string dense = "plan --model llama3-8b --num-nodes 2 --global-batch 128 --seq 32768 --json --fix "
+                            "tp=2,cp=2,pp=1,dp=4,mbs=1,vpp=1,recompute=full,sp=on,distopt=on";
+  const Outcome context = pipette(dense);
+  ASSERT_EQ(context.status, 0) << context.err;
+  const YAML::Node context_json = parse_json(context.out);
+  EXPECT_TRUE(context_json["every_knob_fixed"].as<bool>());
+  ASSERT_EQ(context_json["plans"].size(), 1u);
+  EXPECT_EQ(context_json["plans"][0]["cp"].as<int>(), 2);
+  EXPECT_EQ(context_json["plans"][0]["dp"].as<int>(), 4);
+
+  const std::string moe = "plan --model qwen3-30b-a3b --num-nodes 2 --global-batch 1024 --seq 4096 --precision fp8 --json "
+                          "--fix tp=1,pp=1,dp=16,mbs=1,vpp=1,recompute=none,sp=off,distopt=on";
+  const Outcome experts = pipette(moe + ",ep=16,etp=1");
+  ASSERT_EQ(experts.status, 0) << experts.err;
+  const YAML::Node experts_json = parse_json(experts.out);
+  EXPECT_TRUE(experts_json["every_knob_fixed"].as<bool>());
+  ASSERT_EQ(experts_json["plans"].size(), 1u);
+  const YAML::Node sharded = experts_json["plans"][0];
+  EXPECT_EQ(sharded["ep"].as<int>(), 16);
+  EXPECT_EQ(sharded["etp"].as<int>(), 1);
+  // 30.5 B parameters, 8 of 128 experts per GPU: the weights are a fraction of the unsharded 57 GiB.
+  EXPECT_LT(sharded["memory_per_stage"][0]["weights_bytes"].as<double>(), 20.0 * (1ull << 30));
+  // ep=1 holds every expert on every GPU: a fixed configuration that does not fit, said as such.
+  const Outcome unsharded = pipette(moe + ",ep=1,etp=1");
+  EXPECT_EQ(unsharded.status, 1);
+  EXPECT_TRUE(parse_json(unsharded.out)["every_knob_fixed"].as<bool>());
+  EXPECT_NE(parse_json(unsharded.out)["does_not_fit"].as<std::string>().find("GiB"), std::string::npos);
+  // Without ep and etp the search chooses them.
+  const Outcome searched = pipette(moe);
+  ASSERT_EQ(searched.status, 0) << searched.err;
+  const YAML::Node searched_json = parse_json(searched.out);
+  EXPECT_FALSE(searched_json["every_knob_fixed"].as<bool>());
+  ASSERT_GE(searched_json["plans"].size(), 1u);
+  EXPECT_GT(searched_json["plans"][0]["ep"].as<int>(), 1);
+}
+
 // recompute=block:N (Megatron's --recompute-method block): planned, printed and exported as such,
 // refused with one line where the stack cannot express it.
 TEST_F(PipetteCli, BlockRecomputeIsPrintedExportedAndRefusedByNanotron) {

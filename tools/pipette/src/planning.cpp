@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "pipette/core/memory.hpp"
@@ -15,9 +16,34 @@ namespace pipette::cli {
 
 namespace {
 
-bool every_knob_fixed(const FixedKnobs& knobs) {
+// Whether `knobs` fix every knob that each model has; cp may be left out (1).
+bool every_common_knob_fixed(const FixedKnobs& knobs) {
   return knobs.tp && knobs.pp && knobs.dp && knobs.micro_batch && knobs.virtual_stages && knobs.recompute &&
          knobs.sequence_parallel && knobs.distributed_optimizer;
+}
+
+// A model with experts has two knobs more: ep and etp decide its memory and time, so without them
+// the search picks the expert layout around the other fixed knobs.
+bool expert_knobs_fixed(const FixedKnobs& knobs, const ModelSpec& model) {
+  return !model.is_moe() || (knobs.ep && knobs.etp);
+}
+
+// The configuration that every-knob-fixed `knobs` name.
+ParallelConfig fixed_configuration(const FixedKnobs& knobs) {
+  ParallelConfig config;
+  config.tp = *knobs.tp;
+  config.pp = *knobs.pp;
+  config.dp = *knobs.dp;
+  config.cp = knobs.cp.value_or(1);
+  config.ep = knobs.ep.value_or(1);
+  config.etp = knobs.etp.value_or(1);
+  config.micro_batch = *knobs.micro_batch;
+  config.virtual_stages = *knobs.virtual_stages;
+  config.recompute = *knobs.recompute;
+  config.recomputed_layers_per_chunk = knobs.recomputed_layers_per_chunk.value_or(0);
+  config.sequence_parallel = *knobs.sequence_parallel;
+  config.distributed_optimizer = *knobs.distributed_optimizer;
+  return config;
 }
 
 // Every node a cache knows, sorted by name (pair endpoints included).
@@ -171,22 +197,17 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
   const std::string fixed_text = request.fixed.empty() ? selection->site.defaults.fixed : request.fixed;
   const auto knobs = parse_fixed_knobs(fixed_text);
   if (!knobs) return Error{prefix + "--fix: " + knobs.error().message};
-  outcome.every_knob_fixed = every_knob_fixed(*knobs);
 
-  if (outcome.every_knob_fixed) {
+  std::optional<PreparedJob> prepared;
+  if (every_common_knob_fixed(*knobs)) {
+    auto job = prepare_job(request, selection->site);
+    if (!job) return Error{prefix + job.error().message};
+    if (expert_knobs_fixed(*knobs, job->model)) prepared = std::move(*job);
+  }
+  outcome.every_knob_fixed = prepared.has_value();
+  if (prepared) {
     // Exactly the configuration asked for, fitting or not: evaluate it on the same prepared job.
-    auto prepared = prepare_job(request, selection->site);
-    if (!prepared) return Error{prefix + prepared.error().message};
-    ParallelConfig config;
-    config.tp = *knobs->tp;
-    config.pp = *knobs->pp;
-    config.dp = *knobs->dp;
-    config.micro_batch = *knobs->micro_batch;
-    config.virtual_stages = *knobs->virtual_stages;
-    config.recompute = *knobs->recompute;
-    config.recomputed_layers_per_chunk = knobs->recomputed_layers_per_chunk.value_or(0);
-    config.sequence_parallel = *knobs->sequence_parallel;
-    config.distributed_optimizer = *knobs->distributed_optimizer;
+    ParallelConfig config = fixed_configuration(*knobs);
     auto plan = evaluate_plan(prepared->model, prepared->training, prepared->cluster, config, prepared->options);
     if (!plan) {
       const bool shaped_for_this_job = config.world_size() == prepared->cluster.num_gpus();
