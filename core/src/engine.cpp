@@ -87,9 +87,9 @@ const char* to_string(EngineSource source) {
 }
 
 const std::vector<std::string>& engine_keys() {
-  static const std::vector<std::string> keys = {"precision",       "attention",       "fp32-grads",
-                                                "dp-overlap",      "tp-overlap",      "tp-comm-overlap",
-                                                "tp-recompute-allgather"};
+  static const std::vector<std::string> keys = {"precision",       "attention",       "fp8-params",
+                                                "fp32-grads",      "dp-overlap",      "tp-overlap",
+                                                "tp-comm-overlap", "tp-recompute-allgather"};
   return keys;
 }
 
@@ -125,6 +125,26 @@ ResolvedEngine apply_engine_overrides(TrainingSpec& training, const EngineOverri
   if (source != EngineSource::stack)
     if (const std::string why = attention_refusal(training.attention, framework); !why.empty())
       fail("attention", to_string(training.attention), source, why);
+
+  // How an fp8 recipe keeps its weights, which the job's script decides as it decides the precision
+  // (neither is exported). The stack's default now that the precision is known; under another
+  // precision it is off whatever the site says, and a job that asks for it there is told so.
+  training.fp8_parameters = stack_profile(framework).fp8_parameters;
+  source = pick(training.fp8_parameters, site.fp8_parameters, job.fp8_parameters);
+  if (training.precision != Precision::fp8) {
+    if (source == EngineSource::job && training.fp8_parameters)
+      fail("fp8-params", "on", source,
+           std::string("it describes the weights of an fp8 recipe and the job trains in ") +
+               to_string(training.precision) + "; set precision=fp8 or drop fp8-params");
+    training.fp8_parameters = false;
+  }
+  resolved.settings.push_back({"fp8-params", on_off(training.fp8_parameters), source});
+  if (framework == Framework::megatron_core && training.fp8_parameters && training.fixed.distributed_optimizer &&
+      !*training.fixed.distributed_optimizer) {
+    fail("fp8-params", "on", source,
+         "--fp8-param-gather needs the distributed optimizer (training/arguments.py @d98e8a64 l.1095-1097); "
+         "drop distopt=off from the fixed knobs");
+  }
 
   const auto switch_setting = [&](const char* key, bool& slot, const std::optional<bool>& from_site,
                                   const std::optional<bool>& from_job, bool always_asked) {

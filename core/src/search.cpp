@@ -133,7 +133,11 @@ bool sequence_parallel_for(const SearchSpace& space, int tp) {
 bool distributed_optimizer_for(const SearchSpace& space, int dp) {
   const Framework framework = space.training.target.framework;
   const bool default_on = framework != Framework::torchtitan && framework != Framework::nanotron;
-  return dp > 1 && space.fixed.distributed_optimizer.value_or(default_on);
+  // Megatron-LM asserts --use-distributed-optimizer beside --fp8-param-gather at any dp
+  // (training/arguments.py @d98e8a64 l.1095-1097); with one replica it shards nothing.
+  const bool required = framework == Framework::megatron_core && space.training.fp8_parameters &&
+                        space.training.precision == Precision::fp8;
+  return (dp > 1 || required) && space.fixed.distributed_optimizer.value_or(default_on);
 }
 
 std::vector<int> virtual_stage_options(const SearchSpace& space, int pp, int microbatches) {

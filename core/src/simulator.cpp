@@ -201,10 +201,12 @@ int effective_virtual_stages(const ParallelConfig& config) { return config.pp > 
 namespace {
 
 // An all-gather of the parameters as a share of dp_seconds (an all-reduce of the gradient bytes):
-// half a ring all-reduce's steps, of parameter bytes rather than gradient bytes.
+// half a ring all-reduce's steps, of parameter bytes rather than gradient bytes. fp8 weights are
+// gathered as one byte each (the norms' few 16-bit parameters aside).
 double parameter_all_gather_share(const TrainingSpec& training) {
   const bool fp32 = training.precision == Precision::fp32;
-  const double parameter_bytes = fp32 ? 4.0 : 2.0;
+  const bool fp8_weights = training.precision == Precision::fp8 && training.fp8_parameters;
+  const double parameter_bytes = fp32 ? 4.0 : fp8_weights ? 1.0 : 2.0;
   const double gradient_bytes = fp32 || training.gradients_in_fp32 ? 4.0 : 2.0;
   return 0.5 * parameter_bytes / gradient_bytes;
 }

@@ -35,6 +35,10 @@ StackProfile reference_profile(Framework framework) {
   StackProfile profile;
   profile.framework = framework;
   if (framework == Framework::torchtitan) profile.main_gradient_copy = MainGradientCopy::whole_iteration;
+  // Megatron-Bridge's fp8 mixed-precision presets (delayed and current scaling, MXFP8) set
+  // fp8_param_gather = True (training/mixed_precision.py @067f987d l.231-302); only its blockwise
+  // presets keep 16-bit weights (l.384, 400). Megatron-LM's --fp8-param-gather is off unless given.
+  if (framework == Framework::nemo) profile.fp8_parameters = true;
   return profile;
 }
 
@@ -243,6 +247,7 @@ void apply_stack_profile(TrainingSpec& training) {
   training.overlap_gradient_reduce = profile.overlap_gradient_reduce;
   training.sharded_optimizer = profile.sharded_optimizer;
   training.tensor_parallel_recompute_allgather = profile.tensor_parallel_recompute_allgather;
+  training.fp8_parameters = profile.fp8_parameters && training.precision == Precision::fp8;
 }
 
 }  // namespace pipette

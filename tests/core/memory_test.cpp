@@ -483,6 +483,13 @@ TEST(EstimateMemory, Fp8CachesEachGemmWeightAndItsTranspose) {
   training.precision = Precision::fp8;
   const double fp8 = estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0})[5].weights_bytes;
   EXPECT_DOUBLE_EQ(fp8 - bf16, 2 * (12.0 * h * h + 7.0 * h) / 8);
+  // With --fp8-param-gather the weights are those fp8 tensors, a byte and its transpose per element
+  // in place of the 16-bit weight, and there is no separate cache: as many bytes as bf16 holds.
+  training.fp8_parameters = true;
+  EXPECT_DOUBLE_EQ(estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0})[5].weights_bytes, bf16);
+  // Without fp8 training the switch means nothing.
+  training.precision = Precision::bf16;
+  EXPECT_DOUBLE_EQ(estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0})[5].weights_bytes, bf16);
 }
 
 TEST(BalancedLayers, EndsGetFewerLayers) {

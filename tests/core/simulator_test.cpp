@@ -342,6 +342,12 @@ TEST(Simulator, ParameterGatherHoldsBackOnlyTheFirstForward) {
   EXPECT_DOUBLE_EQ(std::get<4>(forwards[0]), 2.0);  // micro-batch 0 waits for its parameters
   EXPECT_DOUBLE_EQ(std::get<3>(forwards[1]), 2.0);  // micro-batch 1 runs at once
   EXPECT_DOUBLE_EQ(std::get<4>(forwards[1]), 3.0);
+  // fp8 weights are gathered as one byte each (--fp8-param-gather): half the 16-bit gather.
+  pipeline.training.precision = Precision::fp8;
+  EXPECT_DOUBLE_EQ(parameter_gather_share(pipeline.config, pipeline.training), 0.25);
+  pipeline.training.fp8_parameters = true;
+  EXPECT_DOUBLE_EQ(parameter_gather_share(pipeline.config, pipeline.training), 0.125);
+  EXPECT_DOUBLE_EQ(std::get<4>(timeline(pipeline.run(), 0, 0, {F})[0]), 1.0);
 }
 
 // nanotron's and DeepSpeed's ZeRO-1 (stack_profile.cpp cites their code): the gradients are

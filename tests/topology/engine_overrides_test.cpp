@@ -43,7 +43,7 @@ TEST(EngineOverrides, BadInputIsOneLineNamingTheKeyAndTheAcceptedValues) {
       {"tp-overlap=yes", "tp-overlap must be on or off"},
       {"tp-comm-overlap=2", "tp-comm-overlap must be on or off"},
       {"tp-recompute-allgather=no", "tp-recompute-allgather must be on or off"},
-      {"overlap-grad-reduce=on", "unknown key \"overlap-grad-reduce\"; keys are precision, attention, fp32-grads, "
+      {"overlap-grad-reduce=on", "unknown key \"overlap-grad-reduce\"; keys are precision, attention, fp8-params, fp32-grads, "
                                  "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather"},
       {"dp-overlap", "expected key=value"},
       {"dp-overlap=on,,tp-overlap=on", "empty item"},
@@ -77,7 +77,7 @@ TEST(EngineOverrides, SiteFileSetsTheEngineStrictly) {
       {"engine-bad-value.yaml", "engine-bad-value.yaml:4: key 'defaults.engine.dp-overlap' dp-overlap must be on or off "
                                 "(got \"sometimes\")"},
       {"engine-unknown-key.yaml", "engine-unknown-key.yaml:4: key 'defaults.engine.overlap_grad_reduce' is not a known key; "
-                                  "expected one of: precision, attention, fp32-grads"},
+                                  "expected one of: precision, attention, fp8-params, fp32-grads"},
   };
   for (const auto& [file, expected] : refused) {
     auto bad = load_site_config(std::string(PIPETTE_SOURCE_DIR "/tests/data/site/") + file);
@@ -214,8 +214,66 @@ TEST_F(EngineSources, StackThenSiteThenJob) {
     EXPECT_EQ(job->training.overlap_tensor_parallel_backward, stack.overlap_tensor_parallel_backward) << framework;
     EXPECT_EQ(job->training.overlap_tensor_parallel_communication, stack.overlap_tensor_parallel_communication) << framework;
     EXPECT_EQ(job->training.tensor_parallel_recompute_allgather, stack.tensor_parallel_recompute_allgather) << framework;
+    EXPECT_EQ(job->training.fp8_parameters, stack.fp8_parameters) << framework;
     for (const EngineSetting& setting : job->engine) EXPECT_EQ(setting.source, EngineSource::stack) << setting.key;
   }
+}
+
+// fp8-params: Megatron-Bridge's fp8 presets keep fp8 weights (training/mixed_precision.py
+// @067f987d l.231-302), Megatron-LM only with --fp8-param-gather; off under any other precision.
+TEST_F(EngineSources, Fp8ParametersFollowTheStackAndThePrecision) {
+  const auto planned = [&](const char* framework, const char* precision, const char* engine, const SiteConfig& site) {
+    request_.framework = framework;
+    request_.precision = precision;
+    request_.engine = engine;
+    return prepare_job(request_, site);
+  };
+  auto job = planned("nemo", "fp8", "", SiteConfig{});
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  EXPECT_EQ(source_of(*job, "fp8-params"), "on from stack default");
+  EXPECT_TRUE(job->training.fp8_parameters);
+  job = planned("nemo", "bf16", "", SiteConfig{});
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  EXPECT_EQ(source_of(*job, "fp8-params"), "off from stack default");
+  EXPECT_FALSE(job->training.fp8_parameters);
+  job = planned("nemo", "fp8", "fp8-params=off", SiteConfig{});
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  EXPECT_EQ(source_of(*job, "fp8-params"), "off from job");
+  job = planned("megatron-core", "fp8", "", SiteConfig{});
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  EXPECT_EQ(source_of(*job, "fp8-params"), "off from stack default");
+  job = planned("megatron-core", "fp8", "fp8-params=on", SiteConfig{});
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  EXPECT_EQ(source_of(*job, "fp8-params"), "on from job");
+  EXPECT_TRUE(job->training.fp8_parameters);
+  // A site that runs fp8 recipes says so once; its bf16 jobs are unaffected.
+  SiteConfig site;
+  site.defaults.engine.fp8_parameters = true;
+  job = planned("megatron-core", "bf16", "", site);
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  EXPECT_EQ(source_of(*job, "fp8-params"), "off from site");
+  // A job that asks for fp8 weights without fp8, or without the distributed optimizer Megatron-LM
+  // asserts beside them, is told so.
+  job = planned("megatron-core", "bf16", "fp8-params=on", SiteConfig{});
+  ASSERT_FALSE(job.ok());
+  EXPECT_NE(job.error().message.find("engine fp8-params=on (job) cannot run on megatron-core: it describes the "
+                                     "weights of an fp8 recipe and the job trains in bf16"),
+            std::string::npos)
+      << job.error().message;
+  request_.fixed = "distopt=off";
+  job = planned("megatron-core", "fp8", "fp8-params=on", SiteConfig{});
+  ASSERT_FALSE(job.ok());
+  EXPECT_NE(job.error().message.find("training/arguments.py @d98e8a64 l.1095-1097"), std::string::npos)
+      << job.error().message;
+  // With distopt left to the search, every plan uses the distributed optimizer, one replica included.
+  request_.fixed = "dp=1";
+  request_.node_names = *expand_hostlist("n1");
+  job = planned("megatron-core", "fp8", "fp8-params=on", SiteConfig{});
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  const auto plans = plan_job(request_, SiteConfig{});
+  ASSERT_TRUE(plans.ok()) << plans.error().message;
+  ASSERT_FALSE(plans->search.plans.empty());
+  for (const Plan& plan : plans->search.plans) EXPECT_TRUE(plan.config.distributed_optimizer) << plan.config.dp;
 }
 
 TEST_F(EngineSources, WhatAStackCannotRunIsRefusedWithTheReason) {

@@ -139,6 +139,7 @@ std::optional<std::string> set_engine_override(EngineOverrides& overrides, const
   if (key == "tp-overlap") return boolean(overrides.tp_overlap);
   if (key == "tp-comm-overlap") return boolean(overrides.tp_comm_overlap);
   if (key == "tp-recompute-allgather") return boolean(overrides.tp_recompute_allgather);
+  if (key == "fp8-params") return boolean(overrides.fp8_parameters);
   return "unknown key \"" + quoted_input(key) + "\"; keys are " + engine_key_list();
 }
 

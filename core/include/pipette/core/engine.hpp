@@ -1,6 +1,6 @@
 #pragma once
 // The engine's switches a user may set: how the training stack runs the job (precision, attention
-// kernel, gradient precision, DP and TP overlaps, nanotron's TP re-gather). Each comes from the
+// kernel, fp8 weights, gradient precision, DP and TP overlaps, nanotron's TP re-gather). Each comes from the
 // stack's profile unless the site file (`defaults.engine`) or the job (`--engine`,
 // `--pipette-engine`, `--precision`) says otherwise, job over site over stack.
 #include <optional>
@@ -20,6 +20,7 @@ struct EngineOverrides {
   std::optional<bool> tp_overlap;                  // TrainingSpec::overlap_tensor_parallel_backward
   std::optional<bool> tp_comm_overlap;             // TrainingSpec::overlap_tensor_parallel_communication
   std::optional<bool> tp_recompute_allgather;      // TrainingSpec::tensor_parallel_recompute_allgather
+  std::optional<bool> fp8_parameters;              // TrainingSpec::fp8_parameters
 
   bool operator==(const EngineOverrides&) const = default;
 };

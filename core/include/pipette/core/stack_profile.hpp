@@ -59,6 +59,9 @@ struct StackProfile {
   // and all-gathers it again in the backward (Megatron, Transformer Engine) or saves the gathered
   // input (TrainingSpec::tensor_parallel_recompute_allgather).
   bool tensor_parallel_recompute_allgather = true;
+  // Whether the stack's fp8 recipes keep the GEMM weights as fp8 and all-gather them in fp8
+  // (TrainingSpec::fp8_parameters); meaningless for other precisions.
+  bool fp8_parameters = false;
   // SwiGLU MLP, per token: ffn-wide (f/t) tensors kept for the backward (fused: fc1's 2f output and
   // the f-wide product, 3; an unfused silu(gate) * up also keeps the f-wide SiLU output, 4) and
   // ffn-wide elements read or written by the activation in the forward (fused: reads 2f, writes f,

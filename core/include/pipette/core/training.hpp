@@ -90,7 +90,8 @@ struct TrainingSpec {
   bool tensor_parallel_recompute_allgather = true;
   // Megatron's --fp8-param-gather (Megatron-Bridge's fp8 recipes set it, training/mixed_precision.py
   // @067f987d): the GEMM weights live as fp8 tensors (a byte and its transpose) instead of 16-bit
-  // weights beside Transformer Engine's cached fp8 casts.
+  // weights beside Transformer Engine's cached fp8 casts, and the distributed optimizer all-gathers
+  // them in fp8 (distributed_data_parallel_config.py @d98e8a64 l.78). Only with fp8 precision.
   bool fp8_parameters = false;
   // Assumption, not a measurement: the busiest expert rank receives this many times the average
   // routed tokens (Megatron's dropless default, --moe-expert-capacity-factor unset, drops none, so
