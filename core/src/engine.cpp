@@ -19,11 +19,15 @@ std::string refusal(const std::string& key, bool value, Framework framework) {
     // Megatron-LM: with bf16, --grad-reduce-in-bf16 turns accumulate_allreduce_grads_in_fp32 off
     // (training/arguments.py @d98e8a64 l.1213-1214, the flag l.3053), so the DDP gradient buffer
     // and its reduction are 16-bit (training/training.py l.2635 grad_reduce_in_fp32); nanotron:
-    // optimizer.accumulate_grad_in_fp32 (config/config.py @2411b022 l.405 OptimizerArgs). Pipette
-    // exports neither switch for the other stacks.
-    if (framework == Framework::megatron_core || framework == Framework::nanotron) return {};
+    // optimizer.accumulate_grad_in_fp32 (config/config.py @2411b022 l.405 OptimizerArgs). NeMo: the
+    // recipe's mixed_precision.grad_reduce_in_fp32 (Megatron-Bridge training/mixed_precision.py
+    // @067f987d l.47, on by default; its perf recipes turn it off, e.g. perf_recipes/gpt_oss/
+    // common.py l.81), which like the precision the job's recipe sets: described, not exported.
+    // Pipette exports no such switch for the other stacks.
+    if (framework == Framework::megatron_core || framework == Framework::nanotron || framework == Framework::nemo)
+      return {};
     return "Pipette exports no gradient-precision switch for " + name + " (megatron-core: --grad-reduce-in-bf16, "
-           "nanotron: optimizer.accumulate_grad_in_fp32)";
+           "nanotron: optimizer.accumulate_grad_in_fp32; nemo: the recipe's mixed_precision.grad_reduce_in_fp32)";
   }
   if (key == "dp-overlap") {
     // Megatron-core's --overlap-grad-reduce / Megatron-Bridge's ddp.overlap_grad_reduce.

@@ -301,7 +301,9 @@ TEST_F(EngineSources, WhatAStackCannotRunIsRefusedWithTheReason) {
       {"nanotron", "precision=fp8", "", "fp8 is priced as Transformer Engine's recipe"},
       {"nanotron", "", "fp8", "engine precision=fp8 (job) cannot run on nanotron"},
       {"nanotron", "tp-overlap=on,tp-recompute-allgather=off,fp32-grads=off", "", ""},
-      {"nemo", "fp32-grads=off", "", "no gradient-precision switch for nemo"},
+      // The recipe's mixed_precision.grad_reduce_in_fp32, described like the precision.
+      {"nemo", "fp32-grads=off", "", ""},
+      {"torchtitan", "fp32-grads=off", "", "no gradient-precision switch for torchtitan"},
       {"megatron-core", "precision=bf16", "fp8", "precision fp8 conflicts with the engine's precision=bf16"},
       {"megatron-core", "precision=fp8", "fp8", ""},
       {"megatron-core", "", "fp9", "precision must be fp32, fp16, bf16 or fp8 (got \"fp9\")"},
