@@ -492,6 +492,25 @@ TEST(EstimateMemory, Fp8CachesEachGemmWeightAndItsTranspose) {
   EXPECT_DOUBLE_EQ(estimate_memory(model, training, config, RuntimeOverheads{0, 0, 0})[5].weights_bytes, bf16);
 }
 
+// The caching allocator's reserve for the largest transient request (a new segment of its size,
+// c10/cuda/CUDACachingAllocator.cpp) goes with expandable segments, which grow a segment instead.
+// On the last stage that request is the loss's fp32 logits (s·b·V/t · 4 bytes); on the others the
+// largest h- or ffn-wide gradient of a layer's backward (s·b·max(h, 4h/t) · 2 bytes).
+TEST(EstimateMemory, ExpandableSegmentsDropTheLargestRequestReserve) {
+  const ModelSpec model = gpt3_175b();
+  const TrainingSpec training = training_of(64, AttentionKernel::flash);
+  const ParallelConfig config = config_of(t, 8, 1, true, RecomputeMode::selective);
+  RuntimeOverheads overheads{0, 0, 0};
+  const auto reserved = estimate_memory(model, training, config, overheads);
+  overheads.expandable_segments = true;
+  const auto expandable = estimate_memory(model, training, config, overheads);
+  EXPECT_DOUBLE_EQ(reserved[7].runtime_overhead_bytes - expandable[7].runtime_overhead_bytes,
+                   static_cast<double>(s) * b * model.vocab_size / t * 4);
+  EXPECT_DOUBLE_EQ(reserved[3].runtime_overhead_bytes - expandable[3].runtime_overhead_bytes,
+                   static_cast<double>(s) * b * h * 2);
+  EXPECT_DOUBLE_EQ(expandable[3].activations_bytes, reserved[3].activations_bytes);
+}
+
 TEST(BalancedLayers, EndsGetFewerLayers) {
   EXPECT_EQ(balanced_layers_per_stage(96, 8), std::vector<int>(8, 12));
   EXPECT_EQ(balanced_layers_per_stage(30, 4), (std::vector<int>{7, 8, 8, 7}));

@@ -28,6 +28,17 @@ TEST(SiteConfig, ShippedFileLoadsAndSetsEveryKey) {
   EXPECT_TRUE(site->gpus.empty());
 }
 
+TEST(SiteConfig, ExpandableSegmentsAreASiteFact) {
+  EXPECT_FALSE(load_site_config(PIPETTE_SOURCE_DIR "/etc/pipette.yaml")->search.overheads.expandable_segments);
+  auto site = parse_site_config("memory:\n  expandable_segments: true\n", "s.yaml");
+  ASSERT_TRUE(site.ok()) << site.error().message;
+  EXPECT_TRUE(site->search.overheads.expandable_segments);
+  auto bad = parse_site_config("memory:\n  expandable_segments: maybe\n", "s.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("s.yaml:2: key 'memory.expandable_segments'"), std::string::npos)
+      << bad.error().message;
+}
+
 TEST(SiteConfig, SiteGpusOverrideAndExtendTheCatalog) {
   auto site = parse_site_config(
       "gpus:\n  - name: H100-SXM\n    memory_gib: 79.6\n  - name: Example-GPU-96GB\n    memory_gib: 94.5\n"

@@ -19,9 +19,10 @@ struct RuntimeOverheads {
   double cuda_context_bytes = 0.5 * 1024 * 1024 * 1024;
   double nccl_buffer_bytes_per_communicator = 256.0 * 1024 * 1024;
   double allocator_fragmentation_fraction = 0.10;  // reserved/allocated − 1 at peak
-  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (NeMo / Megatron-Bridge recipes set it,
-  // src/megatron/bridge/recipes/utils/environment_utils.py @067f987d): a request that no free block
-  // holds grows a segment instead of reserving a new one, so no largest-request reserve.
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (NeMo / Megatron-Bridge recipes ask for it,
+  // src/megatron/bridge/recipes/utils/environment_utils.py @067f987d; a site declares it in its
+  // file's memory.expandable_segments): a request that no free block holds grows a segment
+  // instead of reserving a new one, so no largest-request reserve.
   bool expandable_segments = false;
   // Measured / modelled activation bytes, 1 unless a site calibration (pipette calibrate) says
   // otherwise: kernels and frameworks keep tensors the layer formula does not count.
