@@ -280,6 +280,26 @@ TEST_F(PipetteCli, EveryKnobFixedEvaluatesExactlyThatConfiguration) {
   EXPECT_NE(text.out.find("the configuration you fixed"), std::string::npos) << text.out;
 }
 
+// A relative --site path: the site file's relative paths (links.cache) are taken from its
+// directory once, not joined to it twice ("example-cluster/example-cluster/links.yaml").
+TEST_F(PipetteCli, ARelativeSitePathFindsTheCacheBesideIt) {
+  const std::string site =
+      std::filesystem::relative(PIPETTE_SOURCE_DIR "/etc/example-cluster/site.yaml", std::filesystem::current_path())
+          .string();
+  ASSERT_TRUE(std::filesystem::path(site).is_relative());
+  const std::string cache = (std::filesystem::path(site).parent_path() / "links.yaml").lexically_normal().string();
+  const Outcome plan = pipette("plan --model llama3-8b --num-nodes 2 --top 1 --site '" + site + "'");
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  EXPECT_NE(plan.out.find("node pairs measured 1, assumed 0"), std::string::npos) << plan.out;
+  const Outcome check = pipette("check-config '" + site + "'");
+  ASSERT_EQ(check.status, 0) << check.err;
+  EXPECT_NE(check.out.find("link cache            " + cache + "\n"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("readable"), std::string::npos) << check.out;
+  const Outcome show = pipette("links show --site '" + site + "'");
+  ASSERT_EQ(show.status, 0) << show.err;
+  EXPECT_NE(show.out.find("link cache " + cache + ": 16 nodes"), std::string::npos) << show.out;
+}
+
 // cp, ep and etp are knobs of the fixed configuration too: evaluated as given, never dropped.
 // A model with experts is evaluated exactly only with ep and etp fixed; without them the search
 // picks its expert layout around the other knobs.

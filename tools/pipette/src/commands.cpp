@@ -130,7 +130,7 @@ int check_config_command(const Arguments& arguments) {
                                              100 * site->priors.attained_fraction)});
   table.add_row({"rails", site->priors.rails == 0 ? "counted by hwloc" : std::to_string(site->priors.rails)});
   table.add_row({"default model", site->defaults.model.empty() ? "(none: jobs must name one)" : site->defaults.model});
-  const std::string cache_path = cache_path_of(*site, path);
+  const std::string& cache_path = site->link_cache;
   table.add_row({"link cache", cache_path.empty() ? "(none: every link is a prior)" : cache_path});
   out += table.render("  ");
   std::error_code missing;
@@ -228,7 +228,7 @@ int links_import_command(const Arguments& arguments) {
   } else if (const auto site_path = arguments.value("site")) {
     auto site = load_site_config(*site_path);
     if (!site) return fail(prefix + site.error().message);
-    cache_path = cache_path_of(*site, *site_path);
+    cache_path = site->link_cache;
     if (cache_path.empty()) return fail(prefix + *site_path + " names no link cache (links.cache); give --links CACHE");
   } else {
     return fail(prefix + "say which cache to write: --links CACHE or --site FILE");

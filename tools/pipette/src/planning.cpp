@@ -115,11 +115,6 @@ std::optional<Error> add_uncalibrated(JobRequest request, const SiteConfig& site
 
 }  // namespace
 
-std::string cache_path_of(const SiteConfig& site, const std::string& site_path) {
-  if (site.link_cache.empty() || std::filesystem::path(site.link_cache).is_absolute()) return site.link_cache;
-  return (std::filesystem::path(site_path).parent_path() / site.link_cache).lexically_normal().string();
-}
-
 std::string example_cluster_dir() {
   for (const char* candidate : {PIPETTE_SOURCE_EXAMPLE_DIR, PIPETTE_INSTALLED_EXAMPLE_DIR}) {
     std::error_code error;
@@ -135,7 +130,7 @@ Result<SiteSelection> select_site(const Arguments& arguments, const std::string&
     auto site = load_site_config(*path);
     if (!site) return Error{prefix + site.error().message};
     selection.site = std::move(*site);
-    selection.link_cache = cache_path_of(selection.site, *path);
+    selection.link_cache = selection.site.link_cache;
     selection.source = "site file " + *path;
   } else {
     const std::string directory = example_cluster_dir();
@@ -147,7 +142,7 @@ Result<SiteSelection> select_site(const Arguments& arguments, const std::string&
     auto site = load_site_config(site_path);
     if (!site) return Error{prefix + site.error().message};
     selection.site = std::move(*site);
-    selection.link_cache = cache_path_of(selection.site, site_path);
+    selection.link_cache = selection.site.link_cache;
     selection.source = "bundled example cluster (" + directory + ")";
   }
   if (const auto cache = arguments.value("links")) {

@@ -13,9 +13,6 @@ namespace pipette::cli {
 // "" when neither exists.
 std::string example_cluster_dir();
 
-// The site's link cache path; a relative one is taken from the site file's directory.
-std::string cache_path_of(const SiteConfig& site, const std::string& site_path);
-
 // The site file and link cache a command works on: --site / --links when given, else the bundled
 // example cluster's. `source` says which, for headers.
 struct SiteSelection {
