@@ -480,9 +480,10 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
         stage_layers > 0 && config.recompute == RecomputeMode::full
             ? static_cast<double>(recomputed_layers_of_stage(config, stage_layers)) / stage_layers
             : 1.0;
+    const auto at_moe_share = [moe_share](double dense, double moe) { return (1 - moe_share) * dense + moe_share * moe; };
     const double mean_layer_activation =
-        recomputed_share * ((1 - moe_share) * per_layer_activation + moe_share * per_moe_layer_activation) +
-        (1 - recomputed_share) * ((1 - moe_share) * per_kept_layer_activation + moe_share * per_kept_moe_layer_activation);
+        recomputed_share * at_moe_share(per_layer_activation, per_moe_layer_activation) +
+        (1 - recomputed_share) * at_moe_share(per_kept_layer_activation, per_kept_moe_layer_activation);
     // A stage without layers (pp > layers) runs no layer backward: no layer working set.
     // Every stage with layers recomputes at least one of them (min(N, chunk layers) >= 1), so its
     // working set holds the recompute transient whenever the plan recomputes.
