@@ -9,7 +9,12 @@ Result<JobPlan> plan_job(const JobRequest& request, const SiteConfig& site) {
   return guarded("planning", std::string(), [&]() -> Result<JobPlan> {
     auto prepared = prepare_job(request, site);
     if (!prepared) return prepared.error();
-    PreparedJob& job = *prepared;
+    return search_prepared_job(std::move(*prepared));
+  });
+}
+
+Result<JobPlan> search_prepared_job(PreparedJob job) {
+  return guarded("planning", std::string(), [&]() -> Result<JobPlan> {
     auto searched = search_plans(job.model, job.training, job.cluster, job.options);
     if (!searched) return searched.error();
     JobPlan plan;

@@ -193,14 +193,15 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
   const auto knobs = parse_fixed_knobs(fixed_text);
   if (!knobs) return Error{prefix + "--fix: " + knobs.error().message};
 
+  // Prepared already when the common knobs are all fixed; searched when the expert knobs are not.
   std::optional<PreparedJob> prepared;
   if (every_common_knob_fixed(*knobs)) {
     auto job = prepare_job(request, selection->site);
     if (!job) return Error{prefix + job.error().message};
-    if (expert_knobs_fixed(*knobs, job->model)) prepared = std::move(*job);
+    outcome.every_knob_fixed = expert_knobs_fixed(*knobs, job->model);
+    prepared = std::move(*job);
   }
-  outcome.every_knob_fixed = prepared.has_value();
-  if (prepared) {
+  if (outcome.every_knob_fixed) {
     // Exactly the configuration asked for, fitting or not: evaluate it on the same prepared job.
     ParallelConfig config = fixed_configuration(*knobs);
     auto plan = evaluate_plan(prepared->model, prepared->training, prepared->cluster, config, prepared->options);
@@ -233,7 +234,7 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
     return outcome;
   }
 
-  auto job = plan_job(request, selection->site);
+  auto job = prepared ? search_prepared_job(std::move(*prepared)) : plan_job(request, selection->site);
   if (!job) return Error{prefix + job.error().message};
   outcome.model = std::move(job->model);
   outcome.training = std::move(job->training);

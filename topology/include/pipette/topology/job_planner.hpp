@@ -123,4 +123,7 @@ Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& sit
 // every error is one line naming the input and what would fix it.
 Result<JobPlan> plan_job(const JobRequest& request, const SiteConfig& site);
 
+// plan_job's search on a job prepare_job has prepared already.
+Result<JobPlan> search_prepared_job(PreparedJob job);
+
 }  // namespace pipette
