@@ -696,8 +696,8 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
   return result;
 }
 
-Result<Plan> evaluate_plan(const ModelSpec& requested_model, const TrainingSpec& training, const Cluster& cluster,
-                           const ParallelConfig& requested, const SearchOptions& options) {
+Result<ParallelConfig> complete_configuration(const ModelSpec& requested_model, const TrainingSpec& training,
+                                              const Cluster& cluster, const ParallelConfig& requested) {
   const ModelSpec model = model_for_sequence(requested_model, training.sequence_length);
   const std::string problem = check_inputs(model, training, cluster);
   if (!problem.empty()) return Error{problem};
@@ -753,9 +753,18 @@ Result<Plan> evaluate_plan(const ModelSpec& requested_model, const TrainingSpec&
   if (config.pp == 1) config.virtual_stages = 1;
   const std::string unbuildable = launch_problem(training.target, model, config, microbatches);
   if (!unbuildable.empty()) return Error{shape + ": " + to_string(training.target.framework) + " cannot build it: " + unbuildable};
+  return config;
+}
+
+Result<Plan> evaluate_plan(const ModelSpec& requested_model, const TrainingSpec& training, const Cluster& cluster,
+                           const ParallelConfig& requested, const SearchOptions& options) {
+  const auto completed = complete_configuration(requested_model, training, cluster, requested);
+  if (!completed) return completed.error();
+  const ModelSpec model = model_for_sequence(requested_model, training.sequence_length);
+  const ParallelConfig& config = *completed;
   const PeakMemory peak = peak_memory(model, training, config, options.overheads);
   const double usable = cluster.gpu.memory_bytes - options.memory_safety_margin_bytes;
-  if (peak.bytes > usable) return Error{shape + ": " + memory_reason(peak, usable)};
+  if (peak.bytes > usable) return Error{describe(requested) + ": " + memory_reason(peak, usable)};
   return finish_plan(model, training, cluster, config, options, evaluate_in_default_order(model, training, cluster, config, options.efficiency));
 }
 

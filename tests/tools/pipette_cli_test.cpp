@@ -331,6 +331,9 @@ TEST_F(PipetteCli, EveryKnobFixedKeepsContextAndExpertParallelism) {
   EXPECT_EQ(unsharded.status, 1);
   EXPECT_TRUE(parse_json(unsharded.out)["every_knob_fixed"].as<bool>());
   EXPECT_NE(parse_json(unsharded.out)["does_not_fit"].as<std::string>().find("GiB"), std::string::npos);
+  // An expert layout the framework cannot build is an error, not a configuration that does not fit.
+  expect_one_line_error(pipette(moe + ",ep=5,etp=1"), 1,
+                        "megatron-core cannot build it: ep=5 does not divide the 128 experts");
   // Without ep and etp the search chooses them.
   const Outcome searched = pipette(moe);
   ASSERT_EQ(searched.status, 0) << searched.err;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "pipette/core/launch.hpp"
 #include "pipette/core/memory.hpp"
 #include "pipette/core/search.hpp"
 #include "pipette/topology/hostlist.hpp"
@@ -203,23 +204,18 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
   }
   if (outcome.every_knob_fixed) {
     // Exactly the configuration asked for, fitting or not: evaluate it on the same prepared job.
-    ParallelConfig config = fixed_configuration(*knobs);
-    auto plan = evaluate_plan(prepared->model, prepared->training, prepared->cluster, config, prepared->options);
+    // Only a configuration that runs on this job but is too big "does not fit"; anything else
+    // (the wrong GPU count, a knob the model or the framework refuses) is an error.
+    const ParallelConfig asked = fixed_configuration(*knobs);
+    const auto config = complete_configuration(prepared->model, prepared->training, prepared->cluster, asked);
+    if (!config) return Error{prefix + config.error().message};
+    auto plan = evaluate_plan(prepared->model, prepared->training, prepared->cluster, asked, prepared->options);
     if (!plan) {
-      const bool shaped_for_this_job = config.world_size() == prepared->cluster.num_gpus();
-      if (!shaped_for_this_job) return Error{prefix + plan.error().message};
-      config.layers_per_stage = prepared->training.target.framework == Framework::nanotron
-                                    ? layers_of(nanotron_partition(prepared->model, config.pp))
-                                    : balanced_layers_per_stage(prepared->model.num_layers, config.pp);
-      outcome.fixed_memory = estimate_memory(prepared->model, prepared->training, config, prepared->options.overheads);
-      double peak = 0;
-      for (const StageMemory& stage : outcome.fixed_memory) peak = std::max(peak, stage.total_bytes());
-      // Only a configuration that is valid but too big "does not fit"; anything else is an error.
-      if (peak <= prepared->cluster.gpu.memory_bytes - prepared->options.memory_safety_margin_bytes) {
-        return Error{prefix + plan.error().message};
-      }
+      outcome.fixed_memory =
+          estimate_memory(model_for_sequence(prepared->model, prepared->training.sequence_length), prepared->training,
+                          *config, prepared->options.overheads);
       outcome.does_not_fit = plan.error().message;
-      outcome.fixed_config = config;
+      outcome.fixed_config = *config;
     } else {
       outcome.plans.push_back(std::move(*plan));
     }

@@ -57,7 +57,14 @@ struct SearchResult {
 Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& training,
                                   const Cluster& cluster, const SearchOptions& options);
 
-// Evaluates one configuration exactly as the search would (memory, time, placement if asked).
+// `config` as evaluate_plan prices it (the default layer split, sp off at tp 1, one chunk at pp 1),
+// or why it cannot run on this job at all: the wrong GPU count, a knob the model or the framework
+// refuses. Memory is not judged.
+Result<ParallelConfig> complete_configuration(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
+                                              const ParallelConfig& config);
+
+// Evaluates one configuration exactly as the search would (memory, time, placement if asked); an
+// error either from complete_configuration or, past it, that the configuration does not fit.
 Result<Plan> evaluate_plan(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
                            const ParallelConfig& config, const SearchOptions& options);
 
