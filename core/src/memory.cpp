@@ -41,6 +41,7 @@ struct LayerShape {
   // The stack's habits (stack_profile.hpp): what its SwiGLU and RoPE keep.
   int swiglu_saved_ffn_tensors = 3;
   RotaryCopies rotary_copies = RotaryCopies::rotated_query_and_key;
+  bool attention_output_folded_copy = false;
   // Multi-latent attention (kv_lora > 0): the latent widths and the widths of Q, K, V and the
   // attention output; q, kv and rotary then play no part.
   double q_lora = 0, kv_lora = 0, rope = 0;
@@ -92,6 +93,12 @@ LayerActivationElements layer_activation_elements(const LayerShape& shape, bool 
     // a view, keeps the whole QKV buffer alive. Rotary models keep Q and K twice.
     e.split_values += tokens * (q + shape.kv);
   }
+  // nanotron's o_proj input (models/llama.py @a27e8fe8 l.712-715, @2411b022 l.668-671) is flash
+  // attention's output transposed to [s, b, h]; F.linear on it reaches matmul, whose should_fold
+  // folds a 3-D input by reshape when the weight needs a gradient (pytorch aten/src/ATen/native/
+  // LinearAlgebra.cpp, should_fold and _matmul_impl): a copy when b > 1, saved by mm beside the
+  // output flash attention saves.
+  if (!mla && shape.attention_output_folded_copy && shape.b > 1) e.split_values += tokens * q;
   if (flash_attention) e.split_fp32_bytes = 4 * shape.a * tokens;
   if (keep_attention_scores) {
     const double scores = shape.a * shape.s * shape.s * shape.b;
@@ -228,6 +235,7 @@ LayerShape layer_shape_of(const ModelSpec& model, const TrainingSpec& training, 
           model.ffn_kind,                                model.dropout,
           model.rotary(),                                static_cast<double>(model.query_hidden_size()),
           stack.swiglu_saved_ffn_tensors,                stack.rotary,
+          stack.attention_output_folded_copy,
           static_cast<double>(model.q_lora_rank),        static_cast<double>(model.kv_lora_rank),
           static_cast<double>(model.qk_pos_emb_head_dim), static_cast<double>(model.query_width()),
           static_cast<double>(model.key_width()),        static_cast<double>(model.value_width()),

@@ -225,6 +225,7 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   elementwise_bytes += tokens * value_bytes *
                        (2 * (stack.qkv_copy_passes * (q + (k + v)) + stack.kv_copy_passes * (k + v)) +
                         (model.rotary() ? stack.rotary_extra_accesses * (q + k) : 0)) / t;
+  if (stack.attention_output_folded_copy && config.micro_batch > 1) elementwise_bytes += tokens * value_bytes * 2 * o / t;
   const double elementwise = elementwise_bytes / roofs.memory_bytes_per_second;
 
   LayerCost cost;

@@ -62,6 +62,7 @@ StackProfile nanotron_profile() {
   profile.rotary = RotaryCopies::packed_key_value_copy;
   profile.qkv_copy_passes = 1;
   profile.kv_copy_passes = 2;
+  profile.attention_output_folded_copy = true;
   profile.extra_logits_bytes_per_element = 2;
   profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   profile.interleaved_pipeline = false;
@@ -75,6 +76,10 @@ StackProfile nanotron_profile() {
       "(models/llama.py l.198-205 GLUActivation)",
       "rotary: flash-attn rotary in place on a permuted QKV copy plus a cat/permute K/V copy "
       "(models/llama.py l.466-472, 680-683)",
+      "attention output: o_proj's input is flash-attn's output transposed to [s, b, h] (models/llama.py "
+      "l.668-671); F.linear on it reaches matmul, which folds it by a reshape copy and saves that copy (pytorch "
+      "aten/src/ATen/native/LinearAlgebra.cpp should_fold): with more than one sequence per micro-batch the "
+      "attention output is kept twice",
       "TP backward collectives: synchronous, tp_linear_async_communication defaults to false "
       "(config/parallelism_config.py l.47-48; bench_cluster's template sets false)",
       "DP reduction without ZeRO: async bucketed all-reduce under the backward from the DDP fp32-accumulation "

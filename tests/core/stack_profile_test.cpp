@@ -57,6 +57,10 @@ ParallelConfig config_of(int tp, int pp, int dp) {
 
 constexpr double tokens = 4096.0 * 2;
 
+// nanotron's o_proj saves a folded copy of the attention output (h/t wide) when a micro-batch
+// holds more than one sequence (the test after the SwiGLU's below): in bytes per layer, at tp.
+double attention_output_copy_bytes(int tp) { return tokens * 2048 / tp * 2; }
+
 // Megatron-core, NeMo and torchtitan share the profile the constants were fitted on: the same
 // TrainingSpec knobs as its defaults, the same memory and time.
 TEST(StackProfile, TheReferenceFrameworksKeepTheFittedModel) {
@@ -96,7 +100,25 @@ TEST(StackProfile, NanotronKeepsTheSiluOutputOfItsUnfusedSwiglu) {
   // The SwiGLU alone: both re-gather their sequence-parallel inputs (the switch's own test is below).
   nanotron_training.tensor_parallel_recompute_allgather = true;
   const double nanotron = layer_activation_bytes(llama_1b(), nanotron_training, config);
-  EXPECT_DOUBLE_EQ(nanotron - megatron, tokens * 8192 / 2 * 2);
+  EXPECT_DOUBLE_EQ(nanotron - megatron, tokens * 8192 / 2 * 2 + attention_output_copy_bytes(2));
+}
+
+// nanotron hands o_proj flash-attn's output transposed to [s, b, h] (models/llama.py @2411b022
+// l.668-671); F.linear folds that 3-D view with a reshape, a copy once b > 1, and saves the copy
+// (pytorch aten/src/ATen/native/LinearAlgebra.cpp should_fold: a weight that needs a gradient
+// always folds), while flash-attn keeps its own output. One sequence per micro-batch: no copy.
+TEST(StackProfile, NanotronKeepsTheAttentionOutputTwiceAboveOneSequence) {
+  const auto nanotron_minus_megatron = [](int micro_batch) {
+    ParallelConfig config = config_of(2, 1, 8);
+    config.micro_batch = micro_batch;
+    TrainingSpec nanotron = training_for(Framework::nanotron);
+    nanotron.tensor_parallel_recompute_allgather = true;
+    return layer_activation_bytes(llama_1b(), nanotron, config) -
+           layer_activation_bytes(llama_1b(), training_for(Framework::megatron_core), config);
+  };
+  const double swiglu_per_sequence = 4096.0 * 8192 / 2 * 2;
+  EXPECT_DOUBLE_EQ(nanotron_minus_megatron(1), swiglu_per_sequence);
+  EXPECT_DOUBLE_EQ(nanotron_minus_megatron(2), 2 * swiglu_per_sequence + attention_output_copy_bytes(2));
 }
 
 // With grouped-query attention nanotron copies Q, K and V separately and the originals die
@@ -107,7 +129,7 @@ TEST(StackProfile, NanotronGroupedQueryAttentionKeepsNoRotaryCopies) {
   const double megatron = layer_activation_bytes(gqa, training_for(Framework::megatron_core), config);
   const double nanotron = layer_activation_bytes(gqa, training_for(Framework::nanotron), config);
   const double q = 2048, kv = 512;
-  EXPECT_DOUBLE_EQ(nanotron - megatron, tokens * 8192 * 2 - tokens * (q + kv) * 2);
+  EXPECT_DOUBLE_EQ(nanotron - megatron, tokens * 8192 * 2 - tokens * (q + kv) * 2 + attention_output_copy_bytes(1));
 }
 
 // At the loss nanotron holds an fp32 copy of the logits and its shifted copy (8 bytes per logit,
@@ -143,8 +165,9 @@ TEST(StackProfile, UnfusedElementwiseWorkCostsItsBytesAtMemoryBandwidth) {
       profile_work(llama_1b(), training_for(Framework::megatron_core), gpu, config, efficiency).stages.front();
   const StageWork nanotron = profile_work(llama_1b(), training_for(Framework::nanotron), gpu, config, efficiency).stages.front();
   const double h = 2048, f = 8192;
-  // SwiGLU: 5 ffn-wide accesses instead of 3; copies: one pass over q + 2kv and two over 2kv.
-  const double bytes_per_layer = tokens * 2 * (2 * f + 2 * (3 * h + 2 * 2 * h));
+  // SwiGLU: 5 ffn-wide accesses instead of 3; copies: one pass over q + 2kv, two over 2kv and
+  // o_proj's fold of the attention output (h).
+  const double bytes_per_layer = tokens * 2 * (2 * f + 2 * (3 * h + 2 * 2 * h) + 2 * h);
   const double seconds_per_layer = bytes_per_layer / (efficiency.memory_fraction * gpu.hbm_bytes_per_second);
   // At head dim 64 flash-attn 2 runs at 284 and cuDNN at 363 of cuDNN's 609 TFLOP/s at head dim
   // 128, the fitted rate: the causal core (QK^T and attention·V over 32 heads, 2 sequences of 4096
