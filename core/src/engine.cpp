@@ -41,6 +41,10 @@ std::string refusal(const std::string& key, bool value, Framework framework) {
   if (key == "tp-overlap") {
     // nanotron's parallelism.tp_linear_async_communication (config/parallelism_config.py l.34).
     if (framework == Framework::nanotron) return {};
+    if (framework == Framework::torchtitan)
+      return "torchtitan overlaps TP collectives with its GEMMs only under torch.compile's async TP "
+             "(compile.enable_async_tensor_parallel, config/configs.py @b5bcd76c l.298-313), which Pipette neither "
+             "prices nor exports";
     if (value)
       return name + " runs the TP backward collectives synchronously (Megatron-DeepSpeed: megatron/arguments.py "
              "@4efb479d l.395-399; DeepSpeed has no tensor parallelism)";

@@ -1,6 +1,7 @@
 #include "pipette/core/stack_profile.hpp"
 
 #include <iterator>
+#include <utility>
 
 namespace pipette {
 
@@ -27,14 +28,11 @@ double flash_attention_speed_vs_reference(FlashKernel kernel, double head_dim) {
 
 namespace {
 
-// Megatron-core with Transformer Engine, the stack the constants were fitted on (NeMo and
-// torchtitan are priced the same way: their differences are the launch rules in launch.cpp).
-// NeMo runs Megatron-core's optimizer; torchtitan's (FSDP2 / torch.optim) was not read for 16-bit
-// gradients, which Pipette does not export for it (engine.cpp), so it keeps the whole-iteration count.
+// Megatron-core with Transformer Engine, the stack the constants were fitted on (NeMo is priced
+// the same way: its differences are the launch rules in launch.cpp and its fp8 weights).
 StackProfile reference_profile(Framework framework) {
   StackProfile profile;
   profile.framework = framework;
-  if (framework == Framework::torchtitan) profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   // Megatron-Bridge's fp8 mixed-precision presets (delayed and current scaling, MXFP8) set
   // fp8_param_gather = True (training/mixed_precision.py @067f987d l.231-302); only its blockwise
   // presets keep 16-bit weights (l.384, 400). Megatron-LM's --fp8-param-gather is off unless given.
@@ -42,23 +40,63 @@ StackProfile reference_profile(Framework framework) {
   return profile;
 }
 
-// Citations: github.com/huggingface/nanotron @2411b022 (src/nanotron/...), github.com/deepspeedai/
-// Megatron-DeepSpeed @4efb479d, github.com/deepspeedai/DeepSpeed @edaa7221.
-StackProfile nanotron_profile() {
+// What nanotron and torchtitan share as PyTorch stacks on their own layers (each profile cites its
+// code): flash attention at flash-attn 2's rate, an unfused SwiGLU (keeps the SiLU output too, two
+// elementwise passes), TP backward collectives that wait for their GEMMs.
+StackProfile pytorch_layers_profile(Framework framework, std::string code) {
   StackProfile profile;
-  profile.framework = Framework::nanotron;
-  profile.code = "github.com/huggingface/nanotron @2411b022, src/nanotron/";
+  profile.framework = framework;
+  profile.code = std::move(code);
   profile.attention = AttentionKernel::flash;
   profile.flash_kernel = FlashKernel::flash_attn_2;
   profile.overlap_tensor_parallel_backward = false;
+  profile.swiglu_saved_ffn_tensors = 4;
+  profile.swiglu_forward_ffn_accesses = 5;
+  return profile;
+}
+
+// torchtitan's Llama 3 in eager mode, as its llama3 configs run it (compile.enable defaults off).
+// Citations: github.com/pytorch/torchtitan @b5bcd76c (torchtitan/...).
+StackProfile torchtitan_profile() {
+  StackProfile profile = pytorch_layers_profile(Framework::torchtitan, "github.com/pytorch/torchtitan @b5bcd76c, torchtitan/");
+  profile.rotary_extra_accesses = 8;
+  // torchtitan's optimizer (torch.optim over FSDP2 / DDP) was not read for 16-bit gradients, which
+  // Pipette does not export for it (engine.cpp): the fp32 copy is counted for the whole iteration.
+  profile.main_gradient_copy = MainGradientCopy::whole_iteration;
+  profile.evidence = {
+      "eager by default: compile.enable defaults off (config/configs.py l.295), so nothing below is fused by "
+      "torch.compile",
+      "SwiGLU: w2(F.silu(w1(x)) * w3(x)) (models/common/feed_forward.py l.53-54) keeps w1's output, the SiLU "
+      "output, w3's output and the product, and makes two elementwise passes",
+      "RoPE: ComplexRoPE in every llama3 flavour (models/llama3/__init__.py l.136, 180, 224, 265, 306, 347) casts Q "
+      "and K to fp32, multiplies them as complex numbers and casts back (models/common/rope.py l.260-264): three "
+      "passes where a fused kernel makes one",
+      "TP backward collectives: not overlapped with the GEMMs; only async TP pipelines them, which is off by default "
+      "and needs torch.compile (config/configs.py l.298-299, 307-313)",
+      "attention: the llama3 flavours default to FlexAttention (models/llama3/__init__.py l.371 attn_backend "
+      "\"flex\"), a compiled Triton kernel, not cuDNN's fused attention",
+  };
+  profile.assumptions = {
+      "FlexAttention is priced at flash-attn 2's measured H100 rate: the FlashAttention-3 paper (arXiv 2407.08608) "
+      "measures a Triton flash attention at 389 and flash-attn 2 at 368 TFLOP/s (head dim 128, 4k tokens), within 6%",
+      "nn.RMSNorm (models/common/nn_modules.py l.134) is priced as a fused norm that keeps only its input",
+      "the loss is priced as Megatron-core's (fp32 logits, softmax in place); the llama3 configs' ChunkedLossWrapper "
+      "(models/llama3/config_registry.py l.197) runs the LM head and loss a chunk of tokens at a time "
+      "(components/loss.py l.501-507), so it keeps less and the count errs on the safe side",
+  };
+  return profile;
+}
+
+// Citations: github.com/huggingface/nanotron @2411b022 (src/nanotron/...), github.com/deepspeedai/
+// Megatron-DeepSpeed @4efb479d, github.com/deepspeedai/DeepSpeed @edaa7221.
+StackProfile nanotron_profile() {
+  StackProfile profile = pytorch_layers_profile(Framework::nanotron, "github.com/huggingface/nanotron @2411b022, src/nanotron/");
   profile.overlap_gradient_reduce = true;
   profile.sharded_optimizer = ShardedOptimizerCollectives::all_reduce_and_gather_after_step;
   // Every release (v0.1-v0.5) and the bench_cluster branch save the gathered input; main saves the
   // shard only since 9cc81bb6 and only with tp_recompute_allgather on. The export writes the switch
   // out, so main runs what is priced, and a plan for an older nanotron never under-counts its memory.
   profile.tensor_parallel_recompute_allgather = false;
-  profile.swiglu_saved_ffn_tensors = 4;
-  profile.swiglu_forward_ffn_accesses = 5;
   profile.rotary = RotaryCopies::packed_key_value_copy;
   profile.qkv_copy_passes = 1;
   profile.kv_copy_passes = 2;
@@ -230,7 +268,7 @@ StackProfile deepspeed_profile() {
 const StackProfile& stack_profile(Framework framework) {
   static const StackProfile megatron_core = reference_profile(Framework::megatron_core);
   static const StackProfile nemo = reference_profile(Framework::nemo);
-  static const StackProfile torchtitan = reference_profile(Framework::torchtitan);
+  static const StackProfile torchtitan = torchtitan_profile();
   static const StackProfile megatron_deepspeed = megatron_deepspeed_profile();
   static const StackProfile nanotron = nanotron_profile();
   static const StackProfile deepspeed = deepspeed_profile();

@@ -61,11 +61,11 @@ constexpr double tokens = 4096.0 * 2;
 // holds more than one sequence (the test after the SwiGLU's below): in bytes per layer, at tp.
 double attention_output_copy_bytes(int tp) { return tokens * 2048 / tp * 2; }
 
-// Megatron-core, NeMo and torchtitan share the profile the constants were fitted on: the same
-// TrainingSpec knobs as its defaults, the same memory and time.
+// Megatron-core and NeMo share the profile the constants were fitted on: the same TrainingSpec
+// knobs as its defaults, the same memory and time.
 TEST(StackProfile, TheReferenceFrameworksKeepTheFittedModel) {
   const TrainingSpec defaults;
-  for (const Framework framework : {Framework::megatron_core, Framework::nemo, Framework::torchtitan}) {
+  for (const Framework framework : {Framework::megatron_core, Framework::nemo}) {
     const TrainingSpec training = training_for(framework);
     EXPECT_EQ(training.attention, defaults.attention);
     EXPECT_EQ(training.overlap_tensor_parallel_backward, defaults.overlap_tensor_parallel_backward);
@@ -80,7 +80,8 @@ TEST(StackProfile, TheReferenceFrameworksKeepTheFittedModel) {
 
 // Every other stack cites its code for what it does and says what it assumes.
 TEST(StackProfile, EveryOtherStackCitesItsEvidence) {
-  for (const Framework framework : {Framework::megatron_deepspeed, Framework::nanotron, Framework::deepspeed}) {
+  for (const Framework framework :
+       {Framework::torchtitan, Framework::megatron_deepspeed, Framework::nanotron, Framework::deepspeed}) {
     const StackProfile& profile = stack_profile(framework);
     EXPECT_EQ(profile.framework, framework);
     EXPECT_NE(profile.code.find(" @"), std::string::npos) << profile.code;
@@ -132,6 +133,67 @@ TEST(StackProfile, NanotronGroupedQueryAttentionKeepsNoRotaryCopies) {
   EXPECT_DOUBLE_EQ(nanotron - megatron, tokens * 8192 * 2 - tokens * (q + kv) * 2 + attention_output_copy_bytes(1));
 }
 
+// Compute seconds a stack's layers add to Megatron-core's, forward and backward.
+struct ExtraSeconds {
+  double forward = 0;
+  double backward = 0;
+};
+
+// A stage's compute seconds (tp 1, 24 layers, 2 sequences of 4096 tokens on an H100) beyond
+// Megatron-core's under `framework`'s profile.
+ExtraSeconds extra_seconds_over_megatron(Framework framework) {
+  const ParallelConfig config = config_of(1, 1, 8);
+  const GpuSpec& gpu = *find_gpu("H100-SXM");
+  const ComputeEfficiency efficiency = fitted_compute_efficiency();
+  const StageWork megatron =
+      profile_work(llama_1b(), training_for(Framework::megatron_core), gpu, config, efficiency).stages.front();
+  const StageWork other = profile_work(llama_1b(), training_for(framework), gpu, config, efficiency).stages.front();
+  return {other.forward_compute_seconds - megatron.forward_compute_seconds,
+          other.backward_compute_seconds - megatron.backward_compute_seconds};
+}
+
+// What one layer of those stages adds when it moves `extra_bytes` more in its forward (twice that
+// in the backward) and runs its attention at flash-attn 2's rate instead of cuDNN's: at head dim
+// 64 they run at 284 and 363 of cuDNN's 609 TFLOP/s at head dim 128, the fitted rate, so the
+// causal core (QK^T and attention·V over 32 heads) takes 609/284 instead of 609/363 of its time
+// at the fitted rate, and its backward 2.5 times that.
+ExtraSeconds extra_per_layer(double extra_bytes) {
+  const GpuSpec& gpu = *find_gpu("H100-SXM");
+  const ComputeEfficiency efficiency = fitted_compute_efficiency();
+  const double seconds = extra_bytes / (efficiency.memory_fraction * gpu.hbm_bytes_per_second);
+  const double core_flops = 2 * (2 * 32 * 4096.0 * 4096) * (2 * 2048.0 / 32);
+  const double fitted_forward = 0.5 * core_flops / (efficiency.attention_fraction * gpu.peak_bf16_flop_per_second);
+  const double attention_forward = fitted_forward * (609.0 / 284 - 609.0 / 363);
+  return {seconds + attention_forward, 2 * seconds + 2.5 * attention_forward};
+}
+
+// torchtitan's eager SwiGLU, w2(F.silu(w1(x)) * w3(x)) (models/common/feed_forward.py @b5bcd76c
+// l.53-54), keeps the SiLU output beside w1's and w3's outputs and the product; its attention keeps
+// what Megatron-core's does (out-of-place RoPE on views of the fused QKV output). One sequence per
+// micro-batch and no TP: only the SwiGLU differs.
+TEST(StackProfile, TorchtitanKeepsTheSiluOutputOfItsEagerSwiglu) {
+  ParallelConfig config = config_of(1, 1, 8);
+  config.micro_batch = 1;
+  const double megatron = layer_activation_bytes(llama_1b(), training_for(Framework::megatron_core), config);
+  const double torchtitan = layer_activation_bytes(llama_1b(), training_for(Framework::torchtitan), config);
+  EXPECT_DOUBLE_EQ(torchtitan - megatron, 4096.0 * 8192 * 2);
+}
+
+// torchtitan runs eager by default (compile.enable off, config/configs.py l.295): its SwiGLU makes
+// two elementwise passes (5 ffn-wide accesses, not 3) and ComplexRoPE three passes over Q and K in
+// fp32 (models/common/rope.py l.260-264: 8 more 16-bit accesses of each element); its TP backward
+// collectives wait for the GEMMs (async TP is off, l.298-299); and FlexAttention runs at flash-attn
+// 2's rate. The forward grows by the extra bytes and the attention's slower rate.
+TEST(StackProfile, TorchtitanEagerLayersCostTheirExtraPassesAndSlowerAttention) {
+  const double h = 2048, f = 8192;
+  const ExtraSeconds extra = extra_seconds_over_megatron(Framework::torchtitan);
+  const ExtraSeconds expected = extra_per_layer(tokens * 2 * (2 * f + 8 * (h + h)));
+  EXPECT_NEAR(extra.forward, 24 * expected.forward, 1e-9);
+  EXPECT_NEAR(extra.backward, 24 * expected.backward, 1e-9);
+  EXPECT_FALSE(training_for(Framework::torchtitan).overlap_tensor_parallel_backward);
+  EXPECT_TRUE(training_for(Framework::megatron_core).overlap_tensor_parallel_backward);
+}
+
 // At the loss nanotron holds an fp32 copy of the logits and its shifted copy (8 bytes per logit,
 // models/llama.py l.934, tensor_parallel/functional.py l.43); Megatron-DeepSpeed also the 16-bit
 // logits its caller keeps (10, gpt_model.py l.68, cross_entropy.py l.25); Megatron-core 6.
@@ -158,27 +220,13 @@ TEST(StackProfile, MegatronDeepSpeedKeepsTheAttentionScores) {
 // The unfused SwiGLU's second pass and nanotron's layout copies are HBM traffic: the forward of a
 // layer takes longer by their bytes at the attained memory bandwidth, the backward twice that.
 TEST(StackProfile, UnfusedElementwiseWorkCostsItsBytesAtMemoryBandwidth) {
-  const ParallelConfig config = config_of(1, 1, 8);
-  const GpuSpec& gpu = *find_gpu("H100-SXM");
-  const ComputeEfficiency efficiency = fitted_compute_efficiency();
-  const StageWork megatron =
-      profile_work(llama_1b(), training_for(Framework::megatron_core), gpu, config, efficiency).stages.front();
-  const StageWork nanotron = profile_work(llama_1b(), training_for(Framework::nanotron), gpu, config, efficiency).stages.front();
   const double h = 2048, f = 8192;
   // SwiGLU: 5 ffn-wide accesses instead of 3; copies: one pass over q + 2kv, two over 2kv and
   // o_proj's fold of the attention output (h).
-  const double bytes_per_layer = tokens * 2 * (2 * f + 2 * (3 * h + 2 * 2 * h) + 2 * h);
-  const double seconds_per_layer = bytes_per_layer / (efficiency.memory_fraction * gpu.hbm_bytes_per_second);
-  // At head dim 64 flash-attn 2 runs at 284 and cuDNN at 363 of cuDNN's 609 TFLOP/s at head dim
-  // 128, the fitted rate: the causal core (QK^T and attention·V over 32 heads, 2 sequences of 4096
-  // tokens) takes 609/284 instead of 609/363 of its time at the fitted rate.
-  const double core_flops = 2 * (2 * 32 * 4096.0 * 4096) * (2 * h / 32);
-  const double fitted_forward = 0.5 * core_flops / (efficiency.attention_fraction * gpu.peak_bf16_flop_per_second);
-  const double attention_forward = fitted_forward * (609.0 / 284 - 609.0 / 363);
-  EXPECT_NEAR(nanotron.forward_compute_seconds - megatron.forward_compute_seconds,
-              24 * (seconds_per_layer + attention_forward), 1e-9);
-  EXPECT_NEAR(nanotron.backward_compute_seconds - megatron.backward_compute_seconds,
-              24 * (2 * seconds_per_layer + 2.5 * attention_forward), 1e-9);
+  const ExtraSeconds extra = extra_seconds_over_megatron(Framework::nanotron);
+  const ExtraSeconds expected = extra_per_layer(tokens * 2 * (2 * f + 2 * (3 * h + 2 * 2 * h) + 2 * h));
+  EXPECT_NEAR(extra.forward, 24 * expected.forward, 1e-9);
+  EXPECT_NEAR(extra.backward, 24 * expected.backward, 1e-9);
 }
 
 // ALiBi in Megatron-DeepSpeed's unfused attention: the broadcast bias is copied into QK^T's output
@@ -277,8 +325,10 @@ TEST(StackProfile, FlashKernelsRunAtTheirMeasuredShareOfTheFittedRate) {
   EXPECT_DOUBLE_EQ(flash_attention_speed_vs_reference(FlashKernel::flash_attn_2, 96), (284.0 + 368.0) / 2 / 609);
   EXPECT_DOUBLE_EQ(flash_attention_speed_vs_reference(FlashKernel::flash_attn_2, 32), 284.0 / 609);
   EXPECT_DOUBLE_EQ(flash_attention_speed_vs_reference(FlashKernel::flash_attn_2, 512), 293.0 / 609);
+  // nanotron calls flash-attn 2; torchtitan's FlexAttention is priced at its rate (the profile's assumption).
   EXPECT_EQ(stack_profile(Framework::nanotron).flash_kernel, FlashKernel::flash_attn_2);
-  for (Framework framework : {Framework::megatron_core, Framework::nemo, Framework::torchtitan}) {
+  EXPECT_EQ(stack_profile(Framework::torchtitan).flash_kernel, FlashKernel::flash_attn_2);
+  for (Framework framework : {Framework::megatron_core, Framework::nemo}) {
     EXPECT_EQ(stack_profile(framework).flash_kernel, FlashKernel::cudnn_fused);
   }
 }

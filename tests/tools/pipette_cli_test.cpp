@@ -680,6 +680,31 @@ TEST_F(PipetteCli, EngineSwitchesShowTheirSourceAndReachTheExport) {
   expect_one_line_error(pipette(planning("simulate") + " --precision fp9"), 1, "precision must be fp32, fp16, bf16 or fp8");
 }
 
+// explain says how a stack other than the reference one was priced: its code, mechanism by
+// mechanism, and what is assumed; the reference stacks (the fitted constants) print no such block.
+TEST_F(PipetteCli, ExplainSaysHowEachOtherStackWasPriced) {
+  for (const char* framework : {"torchtitan", "megatron-deepspeed", "nanotron", "deepspeed"}) {
+    const Outcome explain =
+        pipette("explain --model llama3-8b --num-nodes 1 --global-batch 64 --seq 4096 --top 1 --framework " +
+                std::string(framework));
+    ASSERT_EQ(explain.status, 0) << framework << ": " << explain.err;
+    EXPECT_NE(explain.out.find(std::string("stack: ") + framework + " (priced by mechanism"), std::string::npos)
+        << explain.out;
+    EXPECT_NE(explain.out.find("  assumption: "), std::string::npos) << explain.out;
+  }
+  const Outcome torchtitan =
+      pipette("explain --model llama3-8b --num-nodes 1 --global-batch 64 --seq 4096 --top 1 --framework torchtitan");
+  EXPECT_NE(torchtitan.out.find("models/common/feed_forward.py l.53-54"), std::string::npos) << torchtitan.out;
+  EXPECT_NE(torchtitan.out.find("tp-overlap              off    stack default"), std::string::npos) << torchtitan.out;
+  for (const char* framework : {"megatron-core", "nemo"}) {
+    const Outcome explain =
+        pipette("explain --model llama3-8b --num-nodes 1 --global-batch 64 --seq 4096 --top 1 --framework " +
+                std::string(framework));
+    ASSERT_EQ(explain.status, 0) << framework << ": " << explain.err;
+    EXPECT_EQ(explain.out.find("stack: "), std::string::npos) << explain.out;
+  }
+}
+
 TEST_F(PipetteCli, PlanJsonCarriesThePluginsEnvironmentForTheFramework) {
   const Outcome megatron = pipette("plan --model llama3-70b --top 1 --json");
   ASSERT_EQ(megatron.status, 0) << megatron.err;

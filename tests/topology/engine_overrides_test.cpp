@@ -298,6 +298,9 @@ TEST_F(EngineSources, WhatAStackCannotRunIsRefusedWithTheReason) {
       {"megatron-deepspeed", "tp-overlap=on", "", "megatron/arguments.py @4efb479d l.395-399"},
       {"megatron-deepspeed", "dp-overlap=on", "", "overlap_comm"},
       {"torchtitan", "dp-overlap=off", "", "has no switch"},
+      // torchtitan's TP collectives overlap only under torch.compile's async TP, off by default.
+      {"torchtitan", "tp-overlap=on", "", "compile.enable_async_tensor_parallel, config/configs.py @b5bcd76c"},
+      {"torchtitan", "tp-overlap=off", "", ""},
       {"nanotron", "precision=fp8", "", "fp8 is priced as Transformer Engine's recipe"},
       {"nanotron", "", "fp8", "engine precision=fp8 (job) cannot run on nanotron"},
       {"nanotron", "tp-overlap=on,tp-recompute-allgather=off,fp32-grads=off", "", ""},

@@ -3,9 +3,8 @@
 // what it keeps for the backward, what it overlaps. The constants of the time model were fitted on
 // Megatron-core / Transformer Engine; a profile states, mechanism by mechanism, where another stack
 // does more work or keeps more, read from that stack's own code (file and line in `evidence`), or
-// says that nothing tells (`assumptions`). Megatron-core, NeMo and torchtitan share the reference
-// profile (torchtitan's keeps the whole-iteration gradient copy, which only 16-bit gradients, never
-// exported for it, would use), so their predictions do not depend on this file.
+// says that nothing tells (`assumptions`). Megatron-core and NeMo share the reference profile, so
+// their predictions do not depend on this file.
 #include <string>
 #include <vector>
 
