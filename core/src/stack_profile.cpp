@@ -79,7 +79,9 @@ StackProfile torchtitan_profile() {
   profile.assumptions = {
       "FlexAttention is priced at flash-attn 2's measured H100 rate: the FlashAttention-3 paper (arXiv 2407.08608) "
       "measures a Triton flash attention at 389 and flash-attn 2 at 368 TFLOP/s (head dim 128, 4k tokens), within 6%",
-      "nn.RMSNorm (models/common/nn_modules.py l.134) is priced as a fused norm that keeps only its input",
+      "nn.RMSNorm (models/common/nn_modules.py l.134) is priced as a fused norm that keeps only its input, as "
+      "PyTorch's CUDA aten::_fused_rms_norm (pytorch/pytorch#153666) runs it; an older PyTorch's composite "
+      "rms_norm keeps an fp32 copy too",
       "the loss is priced as Megatron-core's (fp32 logits, softmax in place); the llama3 configs' ChunkedLossWrapper "
       "(models/llama3/config_registry.py l.197) runs the LM head and loss a chunk of tokens at a time "
       "(components/loss.py l.501-507), so it keeps less and the count errs on the safe side",
