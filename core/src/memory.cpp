@@ -97,7 +97,9 @@ LayerActivationElements layer_activation_elements(const LayerShape& shape, bool 
   // attention's output transposed to [s, b, h]; F.linear on it reaches matmul, whose should_fold
   // folds a 3-D input by reshape when the weight needs a gradient (pytorch aten/src/ATen/native/
   // LinearAlgebra.cpp, should_fold and _matmul_impl): a copy when b > 1, saved by mm beside the
-  // output flash attention saves.
+  // output flash attention saves. Only on the synchronous path: with tp_linear_async_communication
+  // the row-parallel Function saves the view itself (parallel/tensor_parallel/functional.py
+  // @a27e8fe8 l.375-380), and the fold is a transient.
   if (!mla && shape.attention_output_folded_copy && shape.b > 1) e.split_values += tokens * q;
   if (flash_attention) e.split_fp32_bytes = 4 * shape.a * tokens;
   if (keep_attention_scores) {
@@ -235,7 +237,7 @@ LayerShape layer_shape_of(const ModelSpec& model, const TrainingSpec& training, 
           model.ffn_kind,                                model.dropout,
           model.rotary(),                                static_cast<double>(model.query_hidden_size()),
           stack.swiglu_saved_ffn_tensors,                stack.rotary,
-          stack.attention_output_folded_copy,
+          stack.attention_output_folded_copy && !training.overlap_tensor_parallel_backward,
           static_cast<double>(model.q_lora_rank),        static_cast<double>(model.kv_lora_rank),
           static_cast<double>(model.qk_pos_emb_head_dim), static_cast<double>(model.query_width()),
           static_cast<double>(model.key_width()),        static_cast<double>(model.value_width()),

@@ -119,7 +119,8 @@ StackProfile nanotron_profile() {
       "attention output: o_proj's input is flash-attn's output transposed to [s, b, h] (models/llama.py "
       "l.668-671); F.linear on it reaches matmul, which folds it by a reshape copy and saves that copy (pytorch "
       "aten/src/ATen/native/LinearAlgebra.cpp should_fold): with more than one sequence per micro-batch the "
-      "attention output is kept twice",
+      "attention output is kept twice, unless tp_linear_async_communication's Function saves the view itself "
+      "(parallel/tensor_parallel/functional.py l.375-380 @a27e8fe8)",
       "TP backward collectives: synchronous, tp_linear_async_communication defaults to false "
       "(config/parallelism_config.py l.47-48; bench_cluster's template sets false)",
       "DP reduction without ZeRO: async bucketed all-reduce under the backward from the DDP fp32-accumulation "

@@ -108,18 +108,22 @@ TEST(StackProfile, NanotronKeepsTheSiluOutputOfItsUnfusedSwiglu) {
 // l.668-671); F.linear folds that 3-D view with a reshape, a copy once b > 1, and saves the copy
 // (pytorch aten/src/ATen/native/LinearAlgebra.cpp should_fold: a weight that needs a gradient
 // always folds), while flash-attn keeps its own output. One sequence per micro-batch: no copy.
+// With tp_linear_async_communication (tp-overlap) the row-parallel Function saves the view itself
+// (parallel/tensor_parallel/functional.py @a27e8fe8 l.375-380): no second copy.
 TEST(StackProfile, NanotronKeepsTheAttentionOutputTwiceAboveOneSequence) {
-  const auto nanotron_minus_megatron = [](int micro_batch) {
+  const auto nanotron_minus_megatron = [](int micro_batch, bool async_row_parallel) {
     ParallelConfig config = config_of(2, 1, 8);
     config.micro_batch = micro_batch;
     TrainingSpec nanotron = training_for(Framework::nanotron);
     nanotron.tensor_parallel_recompute_allgather = true;
+    nanotron.overlap_tensor_parallel_backward = async_row_parallel;
     return layer_activation_bytes(llama_1b(), nanotron, config) -
            layer_activation_bytes(llama_1b(), training_for(Framework::megatron_core), config);
   };
   const double swiglu_per_sequence = 4096.0 * 8192 / 2 * 2;
-  EXPECT_DOUBLE_EQ(nanotron_minus_megatron(1), swiglu_per_sequence);
-  EXPECT_DOUBLE_EQ(nanotron_minus_megatron(2), 2 * swiglu_per_sequence + attention_output_copy_bytes(2));
+  EXPECT_DOUBLE_EQ(nanotron_minus_megatron(1, false), swiglu_per_sequence);
+  EXPECT_DOUBLE_EQ(nanotron_minus_megatron(2, false), 2 * swiglu_per_sequence + attention_output_copy_bytes(2));
+  EXPECT_DOUBLE_EQ(nanotron_minus_megatron(2, true), 2 * swiglu_per_sequence);
 }
 
 // With grouped-query attention nanotron copies Q, K and V separately and the originals die

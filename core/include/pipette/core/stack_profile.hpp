@@ -77,10 +77,11 @@ struct StackProfile {
   // fused kernel's one read and one write (rotary models only).
   int rotary_extra_accesses = 0;
   // Whether the output projection's input is a transposed view ([b, s] to [s, b]) of the attention
-  // kernel's output, which PyTorch's matmul folds into a contiguous copy and saves for the weight
-  // gradient while the attention kernel keeps its own output: the attention output is kept twice
-  // and copied once more each way, when a micro-batch holds more than one sequence (with one, the
-  // view is already contiguous).
+  // kernel's output, which PyTorch's matmul folds into a contiguous copy each way, and, unless the
+  // TP backward is overlapped (nanotron's async row-parallel Function saves the view), saves for
+  // the weight gradient while the attention kernel keeps its own output: the attention output is
+  // then kept twice. Only when a micro-batch holds more than one sequence (with one, the view is
+  // already contiguous).
   bool attention_output_folded_copy = false;
   // Bytes per logit (vocabulary element of the TP shard and token) at the loss's peak beyond the
   // reference's fp32 logits, turned into the softmax in place, beside the 16-bit logits (4 + 2).
