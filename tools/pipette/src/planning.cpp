@@ -205,12 +205,13 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
   if (outcome.every_knob_fixed) {
     // Exactly the configuration asked for, fitting or not: evaluate it on the same prepared job.
     // Only a configuration that runs on this job but is too big "does not fit"; anything else
-    // (the wrong GPU count, a knob the model or the framework refuses) is an error.
+    // (the wrong GPU count, a knob the model or the framework refuses: complete_configuration,
+    // which evaluate_plan runs first, refuses it) is an error.
     const ParallelConfig asked = fixed_configuration(*knobs);
-    const auto config = complete_configuration(prepared->model, prepared->training, prepared->cluster, asked);
-    if (!config) return Error{prefix + config.error().message};
     auto plan = evaluate_plan(prepared->model, prepared->training, prepared->cluster, asked, prepared->options);
     if (!plan) {
+      const auto config = complete_configuration(prepared->model, prepared->training, prepared->cluster, asked);
+      if (!config) return Error{prefix + config.error().message};
       outcome.fixed_memory =
           estimate_memory(model_for_sequence(prepared->model, prepared->training.sequence_length), prepared->training,
                           *config, prepared->options.overheads);
