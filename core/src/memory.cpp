@@ -357,11 +357,37 @@ BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distrib
       bytes.step_main_gradients = 0;
     }
   }
+  // DeepSpeed's BF16_Optimizer (stack_profile.hpp): the 16-bit .grads of one backward are still
+  // allocated through the next forward, which brings the activations to their peak. The pipeline
+  // engine clears them only at the next backward's start (deepspeed/runtime/pipe/engine.py @edaa7221
+  // l.861-863; the last stage through backward_prologue, bf16_optimizer.py l.348-349), by zeroing
+  // (clear_lp_grads l.473-489) or, in the 2022-03 commit BLOOM ran and in 2024-04 to 2025-11, by
+  // dropping them (@77b649d1 l.330-333, pipe/engine.py l.748-750); the step's
+  // zero_grad(set_to_none=True) frees them after the step (bf16_optimizer.py l.491-492, engine.py
+  // l.3359-3363), so they are there at the step's peak too.
+  if (training.precision == Precision::bf16 && stack_profile(training.target.framework).separate_16bit_gradients) {
+    bytes.gradients += 2;
+  }
   if (distributed_optimizer) {
     bytes.optimizer /= dp;
     bytes.step_main_gradients /= dp;
   }
   return bytes;
+}
+
+double largest_parameter_elements(const ModelSpec& model, const ParallelConfig& config, const PipelineRankBlocks& held) {
+  double largest = 0;
+  if (held.num_layers > 0) {
+    // One GPU's shard of each layer weight: QKV (q + 2kv rows), the MLP's first weight (gate and up
+    // in one for SwiGLU, as Megatron's dense_h_to_4h), its second, the output projection.
+    const double h = model.hidden_size;
+    const double f = model.ffn_hidden_size;
+    const double qkv = model.is_mla() ? 0.0 : h * (model.query_hidden_size() + 2.0 * model.kv_hidden_size());
+    const double fc1 = h * f * (model.ffn_kind == FfnKind::swiglu ? 2 : 1);
+    largest = std::max({qkv, fc1, h * f, h * model.attention_output_width()}) / config.tp;
+  }
+  if (held.embedding || held.head) largest = std::max(largest, static_cast<double>(model.vocab_size) * model.hidden_size / config.tp);
+  return largest;
 }
 
 double expert_parameters_on_stage(const ModelSpec& model, const ParallelConfig& config, int stage) {
@@ -498,8 +524,18 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
     // Every stage with layers recomputes at least one of them (min(N, chunk layers) >= 1), so its
     // working set holds the recompute transient whenever the plan recomputes.
     const double stage_working_set = stage_layers > 0 ? working_set : 0.0;
-    memory.activations_bytes =
-        overheads.activation_memory_factor * (chunks * layers_per_chunk * mean_layer_activation + stage_working_set);
+    const double one_chunk_activation = layers_per_chunk * mean_layer_activation;
+    memory.activations_bytes = overheads.activation_memory_factor * (chunks * one_chunk_activation + stage_working_set);
+    if (stack.separate_16bit_gradients && training.precision == Precision::bf16 && training.gradients_in_fp32) {
+      // BF16_Optimizer's add after each backward, hp_grad.add_(lp.grad.to(fp32)) (bf16_optimizer.py
+      // @edaa7221 l.371; @77b649d1 l.284), casts one parameter's gradient whole: at that moment the
+      // finished micro-batch's activations and the layer working set are gone, the other in-flight
+      // micro-batches' are not.
+      const double gradient_cast = 4 * largest_parameter_elements(model, config, held);
+      memory.activations_bytes =
+          std::max(memory.activations_bytes,
+                   overheads.activation_memory_factor * (chunks - 1) * one_chunk_activation + gradient_cast);
+    }
     if (held.embedding && model.embedding_norm) {
       // The embedding's LayerNorm runs outside the (checkpointed) layers, on the rank holding the
       // embedding (bigscience-workshop/Megatron-DeepSpeed @8387ae17 megatron/mpu/layers.py l.195,

@@ -185,6 +185,22 @@ const char* const deepspeed_bf16_accumulation_evidence =
     "2022-03 olruwase/bf16-updates commit BLOOM-176B ran (bf16_optimizer.py l.259-291, pipe/engine.py "
     "l.748-762)";
 
+// What DeepSpeed's BF16_Optimizer keeps in memory beside its gradient buffer.
+const char* const deepspeed_bf16_gradient_memory_evidence =
+    "16-bit gradients (bf16, the BF16_Optimizer): a backward's .grads stay allocated through the next forward, "
+    "cleared only at the next backward's start (pipe/engine.py l.861-863, bf16_optimizer.py l.348-349, 473-489; "
+    "@77b649d1 l.330-333) and freed by the step's zero_grad(set_to_none=True) (bf16_optimizer.py l.491-492, "
+    "engine.py l.3359-3363): 2 bytes per parameter beside the fp32 buffer at both peaks; the add casts each "
+    "gradient whole, lp.grad.to(fp32) (l.371; @77b649d1 l.284), a transient of 4 bytes per element of the "
+    "rank's largest parameter (the vocabulary shard on the embedding and head ranks) beside the other "
+    "in-flight micro-batches";
+
+// Since 2025-11 DeepSpeed zeroes the kept 16-bit gradients instead of dropping them.
+const char* const deepspeed_zeroed_gradients_assumption =
+    "the backward prologue's zeroing of the kept 16-bit .grads (DeepSpeed 53e91a09, 2025-11; also before "
+    "c66bc426, 2024-04), after which autograd adds each new gradient into them in place, about 8 bytes per "
+    "parameter and micro-batch, is not priced: BLOOM's 2022 code and the releases between drop them instead";
+
 StackProfile megatron_deepspeed_profile() {
   StackProfile profile;
   profile.framework = Framework::megatron_deepspeed;
@@ -198,6 +214,7 @@ StackProfile megatron_deepspeed_profile() {
   profile.rotary_extra_accesses = 8;
   profile.extra_logits_bytes_per_element = 4;
   profile.fp32_gradient_accumulation_bytes_per_parameter = 16;
+  profile.separate_16bit_gradients = true;
   profile.partitioned_pipeline_messages = true;
   profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   profile.interleaved_pipeline = false;
@@ -215,6 +232,7 @@ StackProfile megatron_deepspeed_profile() {
       "engine reduces in backward's epilogue (deepspeed/runtime/engine.py l.2970-2982)",
       deepspeed_zero_one_evidence,
       deepspeed_bf16_accumulation_evidence,
+      deepspeed_bf16_gradient_memory_evidence,
       "wgrad: a plain 16-bit GEMM, gradient-accumulation fusion commented out "
       "(megatron/core/tensor_parallel/layers.py l.360-374; BLOOM's @87a9dba0: F.linear, megatron/mpu/layers.py "
       "l.337, 435)",
@@ -236,6 +254,7 @@ StackProfile megatron_deepspeed_profile() {
       "not only at the step); the BF16_Optimizer's norm, clipping and zeroing run over the whole unsharded fp32 "
       "buffer (bf16_optimizer.py l.233-256 @77b649d1), about 16 bytes per parameter once per iteration (0.03 s on "
       "a BLOOM-176B stage), not priced",
+      deepspeed_zeroed_gradients_assumption,
   };
   return profile;
 }
@@ -254,6 +273,7 @@ StackProfile deepspeed_profile() {
       "pipeline: TrainSchedule, 1F1B without interleaving (deepspeed/runtime/pipe/schedule.py l.189-257)",
       deepspeed_zero_one_evidence,
       deepspeed_bf16_accumulation_evidence,
+      deepspeed_bf16_gradient_memory_evidence,
   };
   profile.assumptions = {
       "no tensor parallelism: the plans keep tp = 1 (a model of the user's own brings none of Megatron's layers)",
@@ -262,6 +282,7 @@ StackProfile deepspeed_profile() {
       "Megatron-DeepSpeed; none of this is read from code",
       "gradients and optimizer: priced as Megatron's (fp32 gradient buffer, ZeRO-1 shards the fp32 master "
       "weights and Adam's moments; with 16-bit gradients an fp32 copy counted through the whole iteration)",
+      deepspeed_zeroed_gradients_assumption,
   };
   return profile;
 }

@@ -6,7 +6,7 @@
 
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/synthetic_fabric.hpp"
-#include "llama_like.hpp"
+#include "test_models.hpp"
 
 namespace pipette {
 namespace {

@@ -6,7 +6,7 @@
 #include "pipette/core/launch.hpp"
 #include "pipette/core/memory.hpp"
 #include "pipette/core/performance.hpp"
-#include "llama_like.hpp"
+#include "test_models.hpp"
 
 namespace pipette {
 namespace {

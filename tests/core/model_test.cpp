@@ -2,19 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include "test_models.hpp"
+
 namespace pipette {
 namespace {
 
 ModelSpec gpt3_175b() {
-  ModelSpec model;
+  ModelSpec model = testing::gpt_like(96, 12288, 96, 50257);
   model.name = "gpt3-175b";
-  model.num_layers = 96;
-  model.hidden_size = 12288;
-  model.num_attention_heads = 96;
-  model.num_kv_heads = 96;
-  model.ffn_hidden_size = 4 * 12288;
-  model.vocab_size = 50257;
-  model.tied_embeddings = true;
   model.learned_position_embeddings = 2048;
   return model;
 }

@@ -8,20 +8,14 @@
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/memory.hpp"
 #include "pipette/core/simulator.hpp"
+#include "test_models.hpp"
 
 namespace pipette {
 namespace {
 
 ModelSpec gpt(int layers, int hidden, int heads) {
-  ModelSpec model;
+  ModelSpec model = testing::gpt_like(layers, hidden, heads, 51200);
   model.name = "gpt";
-  model.num_layers = layers;
-  model.hidden_size = hidden;
-  model.num_attention_heads = heads;
-  model.num_kv_heads = heads;
-  model.ffn_hidden_size = 4 * hidden;
-  model.vocab_size = 51200;
-  model.tied_embeddings = true;
   model.learned_position_embeddings = 2048;
   return model;
 }

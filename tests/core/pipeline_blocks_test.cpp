@@ -7,7 +7,7 @@
 #include "pipette/core/performance.hpp"
 #include "pipette/core/stack_profile.hpp"
 #include "pipette/core/synthetic_fabric.hpp"
-#include "llama_like.hpp"
+#include "test_models.hpp"
 
 namespace pipette {
 namespace {

@@ -11,7 +11,7 @@
 #include "pipette/core/performance.hpp"
 #include "pipette/core/placement.hpp"
 #include "pipette/core/units.hpp"
-#include "llama_like.hpp"
+#include "test_models.hpp"
 
 namespace pipette {
 namespace {

@@ -10,6 +10,7 @@
 #include "pipette/core/plan.hpp"
 #include "pipette/core/search.hpp"
 #include "pipette/core/synthetic_fabric.hpp"
+#include "test_models.hpp"
 
 namespace pipette {
 namespace {
@@ -280,6 +281,53 @@ TEST(StackProfile, Bf16OptimizerAddsEveryMicroBatchsGradientsIntoFp32) {
       EXPECT_NEAR(a.backward_compute_seconds - b.backward_compute_seconds, expected, 1e-12) << to_string(framework);
       EXPECT_DOUBLE_EQ(a.forward_compute_seconds, b.forward_compute_seconds);
     }
+  }
+}
+
+// DeepSpeed's BF16_Optimizer keeps each backward's 16-bit .grads allocated through the next forward,
+// clearing them only at the next backward's start or in the step's zero_grad (deepspeed/runtime/
+// bf16_optimizer.py @edaa7221 l.348-349, 473-492; pipe/engine.py l.861-863), beside its fp32 buffer:
+// 2 bytes per parameter more than Megatron-core's model state. fp16 does not run that optimizer.
+TEST(StackProfile, Bf16OptimizerKeepsTheSixteenBitGradientsBesideItsBuffer) {
+  for (const Framework framework : {Framework::megatron_deepspeed, Framework::deepspeed, Framework::megatron_core}) {
+    TrainingSpec training = training_for(framework);
+    const double kept = framework == Framework::megatron_core ? 0.0 : 2.0;
+    EXPECT_DOUBLE_EQ(bytes_per_parameter(training, true, 8).gradients, 4 + kept) << to_string(framework);
+    EXPECT_DOUBLE_EQ(bytes_per_parameter(training, false, 8).total(), 18 + kept) << to_string(framework);
+    training.precision = Precision::fp16;
+    EXPECT_DOUBLE_EQ(bytes_per_parameter(training, true, 8).gradients, 4) << to_string(framework);
+  }
+}
+
+// The BF16_Optimizer's add casts each 16-bit gradient whole to fp32 first (hp_grad.add_(lp.grad.to(
+// fp32)), bf16_optimizer.py @edaa7221 l.371). On a BLOOM-176B-shaped model at tp 1 the first
+// stage's embedding gradient becomes a 14.4 GB fp32 transient after every backward: beside the
+// other in-flight micro-batches, in place of the finished one and the layer working set, which under
+// full recompute are far smaller. Every other stage holds at least as much as before; with 16-bit
+// accumulation nothing is cast.
+TEST(StackProfile, Bf16OptimizerCastsTheLargestGradientToFp32AfterEachBackward) {
+  ModelSpec bloom = testing::gpt_like(64, 14336, 112, 250880);
+  bloom.alibi = true;
+  TrainingSpec fp32_accumulation = training_for(Framework::megatron_deepspeed);
+  fp32_accumulation.sequence_length = 2048;
+  fp32_accumulation.global_batch_sequences = 64;
+  TrainingSpec bf16_accumulation = fp32_accumulation;
+  bf16_accumulation.gradients_in_fp32 = false;
+  ParallelConfig config = config_of(1, 8, 1);
+  config.micro_batch = 1;
+  config.sequence_parallel = false;
+  config.recompute = RecomputeMode::full;
+  config.layers_per_stage = balanced_layers_per_stage(64, 8);
+  const std::vector<StageMemory> with = estimate_memory(bloom, fp32_accumulation, config, RuntimeOverheads{});
+  const std::vector<StageMemory> without = estimate_memory(bloom, bf16_accumulation, config, RuntimeOverheads{});
+  const int chunks = in_flight_microbatch_chunks(0, 8, 64, 1);
+  const double working_set = layer_working_set_bytes(bloom, fp32_accumulation, config);
+  const double one_chunk = (without[0].activations_bytes - working_set) / chunks;
+  const double cast = 4.0 * 250880 * 14336;
+  ASSERT_GT(cast, one_chunk + working_set);
+  EXPECT_NEAR(with[0].activations_bytes, (chunks - 1) * one_chunk + cast, 1.0);
+  for (size_t stage = 1; stage < with.size(); ++stage) {
+    EXPECT_GE(with[stage].activations_bytes, without[stage].activations_bytes) << stage;
   }
 }
 

@@ -93,6 +93,9 @@ double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config,
 // The same for a rank that holds `blocks` (pipeline_blocks.hpp) beyond its layers.
 double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config, int stage,
                            const PipelineRankBlocks& blocks);
+// Elements of the largest single parameter tensor one GPU of a rank holding `blocks` keeps: the word
+// embedding's or the output layer's vocabulary shard, else the largest dense-layer weight shard.
+double largest_parameter_elements(const ModelSpec& model, const ParallelConfig& config, const PipelineRankBlocks& blocks);
 // Of those, the routed experts' parameters: num_experts/ep experts per MoE layer of the stage,
 // each split over etp (fc2's bias whole). Zero for dense models.
 double expert_parameters_on_stage(const ModelSpec& model, const ParallelConfig& config, int stage);

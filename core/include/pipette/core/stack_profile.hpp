@@ -91,6 +91,12 @@ struct StackProfile {
   // adds them in with separate kernels, beyond what the reference prices (its wgrad GEMMs
   // accumulate into the fp32 buffer themselves). Only for bf16 with fp32 gradient accumulation.
   double fp32_gradient_accumulation_bytes_per_parameter = 0;
+  // Whether, in bf16, autograd writes each micro-batch's gradients into the parameters' own 16-bit
+  // .grad tensors, which the optimizer copies into its gradient buffer itself (DeepSpeed's
+  // BF16_Optimizer): the .grads (2 bytes per parameter) stay allocated beside that buffer from the
+  // backward that wrote them through the next forward, and with an fp32 buffer each is cast whole to
+  // fp32 before the add, a transient the size of the rank's largest parameter in fp32.
+  bool separate_16bit_gradients = false;
   // Whether the pipeline engine sends each TP rank's 1/tp slice of the tensor between stages and
   // all-gathers it over TP on arrival (DeepSpeed's PipelineEngine with tp > 1), rather than the
   // whole tensor from every TP rank.
