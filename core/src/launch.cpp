@@ -298,6 +298,7 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
   launch.tp_comm_overlap = training.overlap_tensor_parallel_communication && launch.sequence_parallel;
   launch.tp_backward_overlap = training.overlap_tensor_parallel_backward && launch.sequence_parallel;
   launch.fp32_gradients = training.gradients_in_fp32 || training.precision == Precision::fp32;
+  launch.precision = training.precision;
   launch.tp_recompute_allgather = training.tensor_parallel_recompute_allgather;
   launch.sequence_length = training.sequence_length;
   const ModelSpec launched = model_for_sequence(model, training.sequence_length);
@@ -626,11 +627,37 @@ std::string megatron_deepspeed_arguments(const LaunchDescription& launch) {
 
 std::string deepspeed_config(const LaunchDescription& launch) {
   // DeepSpeed's batch keys and ZeRO stage (deepspeed/runtime/config.py, zero/config.py @edaa7221);
-  // train_batch_size = micro-batch x accumulation steps x dp, as DeepSpeed checks.
+  // train_batch_size = micro-batch x accumulation steps x dp, as DeepSpeed checks. The precision
+  // sections (runtime/precision_config.py l.34-49, 95-106: off unless enabled) and
+  // data_types.grad_accum_dtype (constants.py l.494-496, config.py l.895-896 and DtypeEnum l.101-106)
+  // choose the optimizer (engine.py l.1978-2021): without them DeepSpeed would train the job's 16-bit
+  // parameters with the bare optimizer, no fp32 master weights.
+  std::string precision;
+  if (launch.precision == Precision::bf16) {
+    precision = std::string(", \"bf16\": {\"enabled\": true}, \"data_types\": {\"grad_accum_dtype\": \"") +
+                (launch.fp32_gradients ? "fp32" : "bf16") + "\"}";
+  } else if (launch.precision == Precision::fp16) {
+    precision = ", \"fp16\": {\"enabled\": true}";
+  }
   return "{\"train_batch_size\": " + std::to_string(launch.global_batch) +
          ", \"train_micro_batch_size_per_gpu\": " + std::to_string(launch.micro_batch) +
          ", \"gradient_accumulation_steps\": " + std::to_string(launch.num_microbatches) +
-         ", \"zero_optimization\": {\"stage\": " + (launch.distributed_optimizer ? "1" : "0") + "}}";
+         ", \"zero_optimization\": {\"stage\": " + (launch.distributed_optimizer ? "1" : "0") + "}" + precision + "}";
+}
+
+std::string optimizer_problem(const TrainingSpec& training, const ParallelConfig& config) {
+  const Framework framework = training.target.framework;
+  if (framework != Framework::megatron_deepspeed && framework != Framework::deepspeed) return {};
+  // DeepSpeed's _do_optimizer_sanity_check (engine.py @edaa7221 l.1978-2021): bf16 parameters with
+  // fp32 accumulation are the BF16_Optimizer under ZeRO stage 1 (l.1994-1996, since 8d87c89e,
+  // 2023-01); without ZeRO they raise NotImplementedError (l.2011-2021, since 09885efe, 2026-01;
+  // before it they too ran the BF16_Optimizer, which shards its fp32 state over dp either way).
+  if (training.precision == Precision::bf16 && training.gradients_in_fp32 && !config.distributed_optimizer) {
+    return "DeepSpeed runs bf16 with fp32 gradient accumulation (its BF16_Optimizer, the one priced) only under "
+           "ZeRO stage 1 (deepspeed/runtime/engine.py @edaa7221 l.1994-1996; without ZeRO it raises "
+           "NotImplementedError, l.2011-2021): plan with distopt=on";
+  }
+  return {};
 }
 
 std::pair<std::string, std::string> framework_arguments(Framework framework, const LaunchDescription& launch) {

@@ -135,8 +135,12 @@ bool distributed_optimizer_for(const SearchSpace& space, int dp) {
   const bool default_on = framework != Framework::torchtitan && framework != Framework::nanotron;
   // Megatron-LM asserts --use-distributed-optimizer beside --fp8-param-gather at any dp
   // (training/arguments.py @d98e8a64 l.1095-1097); with one replica it shards nothing.
-  const bool required = framework == Framework::megatron_core && space.training.fp8_parameters &&
-                        space.training.precision == Precision::fp8;
+  // DeepSpeed takes bf16 with fp32 accumulation only under ZeRO stage 1 (optimizer_problem): a
+  // layout without it is refused at any dp.
+  const ParallelConfig without_distributed_optimizer{};
+  const bool required = (framework == Framework::megatron_core && space.training.fp8_parameters &&
+                         space.training.precision == Precision::fp8) ||
+                        !optimizer_problem(space.training, without_distributed_optimizer).empty();
   return (dp > 1 || required) && space.fixed.distributed_optimizer.value_or(default_on);
 }
 
@@ -310,6 +314,10 @@ Enumeration enumerate(const SearchSpace& space) {
       config.etp = etp;
       config.sequence_parallel = sequence_parallel_for(space, tp);
       config.distributed_optimizer = distributed_optimizer_for(space, dp * cp);
+      if (const std::string problem = optimizer_problem(space.training, config); !problem.empty()) {
+        result.rejections.push_back({family, problem});
+        continue;
+      }
       const std::string expert_family =
           model.is_moe() ? family + " ep=" + std::to_string(ep) + " etp=" + std::to_string(etp) : family;
       std::optional<PeakMemory> family_leanest;
@@ -751,7 +759,8 @@ Result<ParallelConfig> complete_configuration(const ModelSpec& requested_model, 
     if (microbatches < config.pp) return Error{shape + ": the interleaved schedule needs at least pp micro-batches"};
   }
   if (config.pp == 1) config.virtual_stages = 1;
-  const std::string unbuildable = launch_problem(training.target, model, config, microbatches);
+  std::string unbuildable = launch_problem(training.target, model, config, microbatches);
+  if (unbuildable.empty()) unbuildable = optimizer_problem(training, config);
   if (!unbuildable.empty()) return Error{shape + ": " + to_string(training.target.framework) + " cannot build it: " + unbuildable};
   return config;
 }

@@ -122,13 +122,14 @@ std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cl
   expect(built.micro_batch == launch.micro_batch, "micro-batch");
   expect(built.global_batch == launch.global_batch, "global batch");
   expect(built.distributed_optimizer == launch.distributed_optimizer, "distributed optimizer");
+  expect(built.fp32_gradients == launch.fp32_gradients, "gradient precision");
+  expect(built.precision.empty() || built.precision == to_string(launch.precision), "precision");
   if (training.target.framework == Framework::deepspeed) return mismatch;  // the rest is the user's model's
   expect(built.tp == launch.tp, "tp");
   expect(built.recompute == to_string(launch.recompute), "recompute");
   expect(built.recomputed_layers_per_chunk == launch.recomputed_layers_per_chunk, "count of recomputed layers");
   expect(built.sequence_parallel == launch.sequence_parallel, "sequence parallelism");
   expect(built.sequence_length == launch.sequence_length, "sequence length");
-  expect(built.fp32_gradients == launch.fp32_gradients, "gradient precision");
   if (training.target.framework == Framework::nanotron) {
     expect(built.tp_backward_overlap == launch.tp_backward_overlap, "TP backward overlap");
     expect(built.tp_recompute_allgather == launch.tp_recompute_allgather, "TP re-gather");
@@ -673,6 +674,23 @@ TEST(Conformance, ProfiledStacksRefuseWhatTheirCodeRefuses) {
                                     facts))
                 .find("config.py:931-935"),
             std::string::npos);
+  // The precision and accumulation dtype choose DeepSpeed's optimizer (D:runtime/engine.py:1978-2021):
+  // bf16 with fp32 accumulation is the BF16_Optimizer priced, at stage 1 only.
+  EXPECT_EQ(deepspeed.built.precision, "bf16");
+  EXPECT_TRUE(deepspeed.built.fp32_gradients);
+  EXPECT_NE(refusal(check_deepspeed(replaced(config, "\"stage\": 1", "\"stage\": 0"), facts)).find("engine.py:2021"),
+            std::string::npos);
+  EXPECT_NE(refusal(check_deepspeed(replaced(config, "\"grad_accum_dtype\": \"fp32\"", "\"grad_accum_dtype\": \"fp64\""), facts))
+                .find("DtypeEnum"),
+            std::string::npos);
+  const Verdict bf16_accumulation =
+      check_deepspeed(replaced(config, "\"grad_accum_dtype\": \"fp32\"", "\"grad_accum_dtype\": \"bfloat16\""), facts);
+  EXPECT_EQ(bf16_accumulation.refusal, "");
+  EXPECT_FALSE(bf16_accumulation.built.fp32_gradients);
+  const Verdict no_precision = check_deepspeed(replaced(config, "\"bf16\": {\"enabled\": true}, ", ""), facts);
+  EXPECT_EQ(no_precision.built.precision, "fp32");
+  launch.precision = Precision::fp16;
+  EXPECT_EQ(check_deepspeed(deepspeed_config(launch), facts).built.precision, "fp16");
 }
 
 // The premise of kGridRuns: Megatron-LM's and NeMo's searches hand out the same plans.
@@ -763,7 +781,7 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
                    virtual_stages, microbatch_group_size, layers_per_stage, recompute, recomputed_layers_per_chunk,
                    sequence_parallel,
                    distributed_optimizer, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap,
-                   tp_backward_overlap, fp32_gradients, tp_recompute_allgather, sequence_length,
+                   tp_backward_overlap, fp32_gradients, tp_recompute_allgather, precision, sequence_length,
                    max_position_embeddings, environment] = launch;
       const ParallelConfig& priced = plan->config;
       // The expert layout and MoE layer as priced (zero / one for dense models).
@@ -824,6 +842,7 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       EXPECT_EQ(tp_backward_overlap, training.overlap_tensor_parallel_backward && sequence_parallel);
       EXPECT_EQ(fp32_gradients, training.gradients_in_fp32);
       EXPECT_EQ(tp_recompute_allgather, training.tensor_parallel_recompute_allgather);
+      EXPECT_EQ(precision, training.precision);
       EXPECT_EQ(sequence_length, c.sequence);
       // The position table the memory model counted.
       EXPECT_EQ(max_position_embeddings, std::max(launched.learned_position_embeddings, c.sequence));

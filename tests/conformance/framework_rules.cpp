@@ -750,9 +750,69 @@ std::optional<std::int64_t> json_integer(const std::string& json, const std::str
   return std::stoll(json.substr(value, end - value));
 }
 
+// Whether the JSON's precision section `name` ({"enabled": true}) is on; absent, it is off
+// (D:runtime/precision_config.py:34-49, 95-106).
+bool json_section_enabled(const std::string& json, const std::string& name) {
+  const size_t at = json.find("\"" + name + "\"");
+  if (at == std::string::npos) return false;
+  const size_t close = json.find('}', at);
+  const size_t enabled = json.find("\"enabled\"", at);
+  if (enabled == std::string::npos || enabled > close) return false;
+  const size_t value = json.find_first_not_of(" :", enabled + std::string("\"enabled\"").size());
+  return value != std::string::npos && json.compare(value, 4, "true") == 0;
+}
+
+// The string value of a key in the JSON; nullopt when absent.
+std::optional<std::string> json_string(const std::string& json, const std::string& key) {
+  const std::string quoted = "\"" + key + "\"";
+  const size_t at = json.find(quoted);
+  if (at == std::string::npos) return std::nullopt;
+  const size_t open = json.find_first_not_of(" :", at + quoted.size());
+  if (open == std::string::npos || json[open] != '"') return std::nullopt;
+  const size_t close = json.find('"', open + 1);
+  if (close == std::string::npos) return std::nullopt;
+  return json.substr(open + 1, close - open - 1);
+}
+
+// DeepSpeed's choice of optimizer wrapper from the JSON's precision, data_types.grad_accum_dtype and
+// ZeRO stage (D:runtime/engine.py:1978-2021 _do_optimizer_sanity_check, get_data_types l.1485-1496:
+// the accumulation dtype defaults to the model's; DtypeEnum D:runtime/config.py:101-106). Fills the
+// precision and whether gradients accumulate in fp32; a mix it does not run is its refusal.
+std::string check_deepspeed_precision(const std::string& json, std::int64_t stage, bool pipeline, BuiltLayout& built) {
+  const bool fp16 = json_section_enabled(json, "fp16");
+  const bool bf16 = json_section_enabled(json, "bf16") || json_section_enabled(json, "bfloat16");
+  if (fp16 && bf16) return "fp16 and bf16 both enabled";
+  const std::string model = fp16 ? "fp16" : bf16 ? "bf16" : "fp32";
+  std::string accumulation = model;
+  if (const std::optional<std::string> given = json_string(json, "grad_accum_dtype")) {
+    static const std::vector<std::pair<std::string, std::vector<std::string>>> spellings = {
+        {"fp16", {"torch.float16", "fp16", "float16", "half"}},
+        {"fp32", {"torch.float32", "fp32", "float32", "float"}},
+        {"bf16", {"torch.bfloat16", "bf16", "bfloat16"}}};
+    accumulation.clear();
+    for (const auto& [canonical, names] : spellings) {
+      if (std::find(names.begin(), names.end(), *given) != names.end()) accumulation = canonical;
+    }
+    if (accumulation.empty()) return "'" + *given + "' is not a valid DtypeEnum (D:runtime/config.py:101-106)";
+  }
+  built.precision = model;
+  if (stage > 0) {
+    // ZeRO: bf16 with fp32 accumulation at stage 1 is the BF16_Optimizer (l.1994-1996); the other
+    // mixes are the ZeRO optimizer, accumulating in the model's dtype.
+    built.fp32_gradients = model == "fp32" || (model == "bf16" && accumulation == "fp32" && stage == 1);
+    return {};
+  }
+  if (model != accumulation) return "unsupported mix of model_dtype and grad_accum_dtype (D:runtime/engine.py:2021)";
+  // Equal dtypes (l.2011-2019): fp16 is the FP16_Optimizer (fp32 master weights and gradients at the
+  // step); bf16 the BF16_Optimizer with bf16 accumulation in a pipeline, else plain bf16 DDP.
+  if (model == "bf16" && !pipeline) return "bf16 without ZeRO or a pipeline is DDP_BFLOAT16: no fp32 master weights, not what was priced";
+  built.fp32_gradients = model != "bf16";
+  return {};
+}
+
 // DeepSpeed's checks of its JSON config on dp data-parallel ranks (the config's world_size,
-// D:runtime/config.py:711-724) and pp pipeline stages.
-std::string check_deepspeed_config(const std::string& json, int dp, int pp, BuiltLayout& built) {
+// D:runtime/config.py:711-724) and pp pipeline stages, for a model that is a PipelineModule or not.
+std::string check_deepspeed_config(const std::string& json, int dp, int pp, bool pipeline_module, BuiltLayout& built) {
   const auto train_batch = json_integer(json, "train_batch_size");
   const auto micro_batch = json_integer(json, "train_micro_batch_size_per_gpu");
   const auto accumulation = json_integer(json, "gradient_accumulation_steps");
@@ -769,7 +829,7 @@ std::string check_deepspeed_config(const std::string& json, int dp, int pp, Buil
   built.micro_batch = static_cast<int>(*micro_batch);
   built.global_batch = *train_batch;
   built.distributed_optimizer = stage == 1;
-  return {};
+  return check_deepspeed_precision(json, stage, pipeline_module, built);
 }
 
 // DeepSpeed's PipelineModule partition of the transformer layers (Megatron-DeepSpeed's GPTModelPipe
@@ -890,7 +950,7 @@ Verdict check_deepspeed(const std::string& config, const JobFacts& facts) {
     return verdict;
   }
   const int dp = facts.world_size / *pp;
-  verdict.refusal = check_deepspeed_config(config, dp, *pp, verdict.built);
+  verdict.refusal = check_deepspeed_config(config, dp, *pp, *pp > 1, verdict.built);
   verdict.built.pp = *pp;
   verdict.built.dp = dp;
   return verdict;
@@ -963,7 +1023,8 @@ Verdict check_megatron_deepspeed(const std::string& arguments, const JobFacts& f
     return verdict;
   }
   BuiltLayout& built = verdict.built;
-  verdict.refusal = check_deepspeed_config(*config, dp, pp, built);
+  // The model is GPTModelPipe, a PipelineModule, at any pp (Megatron-DeepSpeed pretrain_gpt.py:51-52).
+  verdict.refusal = check_deepspeed_config(*config, dp, pp, true, built);
   if (!verdict.refusal.empty()) return verdict;
   // DeepSpeed's engine steps once per train_batch_size samples: it must be Megatron's global batch.
   if (built.global_batch != *global_batch || built.micro_batch != *micro_batch) {

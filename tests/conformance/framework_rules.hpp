@@ -65,6 +65,9 @@ struct BuiltLayout {
   bool tp_backward_overlap = false;
   bool fp32_gradients = true;
   bool tp_recompute_allgather = true;
+  // The training precision where the string sets it (DeepSpeed's JSON: "bf16", "fp16" or "fp32");
+  // empty where the job's own arguments do.
+  std::string precision;
   int sequence_length = 0;
   int max_position_embeddings = 0;
   int ep = 1;   // expert model parallel

@@ -58,6 +58,20 @@ ParallelConfig config_of(int tp, int pp, int dp) {
 
 constexpr double tokens = 4096.0 * 2;
 
+// `nodes` nodes of 8 H100 SXM on one switch; searches that keep Slurm's placement.
+Cluster h100_nodes(int nodes) {
+  Cluster cluster = synthetic_cluster(uniform_fabric(nodes), 1);
+  cluster.gpu = *find_gpu("H100-SXM");
+  return cluster;
+}
+
+SearchOptions without_placement() {
+  SearchOptions options;
+  options.optimize_placement = false;
+  return options;
+}
+
+
 // nanotron's o_proj saves a folded copy of the attention output (h/t wide) when a micro-batch
 // holds more than one sequence (the test after the SwiGLU's below): in bytes per layer, at tp.
 double attention_output_copy_bytes(int tp) { return tokens * 2048 / tp * 2; }
@@ -331,6 +345,44 @@ TEST(StackProfile, Bf16OptimizerCastsTheLargestGradientToFp32AfterEachBackward) 
   }
 }
 
+// DeepSpeed chooses its optimizer from the JSON (deepspeed/runtime/engine.py @edaa7221 l.1978-2021):
+// bf16 with fp32 accumulation is the BF16_Optimizer the profile prices only under ZeRO stage 1
+// (l.1994-1996); without ZeRO it raises NotImplementedError (l.2011-2021). So a DeepSpeed plan in
+// bf16 keeps distopt on at any dp, even one replica, and a layout fixed without it is refused with
+// the reason; fp16, and every other stack, are unaffected.
+TEST(StackLaunch, DeepSpeedBf16RunsItsBf16OptimizerUnderZeroStageOne) {
+  ParallelConfig unsharded = config_of(2, 2, 2);
+  for (const Framework framework : {Framework::megatron_deepspeed, Framework::deepspeed}) {
+    TrainingSpec training = training_for(framework);
+    EXPECT_NE(optimizer_problem(training, unsharded).find("ZeRO stage 1"), std::string::npos) << to_string(framework);
+    ParallelConfig sharded = unsharded;
+    sharded.distributed_optimizer = true;
+    EXPECT_EQ(optimizer_problem(training, sharded), "") << to_string(framework);
+    training.precision = Precision::fp16;
+    EXPECT_EQ(optimizer_problem(training, unsharded), "") << to_string(framework);
+  }
+  EXPECT_EQ(optimizer_problem(training_for(Framework::megatron_core), unsharded), "");
+
+  // One replica on one node of 8 GPUs: the layouts the search used to leave unsharded.
+  const Cluster cluster = h100_nodes(1);
+  const SearchOptions options = without_placement();
+  TrainingSpec training = training_for(Framework::megatron_deepspeed);
+  training.global_batch_sequences = 32;
+  training.fixed.dp = 1;
+  const Result<SearchResult> one_replica = search_plans(llama_1b(), training, cluster, options);
+  ASSERT_TRUE(one_replica.ok()) << one_replica.error().message;
+  ASSERT_FALSE(one_replica->plans.empty());
+  for (const Plan& plan : one_replica->plans) EXPECT_TRUE(plan.config.distributed_optimizer);
+
+  training.fixed.distributed_optimizer = false;
+  const Result<SearchResult> fixed_off = search_plans(llama_1b(), training, cluster, options);
+  EXPECT_TRUE(!fixed_off.ok() || fixed_off->plans.empty());
+  const Result<Plan> evaluated = evaluate_plan(llama_1b(), training, cluster, unsharded, options);
+  ASSERT_FALSE(evaluated.ok());
+  EXPECT_NE(evaluated.error().message.find("megatron-deepspeed cannot build it: DeepSpeed runs bf16"), std::string::npos)
+      << evaluated.error().message;
+}
+
 // DeepSpeed's PipelineEngine with tp > 1 partitions what crosses a stage boundary over the TP group
 // (deepspeed/runtime/pipe/engine.py @edaa7221 l.143-144, 731-766, 835-857, 1090-1101): each TP rank
 // sends its 1/tp slice, and the tensor is all-gathered over TP (half an all-reduce) where it is used:
@@ -461,9 +513,7 @@ TEST(StackLaunch, AlibiOnlyUnderMegatronDeepSpeedOrDeepSpeed) {
     EXPECT_EQ(launch_problem({framework, false}, model, config, 1), "") << to_string(framework);
   }
   // The search says so once, not as the reason every layout was dropped ("no plan fits memory").
-  Cluster cluster = synthetic_cluster(uniform_fabric(1), 1);
-  cluster.gpu = *find_gpu("H100-SXM");
-  const Result<SearchResult> searched = search_plans(model, training_for(Framework::megatron_core), cluster, SearchOptions{});
+  const Result<SearchResult> searched = search_plans(model, training_for(Framework::megatron_core), h100_nodes(1), SearchOptions{});
   ASSERT_FALSE(searched.ok());
   EXPECT_EQ(searched.error().message,
             "megatron-core cannot train llama-1b: its ALiBi attention biases (alibi: true) are not among megatron-core's "
@@ -533,10 +583,8 @@ TEST(StackLaunch, EachStackRefusesWhatItCannotRun) {
 // leaves ZeRO-1 off, since nanotron's main since 7bc99232 cannot start it (trainer.py
 // l.1093-1095, optim/gradient_accumulator.py l.354-355 @2411b022).
 TEST(StackLaunch, NanotronZeroOneOnlyWhenFixed) {
-  Cluster cluster = synthetic_cluster(uniform_fabric(2), 1);
-  cluster.gpu = *find_gpu("H100-SXM");
-  SearchOptions options;
-  options.optimize_placement = false;
+  const Cluster cluster = h100_nodes(2);
+  const SearchOptions options = without_placement();
   TrainingSpec training = training_for(Framework::nanotron);
   training.global_batch_sequences = 32;
   const Result<SearchResult> free = search_plans(llama_1b(), training, cluster, options);
@@ -571,12 +619,11 @@ TEST(StackLaunch, MegatronDeepSpeedPricesDeepSpeedsOwnSplit) {
   TrainingSpec training = training_for(Framework::megatron_deepspeed);
   training.global_batch_sequences = 32;
   training.sequence_length = 1024;  // its unfused softmax keeps the s x s scores
-  Cluster cluster = synthetic_cluster(uniform_fabric(1), 1);
-  cluster.gpu = *find_gpu("H100-SXM");
-  SearchOptions options;
-  options.optimize_placement = false;
+  const Cluster cluster = h100_nodes(1);
+  const SearchOptions options = without_placement();
   ParallelConfig config = config_of(1, 4, 2);
   config.layers_per_stage.clear();
+  config.distributed_optimizer = true;  // bf16 under DeepSpeed (optimizer_problem)
   const Result<Plan> plan = evaluate_plan(model, training, cluster, config, options);
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   EXPECT_EQ(plan->config.layers_per_stage, (std::vector<int>{8, 8, 7, 7}));
@@ -625,9 +672,21 @@ TEST(StackLaunch, ExportsSayWhatWasPriced) {
             "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --micro-batch-size 2 --global-batch-size 64 "
             "--seq-length 4096 --max-position-embeddings 4096 --recompute-granularity full --recompute-method uniform "
             "--recompute-num-layers 1 --sequence-parallel --deepspeed --zero-stage 1");
+  // The precision section and the accumulation dtype pick DeepSpeed's optimizer: bf16 with fp32
+  // accumulation is the BF16_Optimizer that was priced (deepspeed/runtime/engine.py @edaa7221
+  // l.1994-1996); fp16 the FP16_Optimizer; fp32 needs neither.
   EXPECT_EQ(deepspeed_config(launch),
             "{\"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 8, "
-            "\"zero_optimization\": {\"stage\": 1}}");
+            "\"zero_optimization\": {\"stage\": 1}, \"bf16\": {\"enabled\": true}, "
+            "\"data_types\": {\"grad_accum_dtype\": \"fp32\"}}");
+  LaunchDescription fp16 = launch;
+  fp16.precision = Precision::fp16;
+  EXPECT_EQ(deepspeed_config(fp16),
+            "{\"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 8, "
+            "\"zero_optimization\": {\"stage\": 1}, \"fp16\": {\"enabled\": true}}");
+  LaunchDescription fp32 = launch;
+  fp32.precision = Precision::fp32;
+  EXPECT_EQ(deepspeed_config(fp32).find("enabled"), std::string::npos);
   EXPECT_EQ(framework_arguments(Framework::nanotron, launch).first, "PIPETTE_NANOTRON_OVERRIDES");
   EXPECT_EQ(framework_arguments(Framework::megatron_deepspeed, launch).first, "PIPETTE_MEGATRON_DEEPSPEED_ARGS");
   EXPECT_EQ(framework_arguments(Framework::deepspeed, launch).first, "PIPETTE_DEEPSPEED_CONFIG");

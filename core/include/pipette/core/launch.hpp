@@ -57,6 +57,9 @@ struct LaunchDescription {
   bool tp_backward_overlap = false;
   bool fp32_gradients = true;
   bool tp_recompute_allgather = true;
+  // The training precision. Only DeepSpeed's JSON carries it (deepspeed_config): there it also
+  // selects the optimizer that was priced; the other stacks take it from the job's own arguments.
+  Precision precision = Precision::bf16;
   int sequence_length = 0;
   int max_position_embeddings = 0;       // rows of the position table the plan priced (>= sequence_length)
   EnvironmentVariables environment;      // e.g. CUDA_DEVICE_MAX_CONNECTIONS=1
@@ -105,6 +108,12 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
 std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
                            int num_microbatches);
 
+// What DeepSpeed (frameworks megatron-deepspeed and deepspeed) cannot run of the training's precision
+// and gradient accumulation with this layout: it takes bf16 with fp32 gradient accumulation (the
+// BF16_Optimizer the stack profile prices) only under ZeRO stage 1, i.e. distributed_optimizer on at
+// any dp. Empty when it can, and for every other framework.
+std::string optimizer_problem(const TrainingSpec& training, const ParallelConfig& config);
+
 // The part of launch_problem no layout changes: what the framework cannot train of the model at
 // all (ALiBi outside Megatron-DeepSpeed and DeepSpeed, MoE or MLA under the stacks that do not
 // price them). Empty if every layout may be tried.
@@ -121,8 +130,9 @@ std::string torchtitan_arguments(const LaunchDescription& launch);
 std::string nanotron_overrides(const LaunchDescription& launch);
 // Megatron-DeepSpeed arguments for pretrain_gpt.py (PIPETTE_MEGATRON_DEEPSPEED_ARGS).
 std::string megatron_deepspeed_arguments(const LaunchDescription& launch);
-// A DeepSpeed JSON config: batch, accumulation and ZeRO stage (PIPETTE_DEEPSPEED_CONFIG; for
-// Megatron-DeepSpeed beside its arguments, for deepspeed alone).
+// A DeepSpeed JSON config: batch, accumulation, ZeRO stage and the precision with its gradient
+// accumulation dtype (PIPETTE_DEEPSPEED_CONFIG; for Megatron-DeepSpeed beside its arguments, for
+// deepspeed alone).
 std::string deepspeed_config(const LaunchDescription& launch);
 
 // The framework's string (the variable's name and value) for the plan's target.
