@@ -336,6 +336,7 @@ int in_flight_microbatch_chunks(int stage, int pp, int num_microbatches, int vir
 }
 
 BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distributed_optimizer, int dp) {
+  const StackProfile& stack = stack_profile(training.target.framework);
   BytesPerParameter bytes;
   if (training.precision == Precision::fp32) {
     bytes = {4, 4, 8};  // fp32 grads; Adam m and v
@@ -352,7 +353,7 @@ BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distrib
     // l.2568-2597, optimizer.py l.1048-1061, called at the start of train_step, training/training.py
     // l.3044, before the forward) frees.
     bytes = {2, 2, 12, 4};
-    if (stack_profile(training.target.framework).main_gradient_copy == MainGradientCopy::whole_iteration) {
+    if (stack.main_gradient_copy == MainGradientCopy::whole_iteration) {
       bytes.optimizer += bytes.step_main_gradients;
       bytes.step_main_gradients = 0;
     }
@@ -365,9 +366,10 @@ BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distrib
   // dropping them (@77b649d1 l.330-333, pipe/engine.py l.748-750); the step's
   // zero_grad(set_to_none=True) frees them after the step (bf16_optimizer.py l.491-492, engine.py
   // l.3359-3363), so they are there at the step's peak too.
-  if (training.precision == Precision::bf16 && stack_profile(training.target.framework).separate_16bit_gradients) {
-    bytes.gradients += 2;
-  }
+  if (training.precision == Precision::bf16 && stack.separate_16bit_gradients) bytes.gradients += 2;
+  // PyTorch DDP's flat bucket buffers (stack_profile.hpp), in the parameters' dtype.
+  const bool builds_ddp = dp > 1 && !(training.gradients_in_fp32 && distributed_optimizer);
+  if (stack.ddp_gradient_buckets && builds_ddp) bytes.gradients += bytes.weights;
   if (distributed_optimizer) {
     bytes.optimizer /= dp;
     bytes.step_main_gradients /= dp;

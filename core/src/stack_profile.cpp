@@ -103,6 +103,7 @@ StackProfile nanotron_profile() {
   profile.qkv_copy_passes = 1;
   profile.kv_copy_passes = 2;
   profile.attention_output_folded_copy = true;
+  profile.ddp_gradient_buckets = true;
   profile.extra_logits_bytes_per_element = 2;
   profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   profile.interleaved_pipeline = false;
@@ -134,6 +135,11 @@ StackProfile nanotron_profile() {
       "gradients: one fp32 buffer for every parameter (accumulate_grad_in_fp32, optim/gradient_accumulator.py "
       "l.78-80); the 16-bit .grad is added into it and dropped (l.222-226, and in the DDP hook l.345-346), so "
       "it is not counted",
+      "DDP gradient buckets: with dp > 1 and no ZeRO-1 (or 16-bit gradients) the model is wrapped in PyTorch's "
+      "DistributedDataParallel with gradient_as_bucket_view left off (trainer.py l.1093-1095, 1156-1161; the "
+      "bench_cluster branch l.743-745, 804-809), whose Reducer allocates a flat 16-bit buffer per 25 MB bucket "
+      "at construction and keeps it (torch/csrc/distributed/c10d/reducer.cpp initialize_buckets, "
+      "bucket.gradients = at::empty): 2 bytes per parameter beside the fp32 buffer",
       "optimizer: ZeRO-1 shards the fp32 master weights (the accumulator is built per ZeRO shard, helpers.py "
       "l.392-397, 411-414) and Adam's moments",
       "loss: 16-bit logits cast to fp32 (models/llama.py l.899-903, 934), shifted out of place and kept as the "

@@ -313,6 +313,21 @@ TEST(StackProfile, Bf16OptimizerKeepsTheSixteenBitGradientsBesideItsBuffer) {
   }
 }
 
+// nanotron wraps the model in PyTorch's DistributedDataParallel whenever dp > 1, except under ZeRO-1
+// with fp32 accumulation (trainer.py @2411b022 l.1093-1095, 1156-1161), and DDP's Reducer keeps a
+// flat buffer per bucket in the parameters' dtype for the whole job (reducer.cpp initialize_buckets):
+// 2 more bytes per bf16 parameter. One replica, or the reference stack's own buffer, adds nothing.
+TEST(StackProfile, NanotronDdpKeepsItsFlatGradientBuckets) {
+  const TrainingSpec nanotron = training_for(Framework::nanotron);
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(nanotron, false, 8).gradients, 4 + 2);
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(nanotron, false, 1).gradients, 4);
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(nanotron, true, 8).gradients, 4);
+  TrainingSpec sixteen_bit = nanotron;
+  sixteen_bit.gradients_in_fp32 = false;
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(sixteen_bit, true, 8).gradients, 2 + 2);
+  EXPECT_DOUBLE_EQ(bytes_per_parameter(training_for(Framework::megatron_core), false, 8).gradients, 4);
+}
+
 // The BF16_Optimizer's add casts each 16-bit gradient whole to fp32 first (hp_grad.add_(lp.grad.to(
 // fp32)), bf16_optimizer.py @edaa7221 l.371). On a BLOOM-176B-shaped model at tp 1 the first
 // stage's embedding gradient becomes a 14.4 GB fp32 transient after every backward: beside the

@@ -97,6 +97,12 @@ struct StackProfile {
   // backward that wrote them through the next forward, and with an fp32 buffer each is cast whole to
   // fp32 before the add, a transient the size of the rank's largest parameter in fp32.
   bool separate_16bit_gradients = false;
+  // Whether data parallelism (dp > 1) runs through PyTorch's DistributedDataParallel without
+  // gradient_as_bucket_view, whose Reducer allocates one flat gradient buffer per bucket in the
+  // parameters' dtype when it is built and keeps it for the whole job: as many bytes per parameter
+  // as the weights, beside the stack's own gradient buffer. nanotron builds no DDP under ZeRO-1
+  // with fp32 accumulation.
+  bool ddp_gradient_buckets = false;
   // Whether the pipeline engine sends each TP rank's 1/tp slice of the tensor between stages and
   // all-gathers it over TP on arrival (DeepSpeed's PipelineEngine with tp > 1), rather than the
   // whole tensor from every TP rank.
