@@ -645,14 +645,18 @@ std::string deepspeed_config(const LaunchDescription& launch) {
          ", \"zero_optimization\": {\"stage\": " + (launch.distributed_optimizer ? "1" : "0") + "}" + precision + "}";
 }
 
-std::string optimizer_problem(const TrainingSpec& training, const ParallelConfig& config) {
+bool needs_distributed_optimizer(const TrainingSpec& training) {
   const Framework framework = training.target.framework;
-  if (framework != Framework::megatron_deepspeed && framework != Framework::deepspeed) return {};
   // DeepSpeed's _do_optimizer_sanity_check (engine.py @edaa7221 l.1978-2021): bf16 parameters with
   // fp32 accumulation are the BF16_Optimizer under ZeRO stage 1 (l.1994-1996, since 8d87c89e,
   // 2023-01); without ZeRO they raise NotImplementedError (l.2011-2021, since 09885efe, 2026-01;
   // before it they too ran the BF16_Optimizer, which shards its fp32 state over dp either way).
-  if (training.precision == Precision::bf16 && training.gradients_in_fp32 && !config.distributed_optimizer) {
+  return (framework == Framework::megatron_deepspeed || framework == Framework::deepspeed) &&
+         training.precision == Precision::bf16 && training.gradients_in_fp32;
+}
+
+std::string optimizer_problem(const TrainingSpec& training, const ParallelConfig& config) {
+  if (needs_distributed_optimizer(training) && !config.distributed_optimizer) {
     return "DeepSpeed runs bf16 with fp32 gradient accumulation (its BF16_Optimizer, the one priced) only under "
            "ZeRO stage 1 (deepspeed/runtime/engine.py @edaa7221 l.1994-1996; without ZeRO it raises "
            "NotImplementedError, l.2011-2021): plan with distopt=on";

@@ -381,12 +381,12 @@ double largest_parameter_elements(const ModelSpec& model, const ParallelConfig& 
   double largest = 0;
   if (held.num_layers > 0) {
     // One GPU's shard of each layer weight: QKV (q + 2kv rows), the MLP's first weight (gate and up
-    // in one for SwiGLU, as Megatron's dense_h_to_4h), its second, the output projection.
+    // in one for SwiGLU, as Megatron's dense_h_to_4h; never smaller than the second), the output
+    // projection.
     const double h = model.hidden_size;
-    const double f = model.ffn_hidden_size;
     const double qkv = model.is_mla() ? 0.0 : h * (model.query_hidden_size() + 2.0 * model.kv_hidden_size());
-    const double fc1 = h * f * (model.ffn_kind == FfnKind::swiglu ? 2 : 1);
-    largest = std::max({qkv, fc1, h * f, h * model.attention_output_width()}) / config.tp;
+    const double fc1 = h * model.ffn_hidden_size * (model.ffn_kind == FfnKind::swiglu ? 2 : 1);
+    largest = std::max({qkv, fc1, h * model.attention_output_width()}) / config.tp;
   }
   if (held.embedding || held.head) largest = std::max(largest, static_cast<double>(model.vocab_size) * model.hidden_size / config.tp);
   return largest;

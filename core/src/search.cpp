@@ -135,12 +135,10 @@ bool distributed_optimizer_for(const SearchSpace& space, int dp) {
   const bool default_on = framework != Framework::torchtitan && framework != Framework::nanotron;
   // Megatron-LM asserts --use-distributed-optimizer beside --fp8-param-gather at any dp
   // (training/arguments.py @d98e8a64 l.1095-1097); with one replica it shards nothing.
-  // DeepSpeed takes bf16 with fp32 accumulation only under ZeRO stage 1 (optimizer_problem): a
-  // layout without it is refused at any dp.
-  const ParallelConfig without_distributed_optimizer{};
+  // DeepSpeed takes bf16 with fp32 accumulation only under ZeRO stage 1 (needs_distributed_optimizer).
   const bool required = (framework == Framework::megatron_core && space.training.fp8_parameters &&
                          space.training.precision == Precision::fp8) ||
-                        !optimizer_problem(space.training, without_distributed_optimizer).empty();
+                        needs_distributed_optimizer(space.training);
   return (dp > 1 || required) && space.fixed.distributed_optimizer.value_or(default_on);
 }
 

@@ -108,10 +108,12 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
 std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
                            int num_microbatches);
 
-// What DeepSpeed (frameworks megatron-deepspeed and deepspeed) cannot run of the training's precision
-// and gradient accumulation with this layout: it takes bf16 with fp32 gradient accumulation (the
-// BF16_Optimizer the stack profile prices) only under ZeRO stage 1, i.e. distributed_optimizer on at
-// any dp. Empty when it can, and for every other framework.
+// Whether the framework runs the training's precision and gradient accumulation only with the
+// distributed optimizer on, at any dp: DeepSpeed (megatron-deepspeed, deepspeed) takes bf16 with fp32
+// gradient accumulation (the BF16_Optimizer the stack profile prices) only under ZeRO stage 1.
+bool needs_distributed_optimizer(const TrainingSpec& training);
+// Why `config` cannot run on its framework for want of the distributed optimizer
+// (needs_distributed_optimizer with it off); empty when it can.
 std::string optimizer_problem(const TrainingSpec& training, const ParallelConfig& config);
 
 // The part of launch_problem no layout changes: what the framework cannot train of the model at
