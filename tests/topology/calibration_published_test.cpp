@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "pipette/topology/site_config.hpp"
 
@@ -26,9 +27,9 @@ TEST(CalibrationOnPublishedRuns, HalfTheNemoTablePredictsTheOtherHalfBetter) {
   // The bundled example cluster's priors: DGX H100 nodes, 8 NDR rails.
   auto site = load_site_config(PIPETTE_SOURCE_DIR "/etc/example-cluster/site.yaml");
   ASSERT_TRUE(site.ok()) << site.error().message;
-  const PublishedSplit split =
-      nemo_dgx_h100_split(PIPETTE_SHARED_DIR "/ground_truth_data/nvidia_nemo_megatron_bridge_perf_summary.csv", *site);
-  ASSERT_GE(split.fit.size(), 6u);
+  const std::string table = PIPETTE_SHARED_DIR "/ground_truth_data/nvidia_nemo_megatron_bridge_perf_summary.csv";
+  const PublishedSplit split = nemo_dgx_h100_split(table, *site);
+  ASSERT_GE(split.fit.size(), 6u) << "DGX-H100 pre-training rows read from " << table;
   ASSERT_GE(split.held_out.size(), 6u);
   auto fit = fit_calibration(split.fit, CalibrationBase{});
   ASSERT_TRUE(fit.ok()) << fit.error().message;
