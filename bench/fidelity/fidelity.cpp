@@ -184,6 +184,9 @@ struct Row {
   bool fit = false;
   bool extra = false;    // a source beyond the three the report must cover: never fitted
   bool held_out = false; // within its source, never in the fitting half (a model priced after the fit)
+  // Excluded after the constants were fitted: the row's group keeps its place in the alternation, so
+  // every other row stays on the side of the split the fit used.
+  bool excluded_after_fit = false;
   RuntimeOverheads overheads;
 };
 
@@ -369,6 +372,13 @@ std::vector<Row> nemo_rows() {
       row.excluded = "LoRA fine-tuning (frozen weights) not modelled";
     } else if (f[2].find("SFT") != std::string::npos || f[20].find("SFT") != std::string::npos) {
       row.excluded = "fine-tuning on packed variable-length sequences not modelled";
+    } else if (leading_int(f[16], 0) > 0) {
+      // The fsdp column: the run sharded weights and gradients too (Megatron-FSDP). On DGX-H100 that
+      // is Llama-3 8B fp8 in 25.09 (Megatron-Bridge r0.1.0 scripts/performance/configs/llama3/
+      // llama3_8b_llm_pretrain.yaml l.73-77: use_megatron_fsdp true, nccl_ub true) and 25.11
+      // (r0.2.0 docs/performance-summary.md l.90: FSDP 1), which Pipette does not price.
+      row.excluded = "Megatron-FSDP (fsdp " + f[16] + ") not modelled";
+      row.excluded_after_fit = true;  // priced (held out) as the distributed optimizer until 2026-12-04
     }
     if (cp > 1) {
       // Context-parallel rows: checked, never fitted (a source of their own).
@@ -392,18 +402,6 @@ std::vector<Row> nemo_rows() {
         row.training.recompute_moe_activation = f[3] == "GPT OSS 120B";
       }
       if (row.model.is_mla()) apply_deepseek_v3_h100_recipe(row);
-      // Llama-3 8B in fp8 on 8 H100s recomputes the first 5 layers in full and keeps the other 27
-      // (recompute_granularity "full", recompute_method "block", recompute_num_layers 5):
-      // Megatron-Bridge @067f987d src/megatron/bridge/perf_recipes/llama/h100/llama3.py l.72-89,
-      // and before it (the 25.09 and 25.11 runs) the workload preset
-      // LLAMA3_8B_PRETRAIN_CONFIG_H100_FP8_CS_V1 (recompute_num_layers=5,
-      // scripts/performance/configs/llama/llama3_workload_base_configs.py l.473-477 @c8327cfc2^),
-      // which scripts/performance/utils/overrides.py l.146-149 turns into full/block/5. The CSV
-      // does not carry it; no other row's recipe recomputes whole layers.
-      if (f[3] == "LLAMA3_8B" && row.training.precision == Precision::fp8) {
-        row.config.recompute = RecomputeMode::full;
-        row.config.recomputed_layers_per_chunk = 5;
-      }
       row.label += " " + config_label(row.config) + " B" + f[7] + " s" + f[9];
     }
     row.group = row.model.name + "/" + std::to_string(row.gpus) + "/" + f[7] + "/" + f[8] + "/" + f[9] + "/" + f[10] +
@@ -750,7 +748,7 @@ double median(std::vector<double> values) {
 void split(std::vector<Row>& rows) {
   std::map<std::string, std::map<std::string, int>> order;  // source → group → index
   for (Row& row : rows) {
-    if (!row.excluded.empty() || row.extra || row.held_out) continue;
+    if ((!row.excluded.empty() && !row.excluded_after_fit) || row.extra || row.held_out) continue;
     auto& groups = order[row.source];
     const auto found = groups.emplace(row.group, static_cast<int>(groups.size())).first;
     row.fit = found->second % 2 == 0;
