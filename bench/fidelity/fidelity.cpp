@@ -379,6 +379,17 @@ std::vector<Row> nemo_rows() {
       // (r0.2.0 docs/performance-summary.md l.90: FSDP 1), which Pipette does not price.
       row.excluded = "Megatron-FSDP (fsdp " + f[16] + ") not modelled";
       row.excluded_after_fit = true;  // priced (held out) as the distributed optimizer until 2026-12-04
+    } else if (const int ga = leading_int(f[17], 0), mbs = leading_int(f[8], 1), gbs = std::stoi(f[7]),
+               dp = row.gpus / (tp * pp * cp);
+               ga > 0 && gbs != dp * mbs * ga) {
+      // A row whose batch columns contradict its layout does not say what ran. On DGX-H100 that is
+      // GPT-OSS 120B in 25.11 (mbs 4, ga 2 on tp 1 pp 4: 512 is 16 x 4 x 8), whose mbs and ga are
+      // those of the B200 row beside it (ep 64, dp 64: 64 x 4 x 2); the release's H100 preset keeps
+      // micro-batch 1 (Megatron-Bridge r0.2.0 scripts/performance/configs/gpt_oss/
+      // workload_base_configs.py l.22-28, 58-62).
+      row.excluded = "batch columns disagree: gbs " + f[7] + " is not dp " + std::to_string(dp) + " x mbs " +
+                     std::to_string(mbs) + " x ga " + std::to_string(ga);
+      row.excluded_after_fit = true;  // priced at the table's mbs until 2026-12-04
     }
     if (cp > 1) {
       // Context-parallel rows: checked, never fitted (a source of their own).
