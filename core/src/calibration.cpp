@@ -326,7 +326,8 @@ bool same_job(const RunRecord& a, const RunRecord& b) {
          x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.micro_batch == y.micro_batch &&
          x.virtual_stages == y.virtual_stages && x.recompute == y.recompute &&
          x.recomputed_layers_per_chunk == y.recomputed_layers_per_chunk &&
-         x.sequence_parallel == y.sequence_parallel && x.distributed_optimizer == y.distributed_optimizer;
+         x.sequence_parallel == y.sequence_parallel && x.distributed_optimizer == y.distributed_optimizer &&
+         x.fully_sharded == y.fully_sharded;
 }
 
 // Records of the same job must agree: one OOM and one run is an error (which is true?); times or

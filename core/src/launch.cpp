@@ -64,15 +64,16 @@ std::string megatron_problem(const FrameworkTarget& target, const ParallelConfig
 }
 
 std::string torchtitan_problem(const ModelSpec& model, const ParallelConfig& config, int num_microbatches) {
-  if (config.distributed_optimizer) return "torchtitan shards optimizer state only through FSDP; plan with distopt=off";
+  if (config.distributed_optimizer) return "torchtitan shards optimizer state only through FSDP; plan with distopt=off (fsdp=on shards it)";
   if (config.recompute == RecomputeMode::selective) {
     return "torchtitan's selective activation checkpointing is per operator, not Megatron's selective recompute";
   }
   if (config.pp == 1) {
     // Without a pipeline each micro-batch is a gradient-accumulation step, and each reduces its
     // gradients over DP (trainer.py train_step runs them without disabling gradient sync); the
-    // model prices one reduction per iteration.
-    if (config.dp > 1 && num_microbatches > 1) {
+    // model prices one reduction per iteration. FSDP's per-micro-batch reduce-scatters are priced
+    // (fsdp_collective_shares, simulator.cpp).
+    if (config.dp > 1 && num_microbatches > 1 && !config.fully_sharded) {
       return "torchtitan reduces gradients after every accumulation step; pp > 1 or one micro-batch per replica";
     }
     return {};
@@ -287,6 +288,7 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
   launch.recomputed_layers_per_chunk = config.recompute == RecomputeMode::full ? config.recomputed_layers_per_chunk : 0;
   launch.sequence_parallel = config.sequence_parallel && config.tp > 1;
   launch.distributed_optimizer = config.distributed_optimizer;
+  launch.fully_sharded = config.fully_sharded;
   // What critical_path and the simulator assume: overlapped reduction whenever there is one to
   // overlap, and the parameter all-gather under the next forwards whenever they price it.
   launch.overlap_grad_reduce = training.overlap_gradient_reduce && config.dp_cp() > 1;
@@ -371,20 +373,50 @@ std::string recompute_problem(Framework framework, const ParallelConfig& config)
 
 }  // namespace
 
+namespace {
+
+// What Pipette prices as FSDP (ParallelConfig::fully_sharded) is torchtitan's FSDP2 on a dense
+// model without a pipeline: apply_fsdp_to_decoder (distributed/fsdp.py @b5bcd76c l.168-368) with
+// dp_shard = dp and no replication, one fully_shard unit per transformer block.
+std::string fully_sharded_problem(Framework framework, const ModelSpec& model, const ParallelConfig& config) {
+  if (!config.fully_sharded) return {};
+  if (framework != Framework::torchtitan) {
+    return std::string("fsdp=on: Pipette prices fully sharded data parallelism as torchtitan's FSDP2 only; plan ") +
+           to_string(framework) + " with fsdp=off";
+  }
+  if (model.is_moe()) return "fsdp=on: Pipette prices FSDP for dense models only (torchtitan shards experts on its efsdp mesh)";
+  // With pp, torchtitan keeps every block gathered from its forward to its backward
+  // (get_fsdp_reshard_after_forward_policy, fsdp.py l.112-136: "default" is not pp_enabled), which
+  // the memory model does not count.
+  if (config.pp > 1) return "fsdp=on with pp > 1 (torchtitan then keeps the stage's parameters gathered) is not priced; plan with pp=1 or fsdp=off";
+  if (config.distributed_optimizer) return "fsdp=on shards the optimizer state itself; plan with distopt=off";
+  return {};
+}
+
+}  // namespace
+
+bool default_fully_sharded(Framework framework, const ModelSpec& model, int pp, int data_ranks) {
+  // torchtitan's data_parallel_shard_degree defaults to -1, every rank the other dimensions leave
+  // (config/configs.py @b5bcd76c l.133-144): FSDP wherever Pipette prices it.
+  return framework == Framework::torchtitan && !model.is_moe() && pp == 1 && data_ranks > 1;
+}
+
 std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
                            int num_microbatches) {
   if (const std::string problem = model_problem(target.framework, model); !problem.empty()) return problem;
   if (const std::string problem = recompute_problem(target.framework, config); !problem.empty()) return problem;
   if (static_cast<int>(config.layers_per_stage.size()) != config.pp) return "layers_per_stage must have pp entries";
   if (const std::string problem = expert_problem(model, config); !problem.empty()) return problem;
+  if (const std::string problem = fully_sharded_problem(target.framework, model, config); !problem.empty()) return problem;
   switch (target.framework) {
     case Framework::megatron_core:
     case Framework::nemo: return megatron_problem(target, config, num_microbatches);
     case Framework::torchtitan: {
       // torchtitan shards parameters with FSDP whenever cp > 1 (ParallelDims.fsdp_enabled is
-      // dp_shard or cp enabled, distributed/parallel_dims.py @b5bcd76c l.644-645), which the model
-      // does not price (its torchtitan data parallelism is replication).
-      if (config.cp > 1) return "torchtitan shards parameters with FSDP over cp (cp must be 1)";
+      // dp_shard or cp enabled, distributed/parallel_dims.py @b5bcd76c l.644-645), over dp_shard x cp.
+      if (config.cp > 1 && !config.fully_sharded) {
+        return "torchtitan shards parameters with FSDP over cp: plan cp > 1 with fsdp=on (or cp=1)";
+      }
       // torchtitan gathers MLA's input to the whole sequence on every TP rank before its
       // replicated down projections (models/deepseek_v3/sharding.py @b5bcd76c l.96-116);
       // Megatron-core, as priced, runs them on the rank's s/tp tokens with SP. Without SP both run
@@ -570,9 +602,9 @@ std::string torchtitan_arguments(const LaunchDescription& launch) {
                      (launch.sequence_parallel ? " --parallelism.enable_sequence_parallel"
                                                : " --parallelism.no-enable_sequence_parallel") +
                      " --parallelism.pipeline_parallel_degree " + std::to_string(launch.pp) +
-                     " --parallelism.data_parallel_replicate_degree " + std::to_string(launch.dp) +
-                     " --parallelism.data_parallel_shard_degree 1 --parallelism.context_parallel_degree " +
-                     std::to_string(launch.cp);
+                     " --parallelism.data_parallel_replicate_degree " + std::to_string(launch.fully_sharded ? 1 : launch.dp) +
+                     " --parallelism.data_parallel_shard_degree " + std::to_string(launch.fully_sharded ? launch.dp : 1) +
+                     " --parallelism.context_parallel_degree " + std::to_string(launch.cp);
   if (launch.num_experts > 0) args += " --parallelism.expert_parallel_degree " + std::to_string(launch.ep);
   if (launch.pp > 1) {
     const std::vector<int>& layers = launch.layers_per_stage;
@@ -703,6 +735,7 @@ EnvironmentVariables plan_variables(const ModelSpec& model, const TrainingSpec& 
       {"PIPETTE_RECOMPUTE", recompute_knob(plan.config)},
       {"PIPETTE_SEQUENCE_PARALLEL", launch.sequence_parallel ? "1" : "0"},
       {"PIPETTE_DISTRIBUTED_OPTIMIZER", launch.distributed_optimizer ? "1" : "0"},
+      {"PIPETTE_FULLY_SHARDED", launch.fully_sharded ? "1" : "0"},
       {"PIPETTE_RANK_ORDER", rank_order},
       {"PIPETTE_NODE_ORDER", node_order},
       {"PIPETTE_PREDICTED_ITER_MS", fixed(plan.time.iteration_seconds / units::millisecond, 1)},
@@ -719,7 +752,7 @@ const std::vector<std::string>& plan_variable_names() {
   static const std::vector<std::string> names = {
       "PIPETTE_TP", "PIPETTE_PP", "PIPETTE_DP", "PIPETTE_CP", "PIPETTE_EP", "PIPETTE_ETP", "PIPETTE_VPP", "PIPETTE_MICRO_BATCH", "PIPETTE_GLOBAL_BATCH",
       "PIPETTE_NUM_MICROBATCHES", "PIPETTE_RECOMPUTE", "PIPETTE_SEQUENCE_PARALLEL", "PIPETTE_DISTRIBUTED_OPTIMIZER",
-      "PIPETTE_RANK_ORDER", "PIPETTE_NODE_ORDER", "PIPETTE_PREDICTED_ITER_MS", "PIPETTE_PREDICTED_MEM_GIB", "PIPETTE_PLAN_HASH",
+      "PIPETTE_FULLY_SHARDED", "PIPETTE_RANK_ORDER", "PIPETTE_NODE_ORDER", "PIPETTE_PREDICTED_ITER_MS", "PIPETTE_PREDICTED_MEM_GIB", "PIPETTE_PLAN_HASH",
       "PIPETTE_MEGATRON_ARGS", "PIPETTE_NEMO_OVERRIDES", "PIPETTE_TORCHTITAN_ARGS",
       "PIPETTE_MEGATRON_DEEPSPEED_ARGS", "PIPETTE_NANOTRON_OVERRIDES", "PIPETTE_DEEPSPEED_CONFIG"};
   return names;

@@ -377,6 +377,31 @@ BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distrib
   return bytes;
 }
 
+BytesPerParameter fully_sharded_bytes_per_parameter(int shards) {
+  // FSDP2 keeps each parameter's shard in its own dtype, fp32 (torchtitan builds the model in fp32
+  // and casts only the gathered copy to mixed_precision_param), the sharded gradient in
+  // mixed_precision_reduce, fp32 (config/configs.py @b5bcd76c l.94-102), and AdamW's two moments of
+  // the fp32 shard: no master copy beside the parameters.
+  return {4.0 / shards, 4.0 / shards, 8.0 / shards, 0.0};
+}
+
+FsdpWorkingSet fsdp_working_set(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
+  // At the activation peak, the backward's start: the [norm, output] unit, which torchtitan does not
+  // reshard after the forward (distributed/fsdp.py @b5bcd76c l.258-266; with tied weights the
+  // embedding unit, l.240-250), still gathered; the last block, prefetched for its backward
+  // (FSDP2 prefetches one module ahead in the backward); and the output unit's gradient, unsharded
+  // in the parameters' gathered dtype and copied into an fp32 reduce-scatter input
+  // (mixed_precision_reduce). A block's backward later holds two gathered blocks and one block's
+  // gradient, less whenever the output unit is the larger.
+  const double gathered_bytes = training.precision == Precision::fp32 ? 4.0 : 2.0;
+  const double output_unit = static_cast<double>(model.vocab_size) * model.hidden_size / config.tp + model.hidden_size;
+  const double block = split_parameters_per_layer(model) / config.tp;
+  FsdpWorkingSet set;
+  set.parameter_bytes = gathered_bytes * std::max(output_unit + block, 2 * block);
+  set.gradient_bytes = (gathered_bytes + 4.0) * std::max(output_unit, block);
+  return set;
+}
+
 double largest_parameter_elements(const ModelSpec& model, const ParallelConfig& config, const PipelineRankBlocks& held) {
   double largest = 0;
   if (held.num_layers > 0) {
@@ -447,7 +472,8 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
   const int microbatches = std::max(1, num_microbatches_of(training, config));
   // The distributed optimizer shards over the dp·cp group (Megatron builds it on the data-parallel
   // group with context parallelism, distributed_data_parallel.py @d98e8a64 l.289).
-  const BytesPerParameter per_parameter = bytes_per_parameter(training, config.distributed_optimizer, config.dp_cp());
+  const BytesPerParameter per_parameter = config.fully_sharded ? fully_sharded_bytes_per_parameter(config.dp_cp())
+                                                               : bytes_per_parameter(training, config.distributed_optimizer, config.dp_cp());
   const double per_layer_activation = layer_activation_bytes(model, training, config);
   const double per_moe_layer_activation = model.is_moe() ? moe_layer_activation_bytes(model, training, config) : 0.0;
   // Block recompute (ParallelConfig::recomputed_layers_per_chunk): the chunk's layers past the
@@ -495,6 +521,11 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
                                    moe_gemm_weights);
     }
     memory.gradients_bytes = parameters * per_parameter.gradients;
+    if (config.fully_sharded) {
+      const FsdpWorkingSet gathered = fsdp_working_set(model, training, config);
+      memory.weights_bytes += gathered.parameter_bytes;
+      memory.gradients_bytes += gathered.gradient_bytes;
+    }
     memory.optimizer_state_bytes = parameters * per_parameter.optimizer;
     memory.step_gradients_bytes = parameters * per_parameter.step_main_gradients;
     const double expert_parameters = expert_parameters_on_stage(model, config, stage);

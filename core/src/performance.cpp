@@ -430,7 +430,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
   const double recomputed_layer_all_reduce_equivalents =
       2 * issued_forward_per_layer + hideable_per_layer + exposed_backward_per_layer;
   const double gradient_bytes = training.precision == Precision::fp32 || training.gradients_in_fp32 ? 4.0 : 2.0;
-  const double optimizer_shard = config.distributed_optimizer ? 1.0 / config.dp_cp() : 1.0;
+  const double optimizer_shard = config.distributed_optimizer || config.fully_sharded ? 1.0 / config.dp_cp() : 1.0;
 
   WorkProfile work;
   work.num_microbatches = num_microbatches_of(training, config);
@@ -560,6 +560,23 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     const double expert_parameters = expert_parameters_on_stage(model, config, stage);
     work_of_stage.gradient_bytes_per_gpu = (parameters - expert_parameters) * gradient_bytes;
     work_of_stage.expert_gradient_bytes_per_gpu = expert_parameters * gradient_bytes;
+    if (config.fully_sharded && config.dp_cp() > 1 && parameters > 0) {
+      // torchtitan's units (distributed/fsdp.py @b5bcd76c l.240-266): the embedding, each block, and
+      // [norm, output], which is not resharded after the forward and so not gathered again for its
+      // backward (with tied weights one unit [embedding, norm, output], kept gathered likewise).
+      // Each micro-batch is an accumulation step that reduce-scatters (trainer.py train_step never
+      // turns gradient sync off). A gather moves the 16-bit parameters, half an all-reduce's steps
+      // (parameter_all_gather_share); the reduce-scatter the fp32 gradients, the other half. The
+      // first gather (the embedding's) and the last reduce-scatter (the embedding's gradient) have
+      // no compute beside them. The backward gathers the blocks again, and an untied embedding,
+      // which is as large as the [norm, output] unit it does not gather again.
+      const double embedding_share = static_cast<double>(model.vocab_size) * model.hidden_size / config.tp / parameters;
+      const double gather = parameter_all_gather_share(training);
+      const double reduce_scatter = 0.5 * 4.0 / gradient_bytes;
+      work_of_stage.fsdp_unhidden_share = embedding_share * (gather + reduce_scatter);
+      work_of_stage.fsdp_forward_share = (1 - embedding_share) * gather;
+      work_of_stage.fsdp_backward_share = (1 - embedding_share) * (gather + reduce_scatter);
+    }
     const double expert_optimizer_shard = config.distributed_optimizer ? 1.0 / config.expert_dp() : 1.0;
     work_of_stage.optimizer_seconds = ((parameters - expert_parameters) * optimizer_shard +
                                        expert_parameters * expert_optimizer_shard) *
@@ -589,6 +606,12 @@ double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& tra
       model.num_layers * (2 * mean_active_weight_elements_per_layer(model) + attention_share * 4 * s * attention_core_width(model)) +
       2 * h * model.vocab_size;
   return 3 * per_token_forward * s * static_cast<double>(training.global_batch_sequences);
+}
+
+double exposed_fsdp_seconds(const StageWork& stage, double dp_seconds) {
+  return stage.fsdp_unhidden_share * dp_seconds +
+         std::max(0.0, stage.fsdp_forward_share * dp_seconds - stage.forward_compute_seconds) +
+         std::max(0.0, stage.fsdp_backward_share * dp_seconds - stage.backward_compute_seconds);
 }
 
 double cp_ring_seconds_of(const ParallelConfig& config, const CommunicationTimes& communication, int stage, int lane) {
@@ -839,7 +862,11 @@ IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile
     const double end = slowest.times.total_seconds - drain + gather_delay;
     drain += slowest_pipe.backward[static_cast<size_t>(stage)] +
              (stage + 1 < config.pp ? slowest_pipe.link[static_cast<size_t>(stage)] : 0.0);
-    double done = end;
+    // FSDP (pp = 1): what each micro-batch's gathers and reduce-scatters leave exposed.
+    double done = end + (communication.dp_seconds.empty()
+                             ? 0.0
+                             : m * exposed_fsdp_seconds(work.stages[static_cast<size_t>(stage)],
+                                                        communication.dp_seconds[static_cast<size_t>(stage)]));
     if (reduction > 0 && !gradient_reduction_overlapped(config, training)) {
       done = end + reduction;
     } else if (reduction > 0) {

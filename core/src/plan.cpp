@@ -46,6 +46,7 @@ std::string plan_hash(const Plan& plan) {
   // Expert layouts hash apart; dense plans keep the hash they had.
   if (c.ep != 1 || c.etp != 1) hash.add(";ep=" + std::to_string(c.ep) + ";etp=" + std::to_string(c.etp));
   if (c.cp != 1) hash.add(";cp=" + std::to_string(c.cp));
+  if (c.fully_sharded) hash.add(";fsdp=1");
   // Block recompute hashes apart; full recompute of every layer keeps its hash.
   if (c.recompute == RecomputeMode::full && c.recomputed_layers_per_chunk > 0)
     hash.add(";recompute_layers=" + std::to_string(c.recomputed_layers_per_chunk));

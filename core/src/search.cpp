@@ -37,6 +37,7 @@ std::string describe(const ParallelConfig& config) {
   text += " recompute=" + recompute_knob(config);
   if (config.sequence_parallel) text += " sp";
   if (config.distributed_optimizer) text += " distopt";
+  if (config.fully_sharded) text += " fsdp";
   return text;
 }
 
@@ -140,6 +141,10 @@ bool distributed_optimizer_for(const SearchSpace& space, int dp) {
                          space.training.precision == Precision::fp8) ||
                         needs_distributed_optimizer(space.training);
   return (dp > 1 || required) && space.fixed.distributed_optimizer.value_or(default_on);
+}
+
+bool fully_sharded_for(const SearchSpace& space, int pp, int data_ranks) {
+  return space.fixed.fully_sharded.value_or(default_fully_sharded(space.training.target.framework, space.model, pp, data_ranks));
 }
 
 std::vector<int> virtual_stage_options(const SearchSpace& space, int pp, int microbatches) {
@@ -312,6 +317,7 @@ Enumeration enumerate(const SearchSpace& space) {
       config.etp = etp;
       config.sequence_parallel = sequence_parallel_for(space, tp);
       config.distributed_optimizer = distributed_optimizer_for(space, dp * cp);
+      config.fully_sharded = fully_sharded_for(space, pp, dp * cp);
       if (const std::string problem = optimizer_problem(space.training, config); !problem.empty()) {
         result.rejections.push_back({family, problem});
         continue;
@@ -545,6 +551,7 @@ std::string smallest_change(const SearchSpace& space, int num_nodes) {
       {"vpp", reset_knob<&FixedKnobs::virtual_stages>},
       {"sp", reset_knob<&FixedKnobs::sequence_parallel>},
       {"distopt", reset_knob<&FixedKnobs::distributed_optimizer>},
+      {"fsdp", reset_knob<&FixedKnobs::fully_sharded>},
       {"pp", reset_knob<&FixedKnobs::pp>},
       {"tp", reset_knob<&FixedKnobs::tp>},
       {"dp", reset_knob<&FixedKnobs::dp>},

@@ -198,11 +198,6 @@ class ReplicaSimulation {
 
 int effective_virtual_stages(const ParallelConfig& config) { return config.pp > 1 ? config.virtual_stages : 1; }
 
-namespace {
-
-// An all-gather of the parameters as a share of dp_seconds (an all-reduce of the gradient bytes):
-// half a ring all-reduce's steps, of parameter bytes rather than gradient bytes. fp8 weights are
-// gathered as one byte each (the norms' few 16-bit parameters aside).
 double parameter_all_gather_share(const TrainingSpec& training) {
   const bool fp32 = training.precision == Precision::fp32;
   const bool fp8_weights = training.precision == Precision::fp8 && training.fp8_parameters;
@@ -210,6 +205,8 @@ double parameter_all_gather_share(const TrainingSpec& training) {
   const double gradient_bytes = fp32 || training.gradients_in_fp32 ? 4.0 : 2.0;
   return 0.5 * parameter_bytes / gradient_bytes;
 }
+
+namespace {
 
 bool sharded_over_replicas(const ParallelConfig& config, const TrainingSpec& training,
                            ShardedOptimizerCollectives collectives) {
@@ -236,6 +233,7 @@ bool gradient_reduction_overlapped(const ParallelConfig& config, const TrainingS
 }
 
 double gradient_reduction_share(const ParallelConfig& config, const TrainingSpec& training) {
+  if (config.fully_sharded) return 0.0;  // reduce-scattered with each micro-batch (exposed_fsdp_seconds)
   return parameter_gather_share(config, training) > 0 ? 0.5 : 1.0;
 }
 
@@ -303,6 +301,11 @@ double simulate(const ParallelConfig& config, const WorkProfile& work, const Com
     const double reduction_seconds = gradient_reduction_share(config, training) * communication.dp_seconds[stage];
     double stage_done = 0;
     for (const auto& replica : replicas) stage_done = std::max(stage_done, replica.finish_seconds(stage));
+    const double fsdp_seconds = work.num_microbatches * exposed_fsdp_seconds(work.stages[stage], communication.dp_seconds[stage]);
+    if (fsdp_seconds > 0) {
+      emit_for_every_replica(EventKind::dp_reduce, stage, 0, stage_done, stage_done + fsdp_seconds);
+      stage_done += fsdp_seconds;
+    }
     if (reduction_seconds > 0 && !gradient_reduction_overlapped(config, training)) {
       emit_for_every_replica(EventKind::dp_reduce, stage, 0, stage_done, stage_done + reduction_seconds);
       stage_done += reduction_seconds;

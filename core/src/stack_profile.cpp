@@ -75,6 +75,13 @@ StackProfile torchtitan_profile() {
       "and needs torch.compile (config/configs.py l.298-299, 307-313)",
       "attention: the llama3 flavours default to FlexAttention (models/llama3/__init__.py l.371 attn_backend "
       "\"flex\"), a compiled Triton kernel, not cuDNN's fused attention",
+      "data parallelism: FSDP2 over every data-parallel rank by default (data_parallel_shard_degree -1, "
+      "config/configs.py l.133-144), one fully_shard unit per block plus the embedding and [norm, output] "
+      "(distributed/fsdp.py l.240-266); fp32 shards of parameters, gradients and AdamW's moments, 16-bit "
+      "gathers (mixed_precision_param), fp32 reduce-scatters (mixed_precision_reduce, l.94-102) after every "
+      "micro-batch (trainer.py train_step keeps gradient sync on); Pipette prices it as fsdp=on on dense models "
+      "without a pipeline (with pp > 1 torchtitan keeps the stage gathered, fsdp.py l.112-136: fsdp=off prices "
+      "replication there)",
   };
   profile.assumptions = {
       "FlexAttention is priced at flash-attn 2's measured H100 rate: the FlashAttention-3 paper (arXiv 2407.08608) "
@@ -82,6 +89,8 @@ StackProfile torchtitan_profile() {
       "nn.RMSNorm (models/common/nn_modules.py l.134) is priced as a fused norm that keeps only its input, as "
       "PyTorch's CUDA aten::_fused_rms_norm (pytorch/pytorch#153666) runs it; an older PyTorch's composite "
       "rms_norm keeps an fp32 copy too",
+      "FSDP's gathers and reduce-scatters are priced as hidden beside the blocks' compute wherever they are "
+      "shorter than it; the SMs and HBM bandwidth NCCL's kernels take from the GEMMs they overlap are not priced",
       "the loss is priced as Megatron-core's (fp32 logits, softmax in place); the llama3 configs' ChunkedLossWrapper "
       "(models/llama3/config_registry.py l.197) runs the LM head and loss a chunk of tokens at a time "
       "(components/loss.py l.501-507), so it keeps less and the count errs on the safe side",

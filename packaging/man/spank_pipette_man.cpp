@@ -47,6 +47,9 @@ const std::map<std::string, std::string>& plan_variable_meanings() {
       {"PIPETTE_RECOMPUTE", "Activation recomputation: none, selective or full."},
       {"PIPETTE_SEQUENCE_PARALLEL", "Sequence parallelism on (1) or off (0)."},
       {"PIPETTE_DISTRIBUTED_OPTIMIZER", "Distributed optimizer (ZeRO-1) on (1) or off (0)."},
+      {"PIPETTE_FULLY_SHARDED",
+       "Fully sharded data parallelism (FSDP: parameters, gradients and optimizer state sharded over dp x cp) on (1) "
+       "or off (0); torchtitan plans only."},
       {"PIPETTE_RANK_ORDER",
        "Comma-separated SLURM_PROCIDs: entry r is the task that acts as training rank r (Megatron order: "
        "tensor-parallel fastest, then data-parallel, then pipeline)."},

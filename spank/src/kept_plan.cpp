@@ -13,7 +13,8 @@ std::string keep_plan(const StepRequest& request, const StepPlan& plan, const Si
   static const std::map<std::string, std::string> names = {
       {"PIPETTE_TP", "tp"},   {"PIPETTE_PP", "pp"},           {"PIPETTE_DP", "dp"},  {"PIPETTE_CP", "cp"},
       {"PIPETTE_VPP", "vpp"}, {"PIPETTE_MICRO_BATCH", "mbs"}, {"PIPETTE_GLOBAL_BATCH", "global_batch"},
-      {"PIPETTE_RECOMPUTE", "recompute"}, {"PIPETTE_SEQUENCE_PARALLEL", "sp"}, {"PIPETTE_DISTRIBUTED_OPTIMIZER", "distopt"}};
+      {"PIPETTE_RECOMPUTE", "recompute"}, {"PIPETTE_SEQUENCE_PARALLEL", "sp"}, {"PIPETTE_DISTRIBUTED_OPTIMIZER", "distopt"},
+      {"PIPETTE_FULLY_SHARDED", "fsdp"}};
   const std::string model = request.settings.model.empty() ? site.defaults.model : request.settings.model;
   const int sequence_length = request.settings.sequence_length.value_or(site.defaults.sequence_length);
   const int nodes = static_cast<int>(request.layout.node_names.size());

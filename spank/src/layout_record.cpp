@@ -60,6 +60,9 @@ RecordedLayout layout_of(const ModelSpec& model, const Plan& plan, const std::st
     knobs.recomputed_layers_per_chunk = config.recomputed_layers_per_chunk;
   knobs.sequence_parallel = config.sequence_parallel;
   knobs.distributed_optimizer = config.distributed_optimizer;
+  // FSDP is recorded where the plan has it; off is what a restart's search chooses anyway unless
+  // the user fixed it off, which keep_user_choice keeps (default_fully_sharded).
+  if (config.fully_sharded) knobs.fully_sharded = true;
   // A dense model has no expert knobs to fix; an MoE plan keeps its expert groups, ep = etp = 1
   // included (a fresh search on the restart's nodes could choose others).
   if (model.is_moe()) {
@@ -169,6 +172,7 @@ Result<RestartKnobs> restart_knobs(const RecordedLayout& recorded, const std::st
   keep_user_choice(merged.recompute, user->recompute);
   keep_user_choice(merged.sequence_parallel, user->sequence_parallel);
   keep_user_choice(merged.distributed_optimizer, user->distributed_optimizer);
+  keep_user_choice(merged.fully_sharded, user->fully_sharded);
   restart.fix = format_fixed_knobs(merged);
   if (same_pp) restart.layers_per_stage = recorded.layers_per_stage;
   return restart;

@@ -31,7 +31,7 @@ const std::array<OptionInfo, option_count>& option_table() {
        "[pipette] sequence length in tokens", 1},
       {OptionId::fix, "pipette-fix", "PIPETTE_FIX", "KNOB=VALUE[,...]",
        "[pipette] knobs the search must keep, e.g. tp=8,mbs=1 "
-       "(tp, pp, dp, cp, ep, etp, mbs, vpp, recompute=none|selective|full|block:N, sp, distopt)",
+       "(tp, pp, dp, cp, ep, etp, mbs, vpp, recompute=none|selective|full|block:N, sp, distopt, fsdp)",
        1},
       {OptionId::strict, "pipette-strict", "PIPETTE_STRICT", nullptr,
        "[pipette] fail the job when it cannot be planned instead of running it unplanned", 0},

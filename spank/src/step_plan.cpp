@@ -17,9 +17,10 @@ constexpr std::int64_t seconds_per_day = 86400;
 std::string summary_of(const Plan& plan, const std::string& hash) {
   const ParallelConfig& config = plan.config;
   char text[256];
-  std::snprintf(text, sizeof text, "tp=%d pp=%d dp=%d mbs=%d vpp=%d recompute=%s sp=%d distopt=%d, %.1f ms/iteration, %.1f GiB, plan %s",
+  std::snprintf(text, sizeof text, "tp=%d pp=%d dp=%d mbs=%d vpp=%d recompute=%s sp=%d distopt=%d%s, %.1f ms/iteration, %.1f GiB, plan %s",
                 config.tp, config.pp, config.dp, config.micro_batch, config.virtual_stages,
                 recompute_knob(config).c_str(), config.sequence_parallel ? 1 : 0, config.distributed_optimizer ? 1 : 0,
+                config.fully_sharded ? " fsdp=1" : "",
                 plan.time.iteration_seconds / units::millisecond, plan.peak_memory_bytes / units::gibibyte,
                 hash.c_str());
   return text;

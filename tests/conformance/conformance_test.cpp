@@ -122,6 +122,7 @@ std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cl
   expect(built.micro_batch == launch.micro_batch, "micro-batch");
   expect(built.global_batch == launch.global_batch, "global batch");
   expect(built.distributed_optimizer == launch.distributed_optimizer, "distributed optimizer");
+  expect(built.fully_sharded == launch.fully_sharded, "data-parallel sharding (FSDP)");
   expect(built.fp32_gradients == launch.fp32_gradients, "gradient precision");
   expect(built.precision.empty() || built.precision == to_string(launch.precision), "precision");
   if (training.target.framework == Framework::deepspeed) return mismatch;  // the rest is the user's model's
@@ -154,6 +155,7 @@ struct Tally {
   int plans = 0;
   int layouts = 0;  // plans whose string carries a pipeline layout
   int context_parallel = 0;  // plans with cp > 1
+  int fully_sharded = 0;     // FSDP plans
   int refused = 0;
   std::vector<std::string> examples;
 };
@@ -163,6 +165,7 @@ void judge_all(const ModelSpec& model, const TrainingSpec& training, const Clust
   for (const Plan& plan : result.plans) {
     ++tally.plans;
     tally.context_parallel += plan.config.cp > 1;
+    tally.fully_sharded += plan.config.fully_sharded;
     const std::string text = framework_arguments(training.target.framework, describe_launch(model, training, plan)).second;
     tally.layouts += text.find("pipeline_model_parallel_layout='") != std::string::npos ||
                      text.find("--pipeline-model-parallel-layout") != std::string::npos;
@@ -237,20 +240,21 @@ TEST(Conformance, EveryGridPlanStartsAsPriced) {
     for (size_t index = 0; index < tallies.size(); ++index) {
       const Target& target = *kGridRuns[run].judged[index];
       const Tally& tally = tallies[index];
-      std::printf("%s: %d searches, %d plans (%d with a layout, %d with cp > 1), %d refused\n", target.name,
-                  tally.searches, tally.plans, tally.layouts, tally.context_parallel, tally.refused);
+      std::printf("%s: %d searches, %d plans (%d with a layout, %d with cp > 1, %d FSDP), %d refused\n", target.name,
+                  tally.searches, tally.plans, tally.layouts, tally.context_parallel, tally.fully_sharded, tally.refused);
       for (const std::string& example : tally.examples) std::printf("  %s\n", example.c_str());
       EXPECT_GE(tally.plans, kLeastPlansPerTarget) << target.name;
       // The layout targets must meet splits that only the layout expresses.
       if (target.target.pipeline_layout) {
         EXPECT_GT(tally.layouts, 0) << target.name;
       }
-      // The grid's 32K and 128K sequences reach context-parallel plans on the Megatron-core
-      // targets (torchtitan's cp > 1 is FSDP, which the search does not price).
+      // The grid's 32K and 128K sequences reach context-parallel plans on every target (torchtitan's
+      // under FSDP, its default data parallelism, which only its plans use).
+      EXPECT_GT(tally.context_parallel, 0) << target.name;
       if (target.target.framework == Framework::torchtitan) {
-        EXPECT_EQ(tally.context_parallel, 0) << target.name;
+        EXPECT_GT(tally.fully_sharded, 0) << target.name;
       } else {
-        EXPECT_GT(tally.context_parallel, 0) << target.name;
+        EXPECT_EQ(tally.fully_sharded, 0) << target.name;
       }
       EXPECT_EQ(tally.refused, 0) << target.name << ": " << (tally.examples.empty() ? "" : tally.examples.front());
     }
@@ -475,6 +479,79 @@ TEST(Conformance, TorchtitanMicrobatchRulesAgreeWithPyTorch) {
     if (c.starts) {
       EXPECT_EQ(verdict.built.microbatch_group_size, c.group_size) << "m " << c.num_microbatches;
     }
+  }
+}
+
+// torchtitan's own data parallelism, FSDP2 over every data rank (T:config/configs.py:133-144),
+// is what its plans get where Pipette prices it: the exported string builds dp_shard = dp, no
+// replication, and the read-back says so; HSDP, FSDP beside a pipeline and FSDP left off by the
+// string are not what was priced.
+TEST(Conformance, TorchtitanFsdpStartsAsPricedAndOnlySo) {
+  const ModelSpec model = *load_model("llama3-8b", {std::string(PIPETTE_SOURCE_DIR) + "/etc/models"});
+  TrainingSpec training;
+  training.global_batch_sequences = 64;
+  training.sequence_length = 8192;
+  training.target.framework = Framework::torchtitan;
+  const Cluster cluster = uniform_cluster(1);
+  const Result<SearchResult> result = search_plans(model, training, cluster, grid_options());
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const Plan& plan = result->plans.front();
+  const auto layout = [](const ParallelConfig& c) {
+    return "tp" + std::to_string(c.tp) + " pp" + std::to_string(c.pp) + " dp" + std::to_string(c.dp) + " cp" +
+           std::to_string(c.cp) + " mbs" + std::to_string(c.micro_batch);
+  };
+  ASSERT_TRUE(plan.config.fully_sharded) << layout(plan.config);
+  ASSERT_EQ(plan.config.pp, 1);
+  EXPECT_EQ(judge(model, training, cluster, plan), "");
+
+  const std::string args = torchtitan_arguments(describe_launch(model, training, plan));
+  const std::string shard = "--parallelism.data_parallel_replicate_degree 1 --parallelism.data_parallel_shard_degree " +
+                            std::to_string(plan.config.dp);
+  ASSERT_NE(args.find(shard), std::string::npos) << args;
+  const JobFacts facts{model.num_layers, model.num_attention_heads, model.num_kv_heads, cluster.num_gpus(), {}};
+  const Verdict built = check_torchtitan(args, facts);
+  ASSERT_EQ(built.refusal, "");
+  EXPECT_TRUE(built.built.fully_sharded);
+  EXPECT_EQ(built.built.dp, plan.config.dp);
+
+  const auto with = [&](const std::string& replacement) {
+    std::string mutated = args;
+    mutated.replace(mutated.find(shard), shard.size(), replacement);
+    return check_torchtitan(mutated, facts);
+  };
+  // The same ranks as plain replication: every accumulation step all-reduces, unpriced.
+  if (plan.num_microbatches > 1) {
+    EXPECT_EQ(with("--parallelism.data_parallel_replicate_degree " + std::to_string(plan.config.dp) +
+                   " --parallelism.data_parallel_shard_degree 1")
+                  .refusal,
+              "a gradient reduction per accumulation step (T:trainer.py:856): not what was priced");
+  }
+  if (plan.config.dp % 2 == 0) {
+    EXPECT_EQ(with("--parallelism.data_parallel_replicate_degree 2 --parallelism.data_parallel_shard_degree " +
+                   std::to_string(plan.config.dp / 2))
+                  .refusal,
+              "HSDP (dp_replicate > 1 beside FSDP): not what Pipette priced");
+  }
+
+  // Fixed beside a pipeline, on an MoE model or for another framework: refused in one line.
+  ParallelConfig piped = plan.config;
+  piped.pp = 2, piped.dp = plan.config.dp / 2;
+  piped.layers_per_stage = {model.num_layers / 2, model.num_layers / 2};
+  EXPECT_NE(launch_problem(training.target, model, piped, 8).find("fsdp=on with pp > 1"), std::string::npos);
+  EXPECT_NE(launch_problem({Framework::megatron_core, false}, model, plan.config, plan.num_microbatches)
+                .find("as torchtitan's FSDP2 only; plan megatron-core with fsdp=off"),
+            std::string::npos);
+  ParallelConfig both = plan.config;
+  both.distributed_optimizer = true;
+  EXPECT_NE(launch_problem(training.target, model, both, plan.num_microbatches).find("plan with distopt=off"),
+            std::string::npos);
+  // Left to the search with fsdp=off, torchtitan replicates, and accumulates only with a pipeline.
+  training.fixed.fully_sharded = false;
+  const Result<SearchResult> replicated = search_plans(model, training, cluster, grid_options());
+  ASSERT_TRUE(replicated.ok()) << replicated.error().message;
+  for (const Plan& other : replicated->plans) {
+    EXPECT_FALSE(other.config.fully_sharded);
+    EXPECT_EQ(judge(model, training, cluster, other), "") << layout(other.config);
   }
 }
 
@@ -780,7 +857,7 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
                    qk_pos_emb_head_dim, v_head_dim, micro_batch, global_batch, num_microbatches,
                    virtual_stages, microbatch_group_size, layers_per_stage, recompute, recomputed_layers_per_chunk,
                    sequence_parallel,
-                   distributed_optimizer, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap,
+                   distributed_optimizer, fully_sharded, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap,
                    tp_backward_overlap, fp32_gradients, tp_recompute_allgather, precision, sequence_length,
                    max_position_embeddings, environment] = launch;
       const ParallelConfig& priced = plan->config;
@@ -824,6 +901,7 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       EXPECT_EQ(recomputed_layers_per_chunk, priced.recomputed_layers_per_chunk);
       EXPECT_EQ(sequence_parallel, priced.sequence_parallel);
       EXPECT_EQ(distributed_optimizer, priced.distributed_optimizer);
+      EXPECT_EQ(fully_sharded, priced.fully_sharded);
       // The overlaps the time model assumes: pricing without them gives another time.
       // Gradients reduce over dp x cp ranks (Megatron's data-parallel group with context parallelism).
       EXPECT_EQ(overlap_grad_reduce, training.overlap_gradient_reduce && dp * cp > 1);

@@ -569,9 +569,20 @@ Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
     verdict.refusal = "dp_replicate * dp_shard * cp * tp * pp != world size (T:distributed/parallel_dims.py:182)";
     return verdict;
   }
-  // T:distributed/parallel_dims.py:644-645: FSDP is on whenever cp is, sharding over dp_shard x cp.
-  if (shard > 1 || cp > 1) {
-    verdict.refusal = "FSDP shards parameters: not what Pipette priced";
+  // T:distributed/parallel_dims.py:644-645: FSDP is on whenever dp_shard or cp is, sharding over
+  // dp_shard x cp (T:distributed/fsdp.py:54-63). Pipette prices it on dense models without a
+  // pipeline and without replication (core/src/launch.cpp fully_sharded_problem).
+  const bool fsdp = shard > 1 || cp > 1;
+  if (fsdp && replicate > 1) {
+    verdict.refusal = "HSDP (dp_replicate > 1 beside FSDP): not what Pipette priced";
+    return verdict;
+  }
+  if (fsdp && pp > 1) {
+    verdict.refusal = "FSDP with pp > 1 keeps each stage gathered (T:distributed/fsdp.py:112-136): not what Pipette priced";
+    return verdict;
+  }
+  if (fsdp && facts.num_experts > 0) {
+    verdict.refusal = "FSDP of a model with experts (efsdp mesh): not what Pipette priced";
     return verdict;
   }
   if (facts.num_attention_heads % tp != 0 || facts.num_kv_heads % tp != 0) {
@@ -610,13 +621,17 @@ Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
   const int microbatches_per_pp = pp > 1 ? static_cast<int>(number("parallelism.num_pp_microbatches", 1)) : 1;
   const std::int64_t step_tokens = number("training.num_tokens_per_train_step", -1);
   const int context = static_cast<int>(number("training.max_context_length", 2048));
-  // T:trainer.py:296-306: the tokens of a micro-batch split evenly over the TP ranks with SP.
-  if (tp > 1 && sequence_parallel && tokens_per_microbatch % tp != 0) {
-    verdict.refusal = "tokens per micro-batch % tp (T:trainer.py:302)";
+  // T:trainer.py:296-306: the tokens of a micro-batch split evenly over the TP ranks with SP and
+  // into 2·cp chunks with context parallelism.
+  const std::int64_t token_divisor = (tp > 1 && sequence_parallel ? tp : 1) * (cp > 1 ? 2 * cp : 1);
+  if (tokens_per_microbatch % token_divisor != 0) {
+    verdict.refusal = "tokens per micro-batch % (tp with SP x 2cp) (T:trainer.py:302)";
     return verdict;
   }
-  // T:trainer.py:413-428.
-  const std::int64_t per_accumulation = tokens_per_microbatch * microbatches_per_pp * replicate;
+  // T:trainer.py:413-428, over the batch mesh, dp_replicate x dp_shard
+  // (T:distributed/parallel_dims.py:374).
+  const int batch = replicate * shard;
+  const std::int64_t per_accumulation = tokens_per_microbatch * microbatches_per_pp * batch;
   if (step_tokens < 1 || step_tokens % per_accumulation != 0) {
     verdict.refusal = "num_tokens_per_train_step not a multiple of one accumulation step (T:trainer.py:419)";
     return verdict;
@@ -629,7 +644,8 @@ Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
   built.tp = tp;
   built.pp = pp;
   built.cp = cp;
-  built.dp = replicate;
+  built.dp = batch;
+  built.fully_sharded = fsdp;
   built.ep = facts.num_experts > 0 ? ep : 1;
   built.etp = facts.num_experts > 0 ? (ep > 1 ? 1 : tp) : 1;
   built.sequence_length = context;
@@ -637,7 +653,7 @@ Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
   built.micro_batch = static_cast<int>(tokens_per_microbatch / context);
   built.global_batch = step_tokens / context;
   built.sequence_parallel = sequence_parallel && tp > 1;
-  built.overlap_grad_reduce = replicate > 1;  // FSDP/replicate reduce under the backward passes
+  built.overlap_grad_reduce = batch * cp > 1;  // FSDP/replicate reduce under the backward passes
   if (checkpointing == "memory-budget") {
     verdict.refusal = "memory-budget checkpointing is not a Pipette recompute mode";
     return verdict;
@@ -647,7 +663,8 @@ Verdict check_torchtitan(const std::string& arguments, const JobFacts& facts) {
   if (pp == 1) {
     // T:trainer.py:856: one forward-backward per accumulation step, none with gradient sync off,
     // so each reduces the gradients over DP: priced once per iteration, it would run that often.
-    if (replicate > 1 && step_tokens / per_accumulation > 1) {
+    // FSDP's per-step reduce-scatters are priced (exposed_fsdp_seconds).
+    if (!fsdp && replicate > 1 && step_tokens / per_accumulation > 1) {
       verdict.refusal = "a gradient reduction per accumulation step (T:trainer.py:856): not what was priced";
       return verdict;
     }

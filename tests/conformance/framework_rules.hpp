@@ -57,6 +57,7 @@ struct BuiltLayout {
   int recomputed_layers_per_chunk = 0;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
+  bool fully_sharded = false;  // FSDP (torchtitan's dp_shard x cp > 1)
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
   // The engine's switches the strings carry (Megatron-LM: --tp-comm-overlap, --grad-reduce-in-bf16;

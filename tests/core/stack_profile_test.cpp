@@ -10,6 +10,7 @@
 #include "pipette/core/plan.hpp"
 #include "pipette/core/search.hpp"
 #include "pipette/core/synthetic_fabric.hpp"
+#include "test_clusters.hpp"
 #include "test_models.hpp"
 
 namespace pipette {
@@ -58,18 +59,8 @@ ParallelConfig config_of(int tp, int pp, int dp) {
 
 constexpr double tokens = 4096.0 * 2;
 
-// `nodes` nodes of 8 H100 SXM on one switch; searches that keep Slurm's placement.
-Cluster h100_nodes(int nodes) {
-  Cluster cluster = synthetic_cluster(uniform_fabric(nodes), 1);
-  cluster.gpu = *find_gpu("H100-SXM");
-  return cluster;
-}
-
-SearchOptions without_placement() {
-  SearchOptions options;
-  options.optimize_placement = false;
-  return options;
-}
+using testing::h100_nodes;
+using testing::without_placement;
 
 
 // nanotron's o_proj saves a folded copy of the attention output (h/t wide) when a micro-batch

@@ -121,6 +121,23 @@ TEST(LayoutRecord, BlockRecomputeRestartsAsRecordedUnlessTheUserFixesRecompute) 
   EXPECT_NE(layout_of(ModelSpec{}, plan, "abc", first_start.request).fix.find("recompute=block:5"), std::string::npos);
 }
 
+// An FSDP start (torchtitan) restarts sharded; the user's fsdp=off replaces it; a replicated start
+// records nothing, what its restart's search chooses anyway.
+TEST(LayoutRecord, AnFsdpStartRestartsShardedUnlessTheUserFixesItOff) {
+  Plan plan;
+  plan.config.dp = 8, plan.config.fully_sharded = true, plan.config.layers_per_stage = {32};
+  const RecordedLayout sharded = layout_of(ModelSpec{}, plan, "abc", first_start.request);
+  EXPECT_NE(sharded.fix.find("fsdp=on"), std::string::npos) << sharded.fix;
+  Result<RestartKnobs> knobs = restart_knobs(sharded, "");
+  ASSERT_TRUE(knobs.ok()) << knobs.error().message;
+  EXPECT_NE(knobs->fix.find("fsdp=on"), std::string::npos) << knobs->fix;
+  knobs = restart_knobs(sharded, "fsdp=off");
+  ASSERT_TRUE(knobs.ok()) << knobs.error().message;
+  EXPECT_NE(knobs->fix.find("fsdp=off"), std::string::npos) << knobs->fix;
+  plan.config.fully_sharded = false;
+  EXPECT_EQ(layout_of(ModelSpec{}, plan, "abc", first_start.request).fix.find("fsdp"), std::string::npos);
+}
+
 // An MoE job's restart keeps its expert groups, unless the user fixes others; ep = etp = 1 too.
 TEST(LayoutRecord, AnMoeRestartKeepsItsExpertGroups) {
   ModelSpec moe;

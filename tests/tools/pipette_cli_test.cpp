@@ -343,6 +343,34 @@ TEST_F(PipetteCli, EveryKnobFixedKeepsContextAndExpertParallelism) {
   EXPECT_GT(searched_json["plans"][0]["ep"].as<int>(), 1);
 }
 
+// torchtitan's FSDP (fsdp=on, its own default where Pipette prices it): planned, printed,
+// exported, and refused in one line where it is not priced.
+TEST_F(PipetteCli, TorchtitanPlansAreFullyShardedAndSaySo) {
+  const std::string job = "plan --model llama3-8b --num-nodes 1 --global-batch 64 --seq 8192 --framework torchtitan";
+  const Outcome run = pipette(job + " --json");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const YAML::Node plan = parse_json(run.out)["plans"][0];
+  EXPECT_TRUE(plan["fully_sharded"].as<bool>());
+  EXPECT_EQ(plan["environment"]["PIPETTE_FULLY_SHARDED"].as<std::string>(), "1");
+  EXPECT_NE(plan["environment"]["PIPETTE_TORCHTITAN_ARGS"].as<std::string>().find(
+                "--parallelism.data_parallel_replicate_degree 1 --parallelism.data_parallel_shard_degree " +
+                std::to_string(plan["dp"].as<int>())),
+            std::string::npos);
+  const Outcome text = pipette(job + " --top 1");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find(" fsdp "), std::string::npos) << text.out;
+  const Outcome replicated = pipette(job + " --fix fsdp=off --json");
+  ASSERT_EQ(replicated.status, 0) << replicated.err;
+  EXPECT_FALSE(parse_json(replicated.out)["plans"][0]["fully_sharded"].as<bool>());
+  // Every knob fixed but fsdp: evaluated as the search would choose it, sharded.
+  const Outcome fixed = pipette(job + " --fix tp=1,pp=1,dp=8,mbs=1,vpp=1,recompute=full,sp=off,distopt=off --json");
+  ASSERT_EQ(fixed.status, 0) << fixed.err;
+  EXPECT_TRUE(parse_json(fixed.out)["plans"][0]["fully_sharded"].as<bool>());
+  expect_one_line_error(pipette("plan --model llama3-8b --num-nodes 1 --global-batch 64 --seq 8192 --framework "
+                                "megatron-core --fix tp=1,pp=1,dp=8,mbs=1,vpp=1,recompute=full,sp=off,distopt=on,fsdp=on"),
+                        1, "Pipette prices fully sharded data parallelism as torchtitan's FSDP2 only");
+}
+
 // recompute=block:N (Megatron's --recompute-method block): planned, printed and exported as such,
 // refused with one line where the stack cannot express it.
 TEST_F(PipetteCli, BlockRecomputeIsPrintedExportedAndRefusedByNanotron) {

@@ -30,6 +30,20 @@ TEST(FixedKnobs, EmptyFixesNothingAndSpacesAreIgnored) {
   EXPECT_EQ(format_fixed_knobs(*spaced), "tp=4,recompute=full");
 }
 
+TEST(FixedKnobs, FsdpIsAnOnOffKnob) {
+  auto fsdp = parse_fixed_knobs("dp=8,fsdp=on,distopt=off");
+  ASSERT_TRUE(fsdp.ok()) << fsdp.error().message;
+  EXPECT_EQ(fsdp->fully_sharded, true);
+  EXPECT_EQ(format_fixed_knobs(*fsdp), "dp=8,distopt=off,fsdp=on");
+  EXPECT_EQ(parse_fixed_knobs("fsdp=off")->fully_sharded, false);
+  const auto bad = parse_fixed_knobs("fsdp=2");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("fsdp must be on or off"), std::string::npos) << bad.error().message;
+  const auto unknown = parse_fixed_knobs("zero=3");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("distopt, fsdp"), std::string::npos) << unknown.error().message;
+}
+
 TEST(FixedKnobs, BlockRecomputeIsFullRecomputeOfNLayersPerChunk) {
   auto block = parse_fixed_knobs("tp=1,recompute=block:5");
   ASSERT_TRUE(block.ok()) << block.error().message;

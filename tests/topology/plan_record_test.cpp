@@ -24,7 +24,7 @@ TEST_F(PlanRecordTest, WritesPrivatelyAndReadsBack) {
   auto path = write_plan_record(home_.string(), "pipette12", 42,
                                 {{"model", "llama3-8b"}, {"nodes", "2"}, {"node_list", "gpu01,gpu02"}, {"gpus_per_node", "8"}, {"global_batch", "128"},
                                  {"sequence_length", "4096"}, {"tp", "2"}, {"pp", "2"}, {"dp", "2"}, {"cp", "2"}, {"vpp", "1"},
-                                 {"mbs", "1"}, {"recompute", "selective"}, {"sp", "1"}, {"distopt", "1"}});
+                                 {"mbs", "1"}, {"recompute", "selective"}, {"sp", "1"}, {"distopt", "1"}, {"fsdp", "0"}});
   ASSERT_TRUE(path.ok()) << path.error().message;
   EXPECT_EQ(*path, home_.string() + "/pipette/jobs/pipette12-42.plan");
   struct stat status {};
@@ -41,6 +41,7 @@ TEST_F(PlanRecordTest, WritesPrivatelyAndReadsBack) {
   EXPECT_EQ(run->node_names, (std::vector<std::string>{"gpu01", "gpu02"}));
   EXPECT_EQ(run->recompute, RecomputeMode::selective);
   EXPECT_EQ(run->sequence_parallel, true);
+  EXPECT_EQ(run->fully_sharded, false);  // what the step ran, so calibrate prices that run
 }
 
 TEST_F(PlanRecordTest, RefusesADirectoryOthersMayWrite) {

@@ -72,7 +72,7 @@ Result<RecomputeKnob> parse_recompute_knob(std::string_view value) {
 }
 
 Result<FixedKnobs> parse_fixed_knobs(std::string_view text) {
-  static const std::string keys = "tp, pp, dp, cp, ep, etp, mbs, vpp, recompute, sp, distopt";
+  static const std::string keys = "tp, pp, dp, cp, ep, etp, mbs, vpp, recompute, sp, distopt, fsdp";
   FixedKnobs knobs;
   const auto read = [&](const std::string& key, std::string_view value) -> std::optional<std::string> {
     auto positive = [&](std::optional<int>& slot) -> std::optional<std::string> {
@@ -104,6 +104,7 @@ Result<FixedKnobs> parse_fixed_knobs(std::string_view text) {
     }
     if (key == "sp") return boolean(knobs.sequence_parallel);
     if (key == "distopt") return boolean(knobs.distributed_optimizer);
+    if (key == "fsdp") return boolean(knobs.fully_sharded);
     return "unknown knob \"" + quoted_input(key) + "\"; keys are " + keys;
   };
   if (auto problem = read_items(text, "--pipette-fix", "tp=8,pp=4", keys, read)) return *problem;
@@ -191,6 +192,7 @@ std::string format_fixed_knobs(const FixedKnobs& knobs) {
   if (knobs.recompute) add("recompute", recompute_knob(*knobs.recompute, knobs.recomputed_layers_per_chunk.value_or(0)));
   if (knobs.sequence_parallel) add("sp", *knobs.sequence_parallel ? "on" : "off");
   if (knobs.distributed_optimizer) add("distopt", *knobs.distributed_optimizer ? "on" : "off");
+  if (knobs.fully_sharded) add("fsdp", *knobs.fully_sharded ? "on" : "off");
   return out;
 }
 

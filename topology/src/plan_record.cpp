@@ -122,9 +122,9 @@ Result<RunDescription> parse_plan_record(std::string_view text, const std::strin
       if (!recompute) return Error{where + recompute.error().message};
       run.recompute = recompute->mode;
       run.recomputed_layers_per_chunk = recompute->recomputed_layers_per_chunk;
-    } else if (key == "sp" || key == "distopt") {
+    } else if (key == "sp" || key == "distopt" || key == "fsdp") {
       if (value != "0" && value != "1") return Error{where + key + " must be 0 or 1"};
-      (key == "sp" ? run.sequence_parallel : run.distributed_optimizer) = value == "1";
+      (key == "sp" ? run.sequence_parallel : key == "distopt" ? run.distributed_optimizer : run.fully_sharded) = value == "1";
     } else {
       return Error{where + "unknown key " + quoted_input(key)};
     }

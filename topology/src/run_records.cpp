@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "pipette/core/launch.hpp"
 #include "pipette/core/plan.hpp"
 #include "pipette/core/units.hpp"
 #include "pipette/topology/job_planner.hpp"
@@ -748,6 +749,7 @@ Result<RunDescription> complete_run(RunDescription run, const RunDescription& fa
   }
   if (!run.sequence_parallel) run.sequence_parallel = fallback.sequence_parallel;
   if (!run.distributed_optimizer) run.distributed_optimizer = fallback.distributed_optimizer;
+  if (!run.fully_sharded) run.fully_sharded = fallback.fully_sharded;
   if (!run.precision) run.precision = fallback.precision;
   if (!run.tp_comm_overlap) run.tp_comm_overlap = fallback.tp_comm_overlap;
   if (!run.gradients_in_fp32) run.gradients_in_fp32 = fallback.gradients_in_fp32;
@@ -828,6 +830,8 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
   config.recomputed_layers_per_chunk = config.recompute == RecomputeMode::full ? run.recomputed_layers_per_chunk : 0;
   config.sequence_parallel = run.sequence_parallel.value_or(false);
   config.distributed_optimizer = run.distributed_optimizer.value_or(false);
+  config.fully_sharded = run.fully_sharded.value_or(
+      default_fully_sharded(record.training.target.framework, model, pp, dp * cp));
   if (model.num_layers % (pp * config.virtual_stages) != 0 && config.virtual_stages > 1)
     return Error{run.name + ": " + std::to_string(model.num_layers) + " layers do not split into pp " + std::to_string(pp) +
                  " × vpp " + std::to_string(config.virtual_stages) + " chunks"};

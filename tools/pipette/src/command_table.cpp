@@ -24,6 +24,8 @@ constexpr OptionSpec kFix{"fix", "KNOBS",
                           "knobs the search must keep, e.g. tp=8,pp=4,mbs=1,vpp=2,recompute=selective,sp=on,distopt=on;"
                           " recompute is none, selective, full (every layer) or block:N (full recompute of the first N"
                           " layers of each model chunk, Megatron's --recompute-method block; Megatron-core and NeMo only);"
+                          " fsdp=on|off shards parameters, gradients and optimizer state over dp x cp (torchtitan's FSDP2,"
+                          " its default without a pipeline; other frameworks refuse it);"
                           " with every knob fixed (cp may be left out, meaning 1; a model with experts needs ep and etp too)"
                           " the command evaluates exactly that configuration",
                           ""};

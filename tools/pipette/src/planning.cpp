@@ -29,8 +29,9 @@ bool expert_knobs_fixed(const FixedKnobs& knobs, const ModelSpec& model) {
   return !model.is_moe() || (knobs.ep && knobs.etp);
 }
 
-// The configuration that every-knob-fixed `knobs` name.
-ParallelConfig fixed_configuration(const FixedKnobs& knobs) {
+// The configuration that every-knob-fixed `knobs` name for `job`; fsdp, when not fixed, as the
+// search would choose it (default_fully_sharded).
+ParallelConfig fixed_configuration(const FixedKnobs& knobs, const PreparedJob& job) {
   ParallelConfig config;
   config.tp = *knobs.tp;
   config.pp = *knobs.pp;
@@ -44,6 +45,8 @@ ParallelConfig fixed_configuration(const FixedKnobs& knobs) {
   config.recomputed_layers_per_chunk = knobs.recomputed_layers_per_chunk.value_or(0);
   config.sequence_parallel = *knobs.sequence_parallel;
   config.distributed_optimizer = *knobs.distributed_optimizer;
+  config.fully_sharded = knobs.fully_sharded.value_or(
+      default_fully_sharded(job.training.target.framework, job.model, config.pp, config.dp_cp()));
   return config;
 }
 
@@ -207,7 +210,7 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
     // Only a configuration that runs on this job but is too big "does not fit"; anything else
     // (the wrong GPU count, a knob the model or the framework refuses: complete_configuration,
     // which evaluate_plan runs first, refuses it) is an error.
-    const ParallelConfig asked = fixed_configuration(*knobs);
+    const ParallelConfig asked = fixed_configuration(*knobs, *prepared);
     auto plan = evaluate_plan(prepared->model, prepared->training, prepared->cluster, asked, prepared->options);
     if (!plan) {
       const auto config = complete_configuration(prepared->model, prepared->training, prepared->cluster, asked);

@@ -160,7 +160,7 @@ std::string plans_table(const PlanningOutcome& outcome) {
                    std::to_string(c.virtual_stages), std::to_string(c.micro_batch),
                    std::to_string(plan.num_microbatches), layers_compact(c.layers_per_stage), recompute_knob(c),
                    on_off(c.sequence_parallel),
-                   on_off(c.distributed_optimizer), human_seconds(plan.time.iteration_seconds),
+                   c.fully_sharded ? "fsdp" : on_off(c.distributed_optimizer), human_seconds(plan.time.iteration_seconds),
                    strprintf("%.0f", plan.tokens_per_second), strprintf("%.1f%%", 100 * plan.model_flops_utilization),
                    memory_cell(plan, outcome.cluster)});
   }
@@ -221,6 +221,7 @@ void write_plan(JsonWriter& json, const Plan& plan, const PlanningOutcome& outco
   json.value("micro_batch", c.micro_batch).value("num_microbatches", plan.num_microbatches);
   json.value("recompute", recompute_knob(c));  // the --fix spelling: none, selective, full or block:N
   json.value("sequence_parallel", c.sequence_parallel).value("distributed_optimizer", c.distributed_optimizer);
+  json.value("fully_sharded", c.fully_sharded);
   json.begin_array("layers_per_stage");
   for (const int layers : c.layers_per_stage) json.element(layers);
   json.end_array();
@@ -652,6 +653,7 @@ std::string plan_label(const ParallelConfig& config) {
   label += " recompute=" + recompute_knob(config);
   if (config.sequence_parallel) label += " sp";
   if (config.distributed_optimizer) label += " distopt";
+  if (config.fully_sharded) label += " fsdp";
   return label;
 }
 

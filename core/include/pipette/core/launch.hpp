@@ -47,6 +47,7 @@ struct LaunchDescription {
   int recomputed_layers_per_chunk = 0;  // ParallelConfig's: block recompute of N layers per chunk, 0 all
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
+  bool fully_sharded = false;            // FSDP: torchtitan's dp_shard = dp (ParallelConfig::fully_sharded)
   bool overlap_grad_reduce = false;      // DP gradient reduction under the backward passes
   bool overlap_param_gather = false;     // distributed optimizer's all-gather under the next forwards
   // The engine's switches as they reach the framework (engine.hpp): Megatron-core's --tp-comm-overlap
@@ -83,10 +84,11 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
 //    (--decoder-first/last-pipeline-num-layers); or any split with at least one layer per stage and
 //    chunk when target.pipeline_layout. Interleaving needs a valid group size
 //    (interleaved_group_size > 0).
-//  - torchtitan: no distributed optimizer (its data parallelism is replication here; FSDP shards
-//    parameters too, which the model does not price) and no selective recompute (torchtitan's is
-//    per-operator); without a pipeline one micro-batch per replica when dp > 1 (each
-//    accumulation step reduces its gradients); 1F1B with at least pp micro-batches and a split [a, b x (p-2), c] with a, c <= b
+//  - FSDP (fully_sharded): torchtitan only, dense models, pp = 1, distopt off (fully_sharded_problem).
+//  - torchtitan: no distributed optimizer (its data parallelism is replication, or FSDP with
+//    fully_sharded) and no selective recompute (torchtitan's is per-operator); without a pipeline
+//    and without FSDP one micro-batch per replica when dp > 1 (each accumulation step reduces its
+//    gradients, priced only as FSDP's reduce-scatters); 1F1B with at least pp micro-batches and a split [a, b x (p-2), c] with a, c <= b
 //    (its first/last "less layers"); Interleaved1F1B with an even split, at least pp micro-batches
 //    (what the schedule model prices) and the micro-batches a multiple of PyTorch's rounds
 //    max(1, m / pp), each round then being the priced group size.
@@ -103,10 +105,15 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
 //    equal tp here (its ep borrows dp_shard x cp x tp ranks and Pipette's torchtitan plans have
 //    dp_shard = 1; ep < tp leaves an expert-FSDP sharding the model does not price).
 //  - Context parallelism: Megatron-core and NeMo build any cp the search allows (the sequence in
-//    2·cp chunks, flash attention: checked with the training spec); torchtitan only cp = 1 (with
-//    cp > 1 it shards parameters with FSDP over the cp ranks, which the model does not price).
+//    2·cp chunks, flash attention: checked with the training spec); torchtitan cp > 1 only with
+//    fully_sharded (it shards parameters with FSDP over dp_shard x cp).
 std::string launch_problem(const FrameworkTarget& target, const ModelSpec& model, const ParallelConfig& config,
                            int num_microbatches);
+
+// Whether a plan for `framework` shards its data parallelism with FSDP (ParallelConfig::fully_sharded)
+// unless the user fixes it: torchtitan's own default wherever Pipette prices it (a dense model,
+// pp = 1, more than one data-parallel rank, dp·cp), no other framework.
+bool default_fully_sharded(Framework framework, const ModelSpec& model, int pp, int data_ranks);
 
 // Whether the framework runs the training's precision and gradient accumulation only with the
 // distributed optimizer on, at any dp: DeepSpeed (megatron-deepspeed, deepspeed) takes bf16 with fp32

@@ -85,6 +85,16 @@ struct BytesPerParameter {
   double total() const { return weights + gradients + optimizer + step_main_gradients; }
 };
 BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distributed_optimizer, int dp);
+// Under FSDP (ParallelConfig::fully_sharded) over `shards` ranks: every persistent byte is sharded.
+BytesPerParameter fully_sharded_bytes_per_parameter(int shards);
+
+// What FSDP holds unsharded at the activation peak beyond the shards: gathered parameters (the
+// weights column) and one unit's unsharded gradient with its reduce-scatter input (gradients).
+struct FsdpWorkingSet {
+  double parameter_bytes = 0;
+  double gradient_bytes = 0;
+};
+FsdpWorkingSet fsdp_working_set(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 
 // Parameters one GPU of pipeline rank `stage` holds: its layers' TP shards plus replicated norms and
 // row-parallel biases; the word embedding (vocab/t rows) and learned positions on rank 0; the output

@@ -35,6 +35,14 @@ struct StageWork {
   double tp_hideable_share = 0;
   double tp_overlap_window_seconds = 0;
   double gradient_bytes_per_gpu = 0;     // what this stage's DP reduction moves per GPU (expert gradients excluded)
+  // FSDP (ParallelConfig::fully_sharded): the collectives of one micro-batch as shares of the stage's
+  // dp_seconds (a ring all-reduce of gradient_bytes_per_gpu): those the forward's compute can hide
+  // (the blocks' parameter all-gathers), those the backward's can (the all-gathers again and the
+  // gradient reduce-scatters), and those nothing runs beside (the first unit's all-gather, the last
+  // unit's reduce-scatter). Zero otherwise.
+  double fsdp_forward_share = 0;
+  double fsdp_backward_share = 0;
+  double fsdp_unhidden_share = 0;
   // Mixture of experts (zero for dense stages): the stage's MoE layers; its all-to-alls per
   // micro-batch (dispatch and combine, forward and backward) and the bytes each rank sends each
   // peer of its ep group in one of them; the bytes all-gathered (and reduce-scattered) over the
@@ -118,6 +126,12 @@ struct TpPassSeconds {
   double total() const { return forward + backward; }
 };
 TpPassSeconds exposed_tp_seconds(const StageWork& stage, double tp_seconds);
+
+// A stage's FSDP collective time per micro-batch that its compute does not hide: FSDP2 issues each
+// unit's all-gather on its own stream ahead of the unit (the forward as the CPU runs ahead, the
+// backward by prefetching one unit), so a pass waits only for what it gathers and reduces beyond
+// its own compute, and for the unhidden share. dp_seconds: CommunicationTimes::dp_seconds[stage].
+double exposed_fsdp_seconds(const StageWork& stage, double dp_seconds);
 
 // Seconds for one GPU to send `bytes` to another, with `concurrent_flows` GPUs of the same node
 // pair sending at once (they share the node pair's rails).

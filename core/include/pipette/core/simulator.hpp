@@ -57,6 +57,10 @@ struct SimulationResult {
 //    gradients are all-reduced after each stage's last backward, overlap_gradient_reduce or not,
 //    and the step of stage s is followed by its parameters' all-gather (dp_gather),
 //    dp_seconds[s] · parameter_gather_after_step_share; the iteration ends when the last one does.
+//  - Under FSDP (config.fully_sharded, pp = 1) there is no reduction at the end: each micro-batch
+//    gathers and reduce-scatters, and what its compute does not hide, exposed_fsdp_seconds, is
+//    added once per micro-batch before the optimizer step (drawn as one dp_reduce span after the
+//    last backward).
 // Preconditions (std::invalid_argument otherwise): work and communication sized for config.
 SimulationResult simulate_schedule(const ParallelConfig& config, const WorkProfile& work,
                                    const CommunicationTimes& communication, const TrainingSpec& training);
@@ -93,6 +97,10 @@ int effective_virtual_stages(const ParallelConfig& config);
 // gradient_reduction_overlapped is training.overlap_gradient_reduce unless such a stack shards the
 // optimizer over more than one replica.
 double parameter_gather_share(const ParallelConfig& config, const TrainingSpec& training);
+// An all-gather of the parameters as a share of dp_seconds (an all-reduce of the gradient bytes):
+// half a ring all-reduce's steps, of parameter bytes rather than gradient bytes. fp8 weights are
+// gathered as one byte each (the norms' few 16-bit parameters aside).
+double parameter_all_gather_share(const TrainingSpec& training);
 double gradient_reduction_share(const ParallelConfig& config, const TrainingSpec& training);
 double parameter_gather_after_step_share(const ParallelConfig& config, const TrainingSpec& training);
 bool gradient_reduction_overlapped(const ParallelConfig& config, const TrainingSpec& training);

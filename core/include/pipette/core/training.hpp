@@ -41,6 +41,7 @@ struct FixedKnobs {
   std::optional<int> recomputed_layers_per_chunk;
   std::optional<bool> sequence_parallel;
   std::optional<bool> distributed_optimizer;
+  std::optional<bool> fully_sharded;  // FSDP (ParallelConfig::fully_sharded)
   // Layers of each pipeline stage; empty: the search chooses. Used with pp fixed to as many
   // stages (a restarted job keeps its first start's split, so its checkpoint loads).
   std::vector<int> layers_per_stage;

@@ -29,6 +29,7 @@ struct RunDescription {
   std::optional<RecomputeMode> recompute;
   int recomputed_layers_per_chunk = 0;  // with recompute full: block recompute of N layers per chunk (0: all)
   std::optional<bool> sequence_parallel, distributed_optimizer;
+  std::optional<bool> fully_sharded;  // FSDP (absent: the framework's default, default_fully_sharded)
   std::optional<Precision> precision;
   std::optional<bool> tp_comm_overlap;          // Megatron-core --tp-comm-overlap (userbuffers)
   std::optional<bool> gradients_in_fp32;        // --accumulate-allreduce-grads-in-fp32
