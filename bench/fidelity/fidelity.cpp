@@ -7,7 +7,9 @@
 //    the Megatron-core one (stack_time_report, memory_report).
 //  - bench/fidelity/data/bloom_176b_megatron_deepspeed_a100.csv (in the repository; BigScience's
 //    BLOOM-176B logs on Jean Zay, A100, Megatron-DeepSpeed): iteration time, extra, never fitted, with
-//    the megatron-deepspeed stack profile and, for comparison, the Megatron-core one.
+//    the megatron-deepspeed stack profile and, for comparison, the Megatron-core one;
+//  - bench/fidelity/data/torchtitan_llama3_8b_h100_fsdp_cp.csv (in the repository; the torchtitan
+//    team's Llama 3.1 8B FSDP + CP runs, H100): peak memory, never fitted, torchtitan's profile.
 // For each row the published configuration is evaluated exactly as the search evaluates plans
 // (profile_work → communication_times in Slurm's order → critical_path); rows the model cannot
 // represent (LoRA, mixture-of-experts, architectures not published) are
@@ -472,7 +474,6 @@ std::vector<Row> megatron_core_h100_rows() {
     row.system = dgx_h100;
     row.metric = Metric::model_tflops_per_gpu;
     row.model = gpt(f[0], std::stoi(f[3]), std::stoi(f[2]), std::stoi(f[1]), 131072);
-    row.model.learned_position_embeddings = 0;
     row.gpus = std::stoi(f[7]);
     row.training.global_batch_sequences = std::stoi(f[8]);
     row.training.sequence_length = 4096;
@@ -542,6 +543,7 @@ struct MemoryRow {
   ParallelConfig config;
   MemoryMetric metric = MemoryMetric::peak_bytes;
   double published = 0;
+  bool in_gibibytes = false;  // shown as its source prints it: GiB, else GB
 };
 
 ModelSpec nanotron_llama(const std::string& name, int layers, int hidden, int ffn, int heads) {
@@ -628,6 +630,46 @@ std::vector<MemoryRow> ultrascale_memory_rows() {
     }
     rows.push_back(row);
   }
+  return rows;
+}
+
+// torchtitan's own FSDP + CP memory figures (bench/fidelity/data/torchtitan_llama3_8b_h100_fsdp_cp.csv,
+// whose header names the source): Llama 3.1 8B (the llama3-8b preset's shape) on 8 H100, one sequence
+// per GPU, full activation checkpointing, FSDP over dp_shard x cp. Priced as the torchtitan profile
+// runs it, eager with 16-bit GEMMs; the runs used torch.compile and Float8 linears, which the
+// profile does not price, so the comparison is of memory only. Never fitted.
+std::vector<MemoryRow> torchtitan_memory_rows() {
+  std::vector<MemoryRow> rows;
+  auto table = read_csv("torchtitan_llama3_8b_h100_fsdp_cp.csv", true);
+  table.erase(table.begin());  // the header
+  for (const auto& f : table) {
+    MemoryRow row;
+    row.source = "torchtitan Llama 3.1 8B FSDP + CP (compile and Float8 not priced)";
+    row.model = preset("llama3-8b");
+    const int fsdp = std::stoi(f[0]), cp = std::stoi(f[1]);
+    row.training.sequence_length = std::stoi(f[2]);
+    row.training.precision = Precision::bf16;
+    row.training.target.framework = Framework::torchtitan;
+    apply_stack_profile(row.training);
+    row.training.global_batch_sequences = fsdp;
+    row.model.learned_position_embeddings = 0;
+    row.config = config_of(row.model, 1, 1, fsdp * cp, 1, 1);
+    row.config.dp = fsdp;
+    row.config.cp = cp;
+    row.config.recompute = RecomputeMode::full;
+    row.config.fully_sharded = true;
+    row.published = std::stod(f[4]) * units::gibibyte;
+    row.in_gibibytes = true;
+    row.label = "8B FSDP " + f[0] + " CP " + f[1] + " at " + f[2] + " tokens: peak memory reserved";
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// Every published memory figure the report compares with.
+std::vector<MemoryRow> memory_rows() {
+  std::vector<MemoryRow> rows = ultrascale_memory_rows();
+  for (MemoryRow& row : torchtitan_memory_rows()) rows.push_back(std::move(row));
   return rows;
 }
 
@@ -887,7 +929,7 @@ void stack_time_report(const std::vector<Row>& rows, const ComputeEfficiency& ef
 }
 
 // Memory. No memory constant is fitted: every row is held out. Two kinds of evidence: published
-// figures (ultrascale_dp_tp_scaling.csv's memory panels), and every published run above, which
+// figures (ultrascale_dp_tp_scaling.csv's memory panels, torchtitan's FSDP + CP table), and every published run above, which
 // ran, so its configuration must be predicted to fit its GPU.
 // The row's figure as predicted for the row's stack, and as predicted had the reference
 // (Megatron-core / Transformer Engine) profile been used, to show what the stack profile changes.
@@ -906,12 +948,13 @@ void memory_report(const std::vector<Row>& rows) {
   std::printf("\n| memory source | row | published | predicted | error | with the Megatron-core profile | error |\n"
               "|---|---|---|---|---|---|---|\n");
   std::map<std::string, std::vector<double>> errors, reference_errors;
-  for (const MemoryRow& row : ultrascale_memory_rows()) {
+  for (const MemoryRow& row : memory_rows()) {
     const double capacity = find_gpu("H100-SXM")->memory_bytes;
     const auto [predicted, reference] = memory_prediction(row, capacity);
     const bool batches = row.metric == MemoryMetric::max_micro_batch;
     const auto shown = [&](double value) {
-      return batches ? number(value, 0) : number(value / units::gigabyte, 2) + " GB";
+      if (batches) return number(value, 0);
+      return row.in_gibibytes ? number(value / units::gibibyte, 2) + " GiB" : number(value / units::gigabyte, 2) + " GB";
     };
     const double error = predicted / row.published - 1;
     const double reference_error = reference / row.published - 1;
@@ -929,7 +972,7 @@ void memory_report(const std::vector<Row>& rows) {
     fit += prediction.peak_memory_bytes <= cluster_of(row.system, row.gpus).gpu.memory_bytes;
     ++count;
   }
-  std::printf("\nMemory, by source (never fitted: every row is held out), with the nanotron profile and, before it, "
+  std::printf("\nMemory, by source (never fitted: every row is held out), with the row's stack profile and, before it, "
               "the Megatron-core one:\n\n| source | rows | median abs error | worst abs error | Megatron-core profile: "
               "median | worst |\n|---|---|---|---|---|---|\n");
   for (const auto& [source, values] : errors) {
