@@ -72,7 +72,7 @@ std::string torchtitan_problem(const ModelSpec& model, const ParallelConfig& con
     // Without a pipeline each micro-batch is a gradient-accumulation step, and each reduces its
     // gradients over DP (trainer.py train_step runs them without disabling gradient sync); the
     // model prices one reduction per iteration. FSDP's per-micro-batch reduce-scatters are priced
-    // (fsdp_collective_shares, simulator.cpp).
+    // (exposed_fsdp_seconds, performance.cpp).
     if (config.dp > 1 && num_microbatches > 1 && !config.fully_sharded) {
       return "torchtitan reduces gradients after every accumulation step; pp > 1 or one micro-batch per replica";
     }
@@ -390,6 +390,8 @@ std::string fully_sharded_problem(Framework framework, const ModelSpec& model, c
   // the memory model does not count.
   if (config.pp > 1) return "fsdp=on with pp > 1 (torchtitan then keeps the stage's parameters gathered) is not priced; plan with pp=1 or fsdp=off";
   if (config.distributed_optimizer) return "fsdp=on shards the optimizer state itself; plan with distopt=off";
+  // With one data rank torchtitan's string shards nothing (dp_shard x cp = 1): that is replication.
+  if (config.dp_cp() < 2) return "fsdp=on shards over the dp x cp ranks and needs more than one; plan with fsdp=off";
   return {};
 }
 

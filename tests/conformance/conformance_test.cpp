@@ -541,6 +541,9 @@ TEST(Conformance, TorchtitanFsdpStartsAsPricedAndOnlySo) {
   EXPECT_NE(launch_problem({Framework::megatron_core, false}, model, plan.config, plan.num_microbatches)
                 .find("as torchtitan's FSDP2 only; plan megatron-core with fsdp=off"),
             std::string::npos);
+  ParallelConfig alone = plan.config;
+  alone.dp = 1, alone.cp = 1;
+  EXPECT_NE(launch_problem(training.target, model, alone, 1).find("needs more than one"), std::string::npos);
   ParallelConfig both = plan.config;
   both.distributed_optimizer = true;
   EXPECT_NE(launch_problem(training.target, model, both, plan.num_microbatches).find("plan with distopt=off"),
