@@ -371,10 +371,6 @@ std::string recompute_problem(Framework framework, const ParallelConfig& config)
   return {};
 }
 
-}  // namespace
-
-namespace {
-
 // What Pipette prices as FSDP (ParallelConfig::fully_sharded) is torchtitan's FSDP2 on a dense
 // model without a pipeline: apply_fsdp_to_decoder (distributed/fsdp.py @b5bcd76c l.168-368) with
 // dp_shard = dp and no replication, one fully_shard unit per transformer block.

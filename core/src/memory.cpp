@@ -377,6 +377,10 @@ BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distrib
   return bytes;
 }
 
+double word_embedding_shard_parameters(const ModelSpec& model, const ParallelConfig& config) {
+  return static_cast<double>(model.vocab_size) * model.hidden_size / config.tp;
+}
+
 BytesPerParameter fully_sharded_bytes_per_parameter(int shards) {
   // FSDP2 keeps each parameter's shard in its own dtype, fp32 (torchtitan builds the model in fp32
   // and casts only the gathered copy to mixed_precision_param), the sharded gradient in
@@ -394,7 +398,7 @@ FsdpWorkingSet fsdp_working_set(const ModelSpec& model, const TrainingSpec& trai
   // (mixed_precision_reduce). A block's backward later holds two gathered blocks and one block's
   // gradient, less whenever the output unit is the larger.
   const double gathered_bytes = training.precision == Precision::fp32 ? 4.0 : 2.0;
-  const double output_unit = static_cast<double>(model.vocab_size) * model.hidden_size / config.tp + model.hidden_size;
+  const double output_unit = word_embedding_shard_parameters(model, config) + model.hidden_size;
   const double block = split_parameters_per_layer(model) / config.tp;
   FsdpWorkingSet set;
   set.parameter_bytes = gathered_bytes * std::max(output_unit + block, 2 * block);
@@ -413,7 +417,7 @@ double largest_parameter_elements(const ModelSpec& model, const ParallelConfig& 
     const double fc1 = h * model.ffn_hidden_size * (model.ffn_kind == FfnKind::swiglu ? 2 : 1);
     largest = std::max({qkv, fc1, h * model.attention_output_width()}) / config.tp;
   }
-  if (held.embedding || held.head) largest = std::max(largest, static_cast<double>(model.vocab_size) * model.hidden_size / config.tp);
+  if (held.embedding || held.head) largest = std::max(largest, word_embedding_shard_parameters(model, config));
   return largest;
 }
 
@@ -454,7 +458,7 @@ double parameters_on_stage(const ModelSpec& model, const ParallelConfig& config,
     parameters += moe_layers * (moe_split / config.tp + (moe_layer - moe_split)) +
                   expert_parameters_on_stage(model, config, stage);
   }
-  const double word_embedding_shard = static_cast<double>(model.vocab_size) * h / config.tp;
+  const double word_embedding_shard = word_embedding_shard_parameters(model, config);
   if (blocks.embedding) {
     parameters += word_embedding_shard + static_cast<double>(model.learned_position_embeddings) * h +
                   static_cast<double>(embedding_norm_parameters(model));

@@ -570,7 +570,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       // first gather (the embedding's) and the last reduce-scatter (the embedding's gradient) have
       // no compute beside them. The backward gathers the blocks again, and an untied embedding,
       // which is as large as the [norm, output] unit it does not gather again.
-      const double embedding_share = static_cast<double>(model.vocab_size) * model.hidden_size / config.tp / parameters;
+      const double embedding_share = word_embedding_shard_parameters(model, config) / parameters;
       const double gather = parameter_all_gather_share(training);
       const double reduce_scatter = 0.5 * 4.0 / gradient_bytes;
       work_of_stage.fsdp_unhidden_share = embedding_share * (gather + reduce_scatter);
@@ -859,14 +859,16 @@ IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile
   for (int stage = 0; stage < config.pp; ++stage) {
     const double reduction =
         communication.dp_seconds.empty() ? 0.0 : gradient_reduction_share(config, training) * communication.dp_seconds[static_cast<size_t>(stage)];
-    const double end = slowest.times.total_seconds - drain + gather_delay;
+    // FSDP (pp = 1): what each micro-batch's gathers and reduce-scatters leave exposed, as the
+    // simulator adds it after the stage's last backward.
+    const double fsdp = communication.dp_seconds.empty()
+                            ? 0.0
+                            : m * exposed_fsdp_seconds(work.stages[static_cast<size_t>(stage)],
+                                                       communication.dp_seconds[static_cast<size_t>(stage)]);
+    const double end = slowest.times.total_seconds - drain + gather_delay + fsdp;
     drain += slowest_pipe.backward[static_cast<size_t>(stage)] +
              (stage + 1 < config.pp ? slowest_pipe.link[static_cast<size_t>(stage)] : 0.0);
-    // FSDP (pp = 1): what each micro-batch's gathers and reduce-scatters leave exposed.
-    double done = end + (communication.dp_seconds.empty()
-                             ? 0.0
-                             : m * exposed_fsdp_seconds(work.stages[static_cast<size_t>(stage)],
-                                                        communication.dp_seconds[static_cast<size_t>(stage)]));
+    double done = end;
     if (reduction > 0 && !gradient_reduction_overlapped(config, training)) {
       done = end + reduction;
     } else if (reduction > 0) {

@@ -96,6 +96,9 @@ struct FsdpWorkingSet {
 };
 FsdpWorkingSet fsdp_working_set(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 
+// One GPU's rows of the word embedding (or of an output matrix as large): vocab/t of them.
+double word_embedding_shard_parameters(const ModelSpec& model, const ParallelConfig& config);
+
 // Parameters one GPU of pipeline rank `stage` holds: its layers' TP shards plus replicated norms and
 // row-parallel biases; the word embedding (vocab/t rows) and learned positions on rank 0; the output
 // layer on the last rank (a copy of the tied embedding when pp > 1) and the final norm.
