@@ -366,7 +366,10 @@ BytesPerParameter bytes_per_parameter(const TrainingSpec& training, bool distrib
   // dropping them (@77b649d1 l.330-333, pipe/engine.py l.748-750); the step's
   // zero_grad(set_to_none=True) frees them after the step (bf16_optimizer.py l.491-492, engine.py
   // l.3359-3363), so they are there at the step's peak too.
-  if (training.precision == Precision::bf16 && stack.separate_16bit_gradients) bytes.gradients += 2;
+  if (training.precision == Precision::bf16 &&
+      stack.sixteen_bit_gradients == SixteenBitGradients::kept_through_the_next_forward) {
+    bytes.gradients += 2;
+  }
   // PyTorch DDP's flat bucket buffers (stack_profile.hpp), in the parameters' dtype.
   const bool builds_ddp = dp > 1 && !(training.gradients_in_fp32 && distributed_optimizer);
   if (stack.ddp_gradient_buckets && builds_ddp) bytes.gradients += bytes.weights;
@@ -563,15 +566,32 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
     const double stage_working_set = stage_layers > 0 ? working_set : 0.0;
     const double one_chunk_activation = layers_per_chunk * mean_layer_activation;
     memory.activations_bytes = overheads.activation_memory_factor * (chunks * one_chunk_activation + stage_working_set);
-    if (stack.separate_16bit_gradients && training.precision == Precision::bf16 && training.gradients_in_fp32) {
-      // BF16_Optimizer's add after each backward, hp_grad.add_(lp.grad.to(fp32)) (bf16_optimizer.py
-      // @edaa7221 l.371; @77b649d1 l.284), casts one parameter's gradient whole: at that moment the
-      // finished micro-batch's activations and the layer working set are gone, the other in-flight
-      // micro-batches' are not.
-      const double gradient_cast = 4 * largest_parameter_elements(model, config, held);
-      memory.activations_bytes =
-          std::max(memory.activations_bytes,
-                   overheads.activation_memory_factor * (chunks - 1) * one_chunk_activation + gradient_cast);
+    // At each backward's end the finished micro-batch's activations and the layer working set are
+    // gone, the other in-flight micro-batches' are not; a stack whose optimizer adds autograd's
+    // 16-bit gradients into its fp32 buffer then holds more than the working set beside them. (The
+    // last rank's logits, which activation_peak_bytes adds, are gone too: there it errs high by them.)
+    const double after_backward = overheads.activation_memory_factor * (chunks - 1) * one_chunk_activation;
+    double backward_end_bytes = 0;
+    if (stack.sixteen_bit_gradients == SixteenBitGradients::kept_through_the_next_forward &&
+        training.precision == Precision::bf16 && training.gradients_in_fp32) {
+      // BF16_Optimizer's add, hp_grad.add_(lp.grad.to(fp32)) (bf16_optimizer.py @edaa7221 l.371;
+      // @77b649d1 l.284), casts one parameter's gradient whole (the .grads themselves are in the
+      // model state, bytes_per_parameter).
+      backward_end_bytes = 4 * largest_parameter_elements(model, config, held);
+    }
+    if (stack.sixteen_bit_gradients == SixteenBitGradients::dropped_after_each_backward &&
+        (training.precision == Precision::bf16 || training.precision == Precision::fp16) &&
+        training.gradients_in_fp32) {
+      // FP32GradientAccumulator.backward runs loss.backward() whole and only then adds each 16-bit
+      // .grad into the fp32 buffer and sets it to None (nanotron optim/gradient_accumulator.py
+      // @2411b022 l.206-226; the same at @a27e8fe8): every parameter's 16-bit gradient at once. The
+      // mixed-dtype add_ casts element by element, with no fp32 copy. Under DDP the Reducer copies
+      // each .grad into its bucket and leaves it allocated all the same (gradient_as_bucket_view off).
+      backward_end_bytes = 2 * parameters;
+    }
+    if (after_backward + backward_end_bytes > memory.activations_bytes) {
+      memory.activations_bytes = after_backward + backward_end_bytes;
+      memory.backward_end_bytes = backward_end_bytes;
     }
     if (held.embedding && model.embedding_norm) {
       // The embedding's LayerNorm runs outside the (checkpointed) layers, on the rank holding the

@@ -113,6 +113,11 @@ StackProfile nanotron_profile() {
   profile.kv_copy_passes = 2;
   profile.attention_output_folded_copy = true;
   profile.ddp_gradient_buckets = true;
+  profile.sixteen_bit_gradients = SixteenBitGradients::dropped_after_each_backward;
+  // The add after each backward reads the 16-bit .grad and the fp32 buffer and writes the buffer
+  // (2 + 4 + 4 bytes), and the wgrad GEMM wrote that .grad (2): 12 bytes per parameter against the
+  // 4 the reference's GEMMs spend accumulating into the fp32 buffer themselves.
+  profile.fp32_gradient_accumulation_bytes_per_parameter = 8;
   profile.extra_logits_bytes_per_element = 2;
   profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   profile.interleaved_pipeline = false;
@@ -142,8 +147,12 @@ StackProfile nanotron_profile() {
       "ZeRO-1 parameters: the updated 16-bit shards are all-gathered synchronously at the end of the optimizer "
       "step (optim/zero.py l.95-120, _all_gather_params l.217-252), before the next forward",
       "gradients: one fp32 buffer for every parameter (accumulate_grad_in_fp32, optim/gradient_accumulator.py "
-      "l.78-80); the 16-bit .grad is added into it and dropped (l.222-226, and in the DDP hook l.345-346), so "
-      "it is not counted",
+      "l.78-80); FP32GradientAccumulator.backward runs the whole backward before it adds each 16-bit .grad into "
+      "that buffer and drops it (l.206-226; at the sync step of DDP the hook has added them, l.345-346, and the "
+      "loop only drops them): every parameter's 16-bit gradient is allocated at each backward's end, beside the "
+      "other in-flight micro-batches' activations, and the add reads and writes 10 bytes per parameter and "
+      "micro-batch (DDP's copy of each .grad into its bucket at the sync step, 4 bytes per parameter once per "
+      "iteration, is not priced)",
       "DDP gradient buckets: with dp > 1 and no ZeRO-1 (or 16-bit gradients) the model is wrapped in PyTorch's "
       "DistributedDataParallel with gradient_as_bucket_view left off (trainer.py l.1093-1095, 1156-1161; the "
       "bench_cluster branch l.743-745, 804-809), whose Reducer allocates a flat 16-bit buffer per 25 MB bucket "
@@ -229,7 +238,7 @@ StackProfile megatron_deepspeed_profile() {
   profile.rotary_extra_accesses = 8;
   profile.extra_logits_bytes_per_element = 4;
   profile.fp32_gradient_accumulation_bytes_per_parameter = 16;
-  profile.separate_16bit_gradients = true;
+  profile.sixteen_bit_gradients = SixteenBitGradients::kept_through_the_next_forward;
   profile.partitioned_pipeline_messages = true;
   profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   profile.interleaved_pipeline = false;

@@ -236,7 +236,13 @@ TEST(StackProfile, UnfusedElementwiseWorkCostsItsBytesAtMemoryBandwidth) {
   const ExtraSeconds extra = extra_seconds_over_megatron(Framework::nanotron);
   const ExtraSeconds expected = extra_per_layer(tokens * 2 * (2 * f + 2 * (3 * h + 2 * 2 * h) + 2 * h));
   EXPECT_NEAR(extra.forward, 24 * expected.forward, 1e-9);
-  EXPECT_NEAR(extra.backward, 24 * expected.backward, 1e-9);
+  // Beside the layers, the add of the backward's 16-bit gradients into the fp32 buffer (the test
+  // SeparateFp32GradientAddsCostTheirBytesEveryMicroBatch): 8 bytes per parameter.
+  const ParallelConfig config = config_of(1, 1, 8);
+  const GpuSpec& gpu = *find_gpu("H100-SXM");
+  const double gradient_add = 8 * parameters_on_stage(llama_1b(), config, 0) /
+                              (fitted_compute_efficiency().memory_fraction * gpu.hbm_bytes_per_second);
+  EXPECT_NEAR(extra.backward, 24 * expected.backward + gradient_add, 1e-9);
 }
 
 // ALiBi in Megatron-DeepSpeed's unfused attention: the broadcast bias is copied into QK^T's output
@@ -260,18 +266,23 @@ TEST(StackProfile, AlibiCostsTwoScorePassesAndNoRotary) {
               -24 * 2 * rotary_bytes / bandwidth, 1e-9);
 }
 
-// DeepSpeed's BF16_Optimizer (stack_profile.cpp): after every micro-batch's backward, each
-// parameter's fresh 16-bit gradient is cast to fp32 and added into the fp32 buffer
-// (deepspeed/runtime/bf16_optimizer.py @edaa7221 l.351-377, pipe/engine.py l.861-885): 18 bytes per
-// parameter and micro-batch, 16 beyond the reference, whose wgrad GEMMs are priced writing the fp32
-// gradient themselves. Every stage's backward takes that much longer; without fp32 accumulation, or
-// on the reference stack, nothing changes.
-TEST(StackProfile, Bf16OptimizerAddsEveryMicroBatchsGradientsIntoFp32) {
+// Stacks that add each micro-batch's 16-bit gradients into their fp32 buffer with a kernel of their
+// own, after the backward, pay for that pass over every parameter of the rank per micro-batch, beyond
+// the reference, whose wgrad GEMMs are priced writing the fp32 gradient themselves (4 bytes):
+//  - DeepSpeed's BF16_Optimizer casts each gradient to fp32 and adds it (deepspeed/runtime/
+//    bf16_optimizer.py @edaa7221 l.351-377, pipe/engine.py l.861-885): 18 bytes and the 2 the wgrad
+//    wrote, 16 beyond;
+//  - nanotron's FP32GradientAccumulator adds the 16-bit .grad into the buffer in one mixed-dtype add_
+//    (optim/gradient_accumulator.py @2411b022 l.206-223): 2 + 4 read, 4 written, and the 2 the wgrad
+//    wrote, 8 beyond.
+// Every stage's backward takes that much longer; without fp32 accumulation, or on the reference
+// stack, nothing changes.
+TEST(StackProfile, SeparateFp32GradientAddsCostTheirBytesEveryMicroBatch) {
   const ParallelConfig config = config_of(2, 2, 4);
   const GpuSpec& gpu = *find_gpu("A100-80GB");
   const ComputeEfficiency efficiency = fitted_compute_efficiency();
   const double bandwidth = efficiency.memory_fraction * gpu.hbm_bytes_per_second;
-  for (const Framework framework : {Framework::megatron_deepspeed, Framework::megatron_core}) {
+  for (const Framework framework : {Framework::megatron_deepspeed, Framework::nanotron, Framework::megatron_core}) {
     const TrainingSpec fp32_accumulation = training_for(framework);
     TrainingSpec bf16_accumulation = fp32_accumulation;
     bf16_accumulation.gradients_in_fp32 = false;
@@ -282,7 +293,10 @@ TEST(StackProfile, Bf16OptimizerAddsEveryMicroBatchsGradientsIntoFp32) {
       const StageWork& a = with.stages[static_cast<size_t>(stage)];
       const StageWork& b = without.stages[static_cast<size_t>(stage)];
       const double parameters = parameters_on_stage(llama_1b(), config, stage, blocks.ranks[static_cast<size_t>(stage)]);
-      const double expected = framework == Framework::megatron_deepspeed ? 16 * parameters / bandwidth : 0.0;
+      const double bytes_beyond_the_reference = framework == Framework::megatron_deepspeed ? 16.0
+                                                : framework == Framework::nanotron           ? 8.0
+                                                                                             : 0.0;
+      const double expected = bytes_beyond_the_reference * parameters / bandwidth;
       EXPECT_NEAR(a.backward_compute_seconds - b.backward_compute_seconds, expected, 1e-12) << to_string(framework);
       EXPECT_DOUBLE_EQ(a.forward_compute_seconds, b.forward_compute_seconds);
     }
@@ -346,8 +360,46 @@ TEST(StackProfile, Bf16OptimizerCastsTheLargestGradientToFp32AfterEachBackward) 
   const double cast = 4.0 * 250880 * 14336;
   ASSERT_GT(cast, one_chunk + working_set);
   EXPECT_NEAR(with[0].activations_bytes, (chunks - 1) * one_chunk + cast, 1.0);
+  EXPECT_NEAR(with[0].backward_end_bytes, cast, 1.0);
   for (size_t stage = 1; stage < with.size(); ++stage) {
     EXPECT_GE(with[stage].activations_bytes, without[stage].activations_bytes) << stage;
+  }
+}
+
+// nanotron's FP32GradientAccumulator.backward runs the whole backward, and only then adds each
+// parameter's 16-bit .grad into the fp32 buffer and drops it (optim/gradient_accumulator.py @2411b022
+// l.206-226): at each backward's end every 16-bit gradient of the rank is allocated (2 bytes per
+// parameter) beside the other in-flight micro-batches' activations, where the finished one's and the
+// layer working set are gone. Under full recompute at a short sequence that is the peak of every
+// rank, and the last rank, with one micro-batch in flight, holds exactly the gradients then. Without
+// the fp32 buffer (no accumulator), or on the reference stack, nothing is added.
+TEST(StackProfile, NanotronHoldsEveryBackwardsSixteenBitGradientsAtItsEnd) {
+  ParallelConfig config = config_of(1, 4, 1);
+  config.micro_batch = 1;
+  config.recompute = RecomputeMode::full;
+  for (const Framework framework : {Framework::nanotron, Framework::megatron_core}) {
+    TrainingSpec accumulator = training_for(framework);
+    accumulator.sequence_length = 1024;
+    TrainingSpec sixteen_bit = accumulator;
+    sixteen_bit.gradients_in_fp32 = false;
+    const std::vector<StageMemory> with = estimate_memory(llama_1b(), accumulator, config, RuntimeOverheads{});
+    const std::vector<StageMemory> without = estimate_memory(llama_1b(), sixteen_bit, config, RuntimeOverheads{});
+    const PipelineBlocks blocks = pipeline_blocks(llama_1b(), framework, config);
+    const double working_set = layer_working_set_bytes(llama_1b(), accumulator, config);
+    for (int stage = 0; stage < config.pp; ++stage) {
+      const auto at = static_cast<size_t>(stage);
+      if (framework != Framework::nanotron) {
+        EXPECT_DOUBLE_EQ(with[at].activations_bytes, without[at].activations_bytes) << stage;
+        EXPECT_EQ(with[at].backward_end_bytes, 0) << stage;
+        continue;
+      }
+      const int chunks = in_flight_microbatch_chunks(stage, config.pp, 16, 1);
+      const double one_chunk = (without[at].activations_bytes - working_set) / chunks;
+      const double gradients = 2 * parameters_on_stage(llama_1b(), config, stage, blocks.ranks[at]);
+      ASSERT_GT(gradients, one_chunk + working_set) << stage;
+      EXPECT_NEAR(with[at].activations_bytes, (chunks - 1) * one_chunk + gradients, 1.0) << stage;
+      EXPECT_NEAR(with[at].backward_end_bytes, gradients, 1.0) << stage;
+    }
   }
 }
 

@@ -30,6 +30,12 @@ std::string read_file(const std::filesystem::path& path) {
   return buffer.str();
 }
 
+// `explain`'s text and, from `plan --json`, plan 1's memory per stage, for the same arguments.
+struct ExplainedMemory {
+  std::string text;
+  YAML::Node stages;
+};
+
 class PipetteCli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -51,6 +57,8 @@ class PipetteCli : public ::testing::Test {
   }
 
   std::string path(const std::string& name) const { return (directory_ / name).string(); }
+
+  ExplainedMemory explained_memory(const std::string& arguments) const;
 
   std::filesystem::path directory_;
 };
@@ -437,24 +445,48 @@ TEST_F(PipetteCli, ExplainBreaksDownTimeMemoryLinksAndRunnersUp) {
   }
 }
 
+ExplainedMemory PipetteCli::explained_memory(const std::string& arguments) const {
+  const Outcome explain = pipette(planning("explain") + arguments + " --top 1");
+  EXPECT_EQ(explain.status, 0) << explain.err;
+  const Outcome json = pipette(planning("plan") + arguments + " --json");
+  EXPECT_EQ(json.status, 0) << json.err;
+  return {explain.out, json.status == 0 ? parse_json(json.out)["plans"][0]["memory_per_stage"] : YAML::Node()};
+}
+
 // Without the distributed optimizer and with 16-bit gradients, Megatron-core's step makes an fp32
 // copy of every gradient (optimizer.py @d98e8a64 l.1097, 4 bytes per parameter): under full
 // recompute that outweighs the activations, and explain says which peak is the total.
 TEST_F(PipetteCli, ExplainSaysWhenTheOptimizerStepsPeakBinds) {
   const std::string fixed = " --fix tp=8,pp=8,dp=2,mbs=1,vpp=1,recompute=full,sp=on,distopt=off";
-  const Outcome sixteen_bit = pipette(planning("explain") + fixed + " --engine fp32-grads=off");
-  ASSERT_EQ(sixteen_bit.status, 0) << sixteen_bit.err;
-  EXPECT_NE(sixteen_bit.out.find("stage 3: the optimizer step's peak binds"), std::string::npos) << sixteen_bit.out;
-  const Outcome json = pipette(planning("plan") + fixed + " --engine fp32-grads=off --json");
-  ASSERT_EQ(json.status, 0) << json.err;
-  for (const auto& stage : parse_json(json.out)["plans"][0]["memory_per_stage"]) {
+  const ExplainedMemory sixteen_bit = explained_memory(fixed + " --engine fp32-grads=off");
+  EXPECT_NE(sixteen_bit.text.find("stage 3: the optimizer step's peak binds"), std::string::npos) << sixteen_bit.text;
+  ASSERT_TRUE(sixteen_bit.stages.IsSequence());
+  for (const auto& stage : sixteen_bit.stages) {
     EXPECT_GT(stage["step_gradients_bytes"].as<double>(), 0);
     EXPECT_EQ(stage["total_bytes"].as<double>(), stage["step_peak_bytes"].as<double>());
   }
   // fp32 gradients: the optimizer takes the buffer as it is, and the backward's peak binds.
-  const Outcome fp32 = pipette(planning("explain") + fixed);
-  ASSERT_EQ(fp32.status, 0) << fp32.err;
-  EXPECT_EQ(fp32.out.find("the optimizer step's peak binds"), std::string::npos) << fp32.out;
+  const ExplainedMemory fp32 = explained_memory(fixed);
+  EXPECT_EQ(fp32.text.find("the optimizer step's peak binds"), std::string::npos) << fp32.text;
+}
+
+// nanotron adds every 16-bit gradient into its fp32 buffer only after the whole backward
+// (optim/gradient_accumulator.py @2411b022 l.206-226). Under full recompute the backward's end is
+// every rank's peak, and explain and the JSON say so; Megatron-core's GEMMs accumulate into the
+// buffer, and no backward's end binds.
+TEST_F(PipetteCli, ExplainSaysWhenABackwardsEndBinds) {
+  const std::string fixed =
+      " --num-nodes 8 --global-batch 64 --seq 4096 --fix tp=8,pp=4,dp=2,mbs=1,vpp=1,recompute=full,sp=on,distopt=off";
+  const ExplainedMemory nanotron = explained_memory(fixed + " --framework nanotron");
+  EXPECT_NE(nanotron.text.find("stage 0: a backward's end binds"), std::string::npos) << nanotron.text;
+  ASSERT_TRUE(nanotron.stages.IsSequence());
+  for (const auto& stage : nanotron.stages) {
+    EXPECT_GT(stage["backward_end_bytes"].as<double>(), 0);
+    EXPECT_GE(stage["activations_bytes"].as<double>(), stage["backward_end_bytes"].as<double>());
+  }
+  const ExplainedMemory megatron = explained_memory(fixed + " --framework megatron-core");
+  EXPECT_EQ(megatron.text.find("a backward's end binds"), std::string::npos) << megatron.text;
+  for (const auto& stage : megatron.stages) EXPECT_EQ(stage["backward_end_bytes"].as<double>(), 0);
 }
 
 // Issue 17's done-when: at 128K tokens llama3-70b on 32 nodes gets context parallelism instead of

@@ -238,6 +238,7 @@ void write_plan(JsonWriter& json, const Plan& plan, const PlanningOutcome& outco
         .value("gradients_bytes", m.gradients_bytes)
         .value("optimizer_state_bytes", m.optimizer_state_bytes)
         .value("activations_bytes", m.activations_bytes)
+        .value("backward_end_bytes", m.backward_end_bytes)
         .value("logits_and_loss_bytes", m.logits_and_loss_bytes)
         .value("runtime_overhead_bytes", m.runtime_overhead_bytes)
         .value("step_gradients_bytes", m.step_gradients_bytes)
@@ -370,6 +371,11 @@ std::string memory_report(const ParallelConfig& config, const std::vector<StageM
   // The columns are the backward's peak; where the optimizer step's is higher, it is the total.
   for (size_t s = 0; s < memory_per_stage.size(); ++s) {
     const StageMemory& m = memory_per_stage[s];
+    if (m.backward_end_bytes > 0) {
+      out += strprintf("  stage %zu: a backward's end binds: %s GiB of 16-bit gradients on their way into the fp32 buffer "
+                       "(or their fp32 cast) beside the other in-flight micro-batches, in the activations column\n",
+                       s, gib(m.backward_end_bytes).c_str());
+    }
     if (!m.step_peak_binds()) continue;
     out += strprintf("  stage %zu: the optimizer step's peak binds, %s: model state %s, fp32 gradient copy %s, runtime %s "
                      "(the backward's peak: %s)\n",

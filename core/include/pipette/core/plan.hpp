@@ -155,6 +155,10 @@ struct StageMemory {
   double gradients_bytes = 0;
   double optimizer_state_bytes = 0;      // what exists through forward and backward
   double activations_bytes = 0;          // all in-flight micro-batches of all chunks
+  // Of activations_bytes, what the stack holds at a backward's end beside the other in-flight
+  // micro-batches (nanotron's 16-bit gradients, DeepSpeed's fp32 cast of the largest one) when that
+  // moment, not the backward's start, is the peak; 0 otherwise.
+  double backward_end_bytes = 0;
   double logits_and_loss_bytes = 0;      // last stage only
   double runtime_overhead_bytes = 0;     // CUDA context, NCCL buffers, allocator fragmentation
   double step_gradients_bytes = 0;       // what the optimizer step allocates beside the model state

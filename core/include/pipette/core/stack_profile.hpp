@@ -37,6 +37,23 @@ enum class MainGradientCopy {
   whole_iteration,
 };
 
+// Where a micro-batch's 16-bit gradients live when the optimizer accumulates gradients in an fp32
+// buffer of its own (16-bit training, TrainingSpec::gradients_in_fp32).
+enum class SixteenBitGradients {
+  // The wgrad GEMMs accumulate into the fp32 buffer themselves (Megatron-core's main_grad): no
+  // 16-bit gradient tensor is ever whole.
+  accumulated_by_the_gemms,
+  // Autograd writes every parameter's 16-bit .grad and the optimizer adds them in after the
+  // backward, casting each whole to fp32 first, and the .grads stay allocated through the next
+  // forward (DeepSpeed's BF16_Optimizer, bf16 only): 2 bytes per parameter beside the buffer all
+  // along, and one largest parameter's fp32 cast after each backward.
+  kept_through_the_next_forward,
+  // Autograd writes every parameter's 16-bit .grad and the stack adds them in and drops them once
+  // the whole backward has returned (nanotron's FP32GradientAccumulator.backward): 2 bytes per
+  // parameter, all at once, at each backward's end.
+  dropped_after_each_backward,
+};
+
 // The kernel's attention throughput at a head width (elements per head of Q and K) relative to the
 // rate the attention fraction was fitted at: the reference stack's cuDNN fused attention with heads
 // 128 wide. Narrower and wider heads run slower in both kernels.
@@ -91,12 +108,9 @@ struct StackProfile {
   // adds them in with separate kernels, beyond what the reference prices (its wgrad GEMMs
   // accumulate into the fp32 buffer themselves). Only for bf16 with fp32 gradient accumulation.
   double fp32_gradient_accumulation_bytes_per_parameter = 0;
-  // Whether, in bf16, autograd writes each micro-batch's gradients into the parameters' own 16-bit
-  // .grad tensors, which the optimizer copies into its gradient buffer itself (DeepSpeed's
-  // BF16_Optimizer): the .grads (2 bytes per parameter) stay allocated beside that buffer from the
-  // backward that wrote them through the next forward, and with an fp32 buffer each is cast whole to
-  // fp32 before the add, a transient the size of the rank's largest parameter in fp32.
-  bool separate_16bit_gradients = false;
+  // What happens to the 16-bit gradients autograd writes when the optimizer keeps an fp32 buffer of
+  // its own (SixteenBitGradients). Only for 16-bit training with fp32 gradient accumulation.
+  SixteenBitGradients sixteen_bit_gradients = SixteenBitGradients::accumulated_by_the_gemms;
   // Whether data parallelism (dp > 1) runs through PyTorch's DistributedDataParallel without
   // gradient_as_bucket_view, whose Reducer allocates one flat gradient buffer per bucket in the
   // parameters' dtype when it is built and keeps it for the whole job: as many bytes per parameter
