@@ -595,6 +595,13 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
     return Error{std::string(to_string(training.target.framework)) + " cannot train " + model.name + ": " + unplannable};
   const SearchSpace space = space_of(model, training, cluster, options);
   Enumeration enumeration = enumerate(space);
+  if (enumeration.fitting.empty() && !enumeration.leanest && enumeration.rejections.empty()) {
+    // Nothing was priced, so memory is not why: the fixed knobs rule out every layout.
+    return Error{"the fixed knobs leave no layout for " + std::to_string(space.num_gpus) + " GPUs and a global batch of " +
+                 std::to_string(training.global_batch_sequences) + " sequences (tp x cp x pp x dp must make " +
+                 std::to_string(space.num_gpus) + ", and dp x mbs divide the batch); " +
+                 smallest_change(space, cluster.num_nodes())};
+  }
   if (enumeration.fitting.empty()) {
     std::string message = "no parallel plan fits " + cluster.gpu.name + " memory (" + gib(space.usable_bytes) +
                           " usable per GPU) on " + std::to_string(cluster.num_nodes()) + " nodes x " +

@@ -337,6 +337,29 @@ TEST(Search, NothingFitsNamesTheFixedKnobToRelease) {
   EXPECT_NE(result.error().message.find("; stop fixing mbs ("), std::string::npos) << result.error().message;
 }
 
+// Fixed knobs that no layout of the job's GPUs and batch can satisfy price nothing, so the error
+// says that, not that nothing fits memory, and still names the knob to release.
+TEST(Search, FixedKnobsWithoutAnyLayoutSayNotMemory) {
+  TrainingSpec gpu_count = training_of(256, 4096);
+  gpu_count.fixed.tp = 4;
+  gpu_count.fixed.pp = 8;
+  gpu_count.fixed.dp = 4;  // 128 GPUs' worth on 64
+  TrainingSpec batch = training_of(256, 4096);
+  batch.fixed.tp = 4;
+  batch.fixed.pp = 8;
+  batch.fixed.dp = 2;
+  batch.fixed.micro_batch = 3;  // 3 does not divide 128 sequences per replica
+  for (const TrainingSpec& training : {gpu_count, batch}) {
+    const Result<SearchResult> result = search_plans(llama3_70b(), training, uniform_cluster(8, 8), quick_options());
+    ASSERT_FALSE(result.ok());
+    const std::string& message = result.error().message;
+    EXPECT_EQ(message.rfind("the fixed knobs leave no layout for 64 GPUs and a global batch of 256 sequences", 0), 0u)
+        << message;
+    EXPECT_EQ(message.find("memory"), std::string::npos) << message;
+    EXPECT_NE(message.find("; stop fixing "), std::string::npos) << message;
+  }
+}
+
 TEST(Search, InputErrorsNameTheField) {
   TrainingSpec training = training_of(0, 4096);
   EXPECT_NE(search_plans(llama3_70b(), training, uniform_cluster(8, 8), quick_options()).error().message.find(
