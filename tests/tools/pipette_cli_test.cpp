@@ -517,6 +517,29 @@ TEST_F(PipetteCli, LongContextPlanHasContextParallelismThatExplainJustifies) {
   EXPECT_NE(out.find("plan 1's cp"), std::string::npos) << out;
 }
 
+// The context-parallel table compares only the cp sizes the job's own fixed tp, pp and dp leave
+// GPUs for: with tp 4 and pp 8 fixed on 64 GPUs, cp 1 and 2; with dp fixed too, cp 1 alone.
+TEST_F(PipetteCli, ExplainComparesOnlyTheContextParallelSizesTheFixedKnobsAllow) {
+  const auto cp_rows = [&](const std::string& fix) {
+    const Outcome explain = pipette(planning("explain") + " --num-nodes 8 --top 1 --fix " + fix);
+    EXPECT_EQ(explain.status, 0) << explain.err;
+    const size_t section = explain.out.find("the best plan at each context-parallel size");
+    EXPECT_NE(section, std::string::npos) << explain.out;
+    std::vector<int> sizes;
+    std::istringstream lines(explain.out.substr(section));
+    std::string line;
+    std::getline(lines, line);  // the title
+    std::getline(lines, line);  // the header
+    while (std::getline(lines, line) && !line.empty()) {
+      EXPECT_EQ(line.find("leave no layout"), std::string::npos) << line;
+      sizes.push_back(std::stoi(line));
+    }
+    return sizes;
+  };
+  EXPECT_EQ(cp_rows("tp=4,pp=8"), (std::vector<int>{1, 2}));
+  EXPECT_EQ(cp_rows("tp=4,pp=8,dp=2,mbs=1,vpp=1,recompute=full,sp=on,distopt=on"), (std::vector<int>{1}));
+}
+
 TEST_F(PipetteCli, SimulateWritesAWellFormedSvgWithOneRowPerStageAndAChromeTrace) {
   const std::string svg = path("schedule.svg");
   const std::string trace = path("trace.json");

@@ -579,8 +579,9 @@ std::string experts_report(const PlanningOutcome& outcome) {
 }
 
 // Long sequences: why plan 1 has its cp. The best plan the search finds with each other
-// context-parallel size the sequence allows (everything else free, Slurm's node order), so that
-// cp = 1 shows what it takes to fit without splitting the sequence (often full recompute).
+// context-parallel size the sequence and the job's fixed tp, pp and dp allow (every other knob as
+// the job has it, Slurm's node order), so that cp = 1 shows what it takes to fit without
+// splitting the sequence (often full recompute).
 std::string context_parallel_report(const PlanningOutcome& outcome) {
   if (outcome.plans.empty()) return {};
   const Plan& best = outcome.plans.front();
@@ -600,8 +601,13 @@ std::string context_parallel_report(const PlanningOutcome& outcome) {
   options.optimize_placement = false;
   options.top_k = 1;
   const int gpus = outcome.cluster.num_gpus();
+  // The job's own fixed tp, pp and dp leave GPUs for some context-parallel sizes only.
+  const FixedKnobs& fixed = outcome.training.fixed;
+  const std::int64_t fixed_gpus = static_cast<std::int64_t>(fixed.tp.value_or(1)) * fixed.pp.value_or(1) * fixed.dp.value_or(1);
+  const bool all_fixed = fixed.tp && fixed.pp && fixed.dp;
   for (int cp = 1; cp <= gpus; cp *= 2) {
     if (gpus % cp != 0 || s % (2 * cp) != 0 || (cp > 1 && s / cp < 1024)) continue;
+    if (gpus % (fixed_gpus * cp) != 0 || (all_fixed && fixed_gpus * cp != gpus)) continue;
     TrainingSpec training = outcome.training;
     training.fixed.cp = cp;
     const Result<SearchResult> found = search_plans(outcome.model, training, outcome.cluster, options);
