@@ -10,6 +10,9 @@
 //    the megatron-deepspeed stack profile and, for comparison, the Megatron-core one;
 //  - bench/fidelity/data/torchtitan_llama3_8b_h100_fsdp_cp.csv (in the repository; the torchtitan
 //    team's Llama 3.1 8B FSDP + CP runs, H100): peak memory, never fitted, torchtitan's profile.
+//  - bench/fidelity/data/bigscience_a100_megatron_deepspeed_memory.csv (in the repository; BigScience's
+//    BLOOM-176B prototype runs, A100, Megatron-DeepSpeed fp16): GPU memory as nvidia-smi showed it,
+//    never fitted, the megatron-deepspeed profile.
 // For each row the published configuration is evaluated exactly as the search evaluates plans
 // (profile_work → communication_times in Slurm's order → critical_path); rows the model cannot
 // represent (LoRA, mixture-of-experts, architectures not published) are
@@ -544,6 +547,10 @@ struct MemoryRow {
   MemoryMetric metric = MemoryMetric::peak_bytes;
   double published = 0;
   bool in_gibibytes = false;  // shown as its source prints it: GiB, else GB
+  // What the figure counts: PyTorch's caching allocator (its own counters), or the whole GPU as
+  // nvidia-smi shows it, the CUDA context and NCCL's buffers included.
+  bool whole_gpu = false;
+  std::string excluded;  // why the row is shown but not compared
 };
 
 ModelSpec nanotron_llama(const std::string& name, int layers, int hidden, int ffn, int heads) {
@@ -594,17 +601,24 @@ int largest_fitting_micro_batch(const MemoryRow& row, double capacity_bytes) {
   return best;
 }
 
+// A memory row's training: its sequence, batch and precision on `framework`, with that stack's profile.
+TrainingSpec stack_training(Framework framework, Precision precision, int sequence_length, std::int64_t global_batch) {
+  TrainingSpec training;
+  training.sequence_length = sequence_length;
+  training.global_batch_sequences = global_batch;
+  training.precision = precision;
+  training.target.framework = framework;
+  apply_stack_profile(training);
+  return training;
+}
+
 std::vector<MemoryRow> ultrascale_memory_rows() {
   std::vector<MemoryRow> rows;
   auto table = read_csv("ultrascale_dp_tp_scaling.csv");
   table.erase(table.begin());  // the header
   for (const auto& f : table) {
     MemoryRow row;
-    row.training.sequence_length = 4096;
-    row.training.precision = Precision::bf16;
-    row.training.gradients_in_fp32 = true;
-    row.training.target.framework = Framework::nanotron;
-    apply_stack_profile(row.training);
+    row.training = stack_training(Framework::nanotron, Precision::bf16, 4096, 0);  // the batch: below
     const int degree = std::stoi(f[3]);
     row.published = std::stod(f[6]);
     if (f[0] == "dp_scaling") {
@@ -647,11 +661,7 @@ std::vector<MemoryRow> torchtitan_memory_rows() {
     row.source = "torchtitan Llama 3.1 8B FSDP + CP (compile and Float8 not priced)";
     row.model = preset("llama3-8b");
     const int fsdp = std::stoi(f[0]), cp = std::stoi(f[1]);
-    row.training.sequence_length = std::stoi(f[2]);
-    row.training.precision = Precision::bf16;
-    row.training.target.framework = Framework::torchtitan;
-    apply_stack_profile(row.training);
-    row.training.global_batch_sequences = fsdp;
+    row.training = stack_training(Framework::torchtitan, Precision::bf16, std::stoi(f[2]), fsdp);
     row.model.learned_position_embeddings = 0;
     row.config = config_of(row.model, 1, 1, fsdp * cp, 1, 1);
     row.config.dp = fsdp;
@@ -666,10 +676,44 @@ std::vector<MemoryRow> torchtitan_memory_rows() {
   return rows;
 }
 
+// BigScience's BLOOM-176B prototype runs on Jean Zay (bench/fidelity/data/
+// bigscience_a100_megatron_deepspeed_memory.csv, whose header names the source and the configuration):
+// Megatron-DeepSpeed in fp16 with ZeRO stage 1 (or 0) and full recompute on A100 80GB, the busiest
+// GPU as nvidia-smi showed it. The bloom-176b preset's layer kind at each run's hidden size, layer
+// count and heads; DeepSpeed's default 'type:transformer' partition splits the layers evenly and adds
+// the tied embeddings to the first and last stage. Never fitted.
+std::vector<MemoryRow> bigscience_memory_rows() {
+  std::vector<MemoryRow> rows;
+  auto table = read_csv("bigscience_a100_megatron_deepspeed_memory.csv", true);
+  table.erase(table.begin());  // the header
+  for (const auto& f : table) {
+    MemoryRow row;
+    row.source = "BigScience 176B prototypes A100, Megatron-DeepSpeed fp16 (nvidia-smi)";
+    row.model = preset("bloom-176b");
+    row.model.hidden_size = std::stoi(f[3]);
+    row.model.num_layers = std::stoi(f[4]);
+    row.model.num_attention_heads = row.model.num_kv_heads = std::stoi(f[5]);
+    row.model.ffn_hidden_size = 4 * row.model.hidden_size;
+    row.training = stack_training(Framework::megatron_deepspeed, Precision::fp16, 2048, std::stoll(f[10]));
+    const int tp = std::stoi(f[6]), pp = std::stoi(f[7]), dp = std::stoi(f[8]);
+    row.config = config_of(row.model, tp, pp, tp * pp * dp, std::stoi(f[9]), 1);
+    row.config.recompute = RecomputeMode::full;
+    row.config.distributed_optimizer = std::stoi(f[11]) == 1;
+    row.published = std::stod(f[12]) * units::gigabyte;
+    row.whole_gpu = true;
+    row.label = "h" + f[3] + " L" + f[4] + " a" + f[5] + " " + config_label(row.config) + " ZeRO-" + f[11] + " (l." +
+                f[0] + ", " + f[1] + ")";
+    if (f.size() > 13 && f[13].rfind("above the same layout", 0) == 0) row.excluded = "contradicts its own table: " + f[13];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
 // Every published memory figure the report compares with.
 std::vector<MemoryRow> memory_rows() {
   std::vector<MemoryRow> rows = ultrascale_memory_rows();
   for (MemoryRow& row : torchtitan_memory_rows()) rows.push_back(std::move(row));
+  for (MemoryRow& row : bigscience_memory_rows()) rows.push_back(std::move(row));
   return rows;
 }
 
@@ -929,14 +973,15 @@ void stack_time_report(const std::vector<Row>& rows, const ComputeEfficiency& ef
 }
 
 // Memory. No memory constant is fitted: every row is held out. Two kinds of evidence: published
-// figures (ultrascale_dp_tp_scaling.csv's memory panels, torchtitan's FSDP + CP table), and every published run above, which
+// figures (ultrascale_dp_tp_scaling.csv's memory panels, torchtitan's FSDP + CP table, BigScience's
+// A100 prototype runs), and every published run above, which
 // ran, so its configuration must be predicted to fit its GPU.
 // The row's figure as predicted for the row's stack, and as predicted had the reference
 // (Megatron-core / Transformer Engine) profile been used, to show what the stack profile changes.
 std::pair<double, double> memory_prediction(const MemoryRow& row, double capacity) {
   const auto predict_for = [&](const MemoryRow& r) {
-    return r.metric == MemoryMetric::max_micro_batch ? largest_fitting_micro_batch(r, capacity)
-                                                     : peak_caching_allocator_bytes(r, r.config);
+    if (r.metric == MemoryMetric::max_micro_batch) return static_cast<double>(largest_fitting_micro_batch(r, capacity));
+    return r.whole_gpu ? peak_memory_bytes(r, r.config) : peak_caching_allocator_bytes(r, r.config);
   };
   MemoryRow reference = row;
   reference.training.target.framework = Framework::megatron_core;
@@ -956,6 +1001,11 @@ void memory_report(const std::vector<Row>& rows) {
       if (batches) return number(value, 0);
       return row.in_gibibytes ? number(value / units::gibibyte, 2) + " GiB" : number(value / units::gigabyte, 2) + " GB";
     };
+    if (!row.excluded.empty()) {
+      std::printf("| %s | %s | %s | %s | excluded: %s | | |\n", row.source.c_str(), row.label.c_str(),
+                  shown(row.published).c_str(), shown(predicted).c_str(), row.excluded.c_str());
+      continue;
+    }
     const double error = predicted / row.published - 1;
     const double reference_error = reference / row.published - 1;
     errors[row.source].push_back(std::abs(error));
