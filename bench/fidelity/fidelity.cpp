@@ -678,10 +678,10 @@ std::vector<MemoryRow> torchtitan_memory_rows() {
 
 // BigScience's BLOOM-176B prototype runs on Jean Zay (bench/fidelity/data/
 // bigscience_a100_megatron_deepspeed_memory.csv, whose header names the source and the configuration):
-// Megatron-DeepSpeed in fp16 with ZeRO stage 1 (or 0) and full recompute on A100 80GB, the busiest
-// GPU as nvidia-smi showed it. The bloom-176b preset's layer kind at each run's hidden size, layer
-// count and heads; DeepSpeed's default 'type:transformer' partition splits the layers evenly and adds
-// the tied embeddings to the first and last stage. Never fitted.
+// Megatron-DeepSpeed in fp16 (gradients accumulated in fp16) with ZeRO stage 1 (or 0) and full
+// recompute on A100 80GB, the busiest GPU as nvidia-smi showed it. The bloom-176b preset's layer kind
+// at each run's hidden size, layer count and heads; DeepSpeed's default 'type:transformer' partition
+// splits the layers evenly and adds the tied embeddings to the first and last stage. Never fitted.
 std::vector<MemoryRow> bigscience_memory_rows() {
   std::vector<MemoryRow> rows;
   auto table = read_csv("bigscience_a100_megatron_deepspeed_memory.csv", true);
@@ -695,6 +695,8 @@ std::vector<MemoryRow> bigscience_memory_rows() {
     row.model.num_attention_heads = row.model.num_kv_heads = std::stoi(f[5]);
     row.model.ffn_hidden_size = 4 * row.model.hidden_size;
     row.training = stack_training(Framework::megatron_deepspeed, Precision::fp16, 2048, std::stoll(f[10]));
+    // fp16 accumulates its gradients in fp16 under DeepSpeed, as `pipette` prices it (engine.cpp).
+    row.training.gradients_in_fp32 = false;
     const int tp = std::stoi(f[6]), pp = std::stoi(f[7]), dp = std::stoi(f[8]);
     row.config = config_of(row.model, tp, pp, tp * pp * dp, std::stoi(f[9]), 1);
     row.config.recompute = RecomputeMode::full;

@@ -10,6 +10,10 @@ const char* on_off(bool value) { return value ? "on" : "off"; }
 
 bool megatron_stack(Framework framework) { return framework == Framework::megatron_core || framework == Framework::nemo; }
 
+bool deepspeed_stack(Framework framework) {
+  return framework == Framework::megatron_deepspeed || framework == Framework::deepspeed;
+}
+
 // Why `framework` cannot run the switch `key` at `value`, or "" when it can (and the export
 // carries it, or nothing needs to: launch.cpp). Only values that differ from the stack's own are
 // asked about, so every stack runs its defaults.
@@ -26,6 +30,11 @@ std::string refusal(const std::string& key, bool value, Framework framework) {
     // Pipette exports no such switch for the other stacks.
     if (framework == Framework::megatron_core || framework == Framework::nanotron || framework == Framework::nemo)
       return {};
+    // Only fp16 training makes 16-bit gradients the DeepSpeed stacks' own (apply_engine_overrides).
+    if (value && deepspeed_stack(framework))
+      return "DeepSpeed accumulates fp16 training's gradients in fp16, in the parameters' .grad (its ZeRO and FP16 "
+             "optimizers: deepspeed/runtime/engine.py @edaa7221 l.1978-2021), and Pipette's DeepSpeed config asks "
+             "for nothing else; train in bf16 for fp32 accumulation";
     return "Pipette exports no gradient-precision switch for " + name + " (megatron-core: --grad-reduce-in-bf16, "
            "nanotron: optimizer.accumulate_grad_in_fp32; nemo: the recipe's mixed_precision.grad_reduce_in_fp32)";
   }
@@ -162,6 +171,10 @@ ResolvedEngine apply_engine_overrides(TrainingSpec& training, const EngineOverri
     if (from != EngineSource::stack && (always_asked || slot != before))
       if (const std::string why = refusal(key, slot, framework); !why.empty()) fail(key, on_off(slot), from, why);
   };
+  // DeepSpeed's data_types.grad_accum_dtype defaults to the model's dtype (deepspeed/runtime/engine.py
+  // @edaa7221 l.1485-1496) and Pipette's config sets it for bf16 only (launch.cpp): fp16 training
+  // accumulates its gradients in fp16, which is the stack's default once the precision is known.
+  if (deepspeed_stack(framework) && training.precision == Precision::fp16) training.gradients_in_fp32 = false;
   switch_setting("fp32-grads", training.gradients_in_fp32, site.fp32_gradients, job.fp32_gradients, false);
   switch_setting("dp-overlap", training.overlap_gradient_reduce, site.dp_overlap, job.dp_overlap, false);
   switch_setting("tp-overlap", training.overlap_tensor_parallel_backward, site.tp_overlap, job.tp_overlap, false);

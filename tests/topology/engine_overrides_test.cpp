@@ -276,6 +276,30 @@ TEST_F(EngineSources, Fp8ParametersFollowTheStackAndThePrecision) {
   for (const Plan& plan : plans->search.plans) EXPECT_TRUE(plan.config.distributed_optimizer) << plan.config.dp;
 }
 
+// DeepSpeed's gradient accumulation dtype defaults to the model's (deepspeed/runtime/engine.py
+// @edaa7221 l.1485-1496), and Pipette's config names it only for bf16 (fp32): an fp16 job on a
+// DeepSpeed stack is priced with the fp16 gradients it runs, a bf16 one with the fp32 buffer of the
+// BF16_Optimizer; Megatron-core's fp16 keeps its fp32 main-grad buffer.
+TEST_F(EngineSources, DeepSpeedFp16AccumulatesItsGradientsInFp16) {
+  const auto planned = [&](const char* framework, const char* precision) {
+    request_.framework = framework;
+    request_.precision = precision;
+    return prepare_job(request_, SiteConfig{});
+  };
+  for (const char* framework : {"megatron-deepspeed", "deepspeed"}) {
+    auto job = planned(framework, "fp16");
+    ASSERT_TRUE(job.ok()) << job.error().message;
+    EXPECT_EQ(source_of(*job, "fp32-grads"), "off from stack default") << framework;
+    EXPECT_FALSE(job->training.gradients_in_fp32) << framework;
+    job = planned(framework, "bf16");
+    ASSERT_TRUE(job.ok()) << job.error().message;
+    EXPECT_EQ(source_of(*job, "fp32-grads"), "on from stack default") << framework;
+  }
+  const auto job = planned("megatron-core", "fp16");
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  EXPECT_EQ(source_of(*job, "fp32-grads"), "on from stack default");
+}
+
 TEST_F(EngineSources, WhatAStackCannotRunIsRefusedWithTheReason) {
   struct Case {
     const char* framework;
@@ -307,6 +331,12 @@ TEST_F(EngineSources, WhatAStackCannotRunIsRefusedWithTheReason) {
       // The recipe's mixed_precision.grad_reduce_in_fp32, described like the precision.
       {"nemo", "fp32-grads=off", "", ""},
       {"torchtitan", "fp32-grads=off", "", "no gradient-precision switch for torchtitan"},
+      // DeepSpeed keeps fp16 training's gradients in fp16; bf16's fp32 accumulation is its default.
+      {"megatron-deepspeed", "fp32-grads=on", "fp16",
+       "engine fp32-grads=on (job) cannot run on megatron-deepspeed: DeepSpeed accumulates fp16 training's gradients "
+       "in fp16"},
+      {"deepspeed", "fp32-grads=off", "fp16", ""},
+      {"deepspeed", "fp32-grads=on", "bf16", ""},
       {"megatron-core", "precision=bf16", "fp8", "precision fp8 conflicts with the engine's precision=bf16"},
       {"megatron-core", "precision=fp8", "fp8", ""},
       {"megatron-core", "", "fp9", "precision must be fp32, fp16, bf16 or fp8 (got \"fp9\")"},
