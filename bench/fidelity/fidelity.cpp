@@ -10,9 +10,9 @@
 //    the megatron-deepspeed stack profile and, for comparison, the Megatron-core one;
 //  - bench/fidelity/data/torchtitan_llama3_8b_h100_fsdp_cp.csv (in the repository; the torchtitan
 //    team's Llama 3.1 8B FSDP + CP runs, H100): peak memory, never fitted, torchtitan's profile.
-//  - bench/fidelity/data/bigscience_a100_megatron_deepspeed_memory.csv (in the repository; BigScience's
-//    BLOOM-176B prototype runs, A100, Megatron-DeepSpeed fp16): GPU memory as nvidia-smi showed it,
-//    never fitted, the megatron-deepspeed profile.
+//  - bench/fidelity/data/bigscience_a100_megatron_deepspeed_prototypes.csv (in the repository; BigScience's
+//    BLOOM-176B prototype runs, A100, Megatron-DeepSpeed fp16): GPU memory as nvidia-smi showed it and
+//    iteration time (extra), never fitted, the megatron-deepspeed profile.
 // For each row the published configuration is evaluated exactly as the search evaluates plans
 // (profile_work → communication_times in Slurm's order → critical_path); rows the model cannot
 // represent (LoRA, mixture-of-experts, architectures not published) are
@@ -677,35 +677,59 @@ std::vector<MemoryRow> torchtitan_memory_rows() {
 }
 
 // BigScience's BLOOM-176B prototype runs on Jean Zay (bench/fidelity/data/
-// bigscience_a100_megatron_deepspeed_memory.csv, whose header names the source and the configuration):
-// Megatron-DeepSpeed in fp16 (gradients accumulated in fp16) with ZeRO stage 1 (or 0) and full
-// recompute on A100 80GB, the busiest GPU as nvidia-smi showed it. The bloom-176b preset's layer kind
-// at each run's hidden size, layer count and heads; DeepSpeed's default 'type:transformer' partition
-// splits the layers evenly and adds the tied embeddings to the first and last stage. Never fitted.
-std::vector<MemoryRow> bigscience_memory_rows() {
-  std::vector<MemoryRow> rows;
-  auto table = read_csv("bigscience_a100_megatron_deepspeed_memory.csv", true);
+// bigscience_a100_megatron_deepspeed_prototypes.csv, whose header names the source and the
+// configuration): Megatron-DeepSpeed in fp16 (gradients accumulated in fp16) with ZeRO stage 1 (or 0)
+// and full recompute on A100 80GB. The bloom-176b preset's layer kind at each run's hidden size,
+// layer count and heads; DeepSpeed's default 'type:transformer' partition splits the layers evenly and
+// adds the tied embeddings to the first and last stage. Never fitted.
+struct PrototypeRun {
+  std::vector<std::string> fields;  // the CSV row
+  ModelSpec model;
+  TrainingSpec training;
+  ParallelConfig config;
+  std::string label;
+};
+
+std::vector<PrototypeRun> bigscience_prototype_runs() {
+  std::vector<PrototypeRun> runs;
+  auto table = read_csv("bigscience_a100_megatron_deepspeed_prototypes.csv", true);
   table.erase(table.begin());  // the header
   for (const auto& f : table) {
+    PrototypeRun run;
+    run.fields = f;
+    run.model = preset("bloom-176b");
+    run.model.hidden_size = std::stoi(f[3]);
+    run.model.num_layers = std::stoi(f[4]);
+    run.model.num_attention_heads = run.model.num_kv_heads = std::stoi(f[5]);
+    run.model.ffn_hidden_size = 4 * run.model.hidden_size;
+    run.training = stack_training(Framework::megatron_deepspeed, Precision::fp16, 2048, std::stoll(f[10]));
+    // fp16 accumulates its gradients in fp16 under DeepSpeed, as `pipette` prices it (engine.cpp).
+    run.training.gradients_in_fp32 = false;
+    const int tp = std::stoi(f[6]), pp = std::stoi(f[7]), dp = std::stoi(f[8]);
+    run.config = config_of(run.model, tp, pp, tp * pp * dp, std::stoi(f[9]), 1);
+    run.config.recompute = RecomputeMode::full;
+    run.config.distributed_optimizer = std::stoi(f[11]) == 1;
+    run.label = "h" + f[3] + " L" + f[4] + " a" + f[5] + " " + config_label(run.config) + " ZeRO-" + f[11] + " (l." + f[0] +
+                ", " + f[1] + ")";
+    runs.push_back(run);
+  }
+  return runs;
+}
+
+// Their memory: the busiest GPU as nvidia-smi showed it.
+std::vector<MemoryRow> bigscience_memory_rows() {
+  std::vector<MemoryRow> rows;
+  for (const PrototypeRun& run : bigscience_prototype_runs()) {
     MemoryRow row;
     row.source = "BigScience 176B prototypes A100, Megatron-DeepSpeed fp16 (nvidia-smi)";
-    row.model = preset("bloom-176b");
-    row.model.hidden_size = std::stoi(f[3]);
-    row.model.num_layers = std::stoi(f[4]);
-    row.model.num_attention_heads = row.model.num_kv_heads = std::stoi(f[5]);
-    row.model.ffn_hidden_size = 4 * row.model.hidden_size;
-    row.training = stack_training(Framework::megatron_deepspeed, Precision::fp16, 2048, std::stoll(f[10]));
-    // fp16 accumulates its gradients in fp16 under DeepSpeed, as `pipette` prices it (engine.cpp).
-    row.training.gradients_in_fp32 = false;
-    const int tp = std::stoi(f[6]), pp = std::stoi(f[7]), dp = std::stoi(f[8]);
-    row.config = config_of(row.model, tp, pp, tp * pp * dp, std::stoi(f[9]), 1);
-    row.config.recompute = RecomputeMode::full;
-    row.config.distributed_optimizer = std::stoi(f[11]) == 1;
-    row.published = std::stod(f[12]) * units::gigabyte;
+    row.model = run.model;
+    row.training = run.training;
+    row.config = run.config;
+    row.published = std::stod(run.fields[12]) * units::gigabyte;
     row.whole_gpu = true;
-    row.label = "h" + f[3] + " L" + f[4] + " a" + f[5] + " " + config_label(row.config) + " ZeRO-" + f[11] + " (l." +
-                f[0] + ", " + f[1] + ")";
-    if (f.size() > 13 && f[13].rfind("above the same layout", 0) == 0) row.excluded = "contradicts its own table: " + f[13];
+    row.label = run.label;
+    const std::string& note = run.fields.size() > 14 ? run.fields[14] : std::string();
+    if (note.rfind("above the same layout", 0) == 0) row.excluded = "contradicts its own table: " + note;
     rows.push_back(row);
   }
   return rows;
@@ -800,6 +824,31 @@ std::vector<Row> bloom_rows() {
       row.label = "176B " + config_label(row.config) + " B" + f[8] + " (" + f[0] + " l." + f[1] + ", iteration " + f[10] + ")";
       row.group = row.label;
       if (f[12] == "first iteration after resume") row.excluded = "first iteration after a resume (warm-up)";
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
+// Their iteration time (each run's second iteration, bigscience_prototype_runs), extra and never
+// fitted, under the two Jean Zay network figures as BLOOM-176B's rows are.
+std::vector<Row> bigscience_time_rows() {
+  std::vector<Row> rows;
+  const std::pair<const char*, System> networks[] = {{"network as measured in Jan 2022", jean_zay_a100_measured},
+                                                    {"network at Omni-Path line rate", jean_zay_a100_line_rate}};
+  for (const auto& [network, system] : networks) {
+    for (const PrototypeRun& run : bigscience_prototype_runs()) {
+      Row row;
+      row.source = std::string("BigScience 176B prototypes A100, Megatron-DeepSpeed fp16, ") + network + " (extra)";
+      row.extra = true;
+      row.system = system;
+      row.model = run.model;
+      row.training = run.training;
+      row.config = run.config;
+      row.gpus = run.config.tp * run.config.pp * run.config.dp;
+      row.published = std::stod(run.fields[13]);
+      row.label = run.label;
+      row.group = row.label;
       rows.push_back(row);
     }
   }
@@ -1088,7 +1137,7 @@ int main(int argc, char** argv) {
   using namespace pipette;
   std::vector<Row> rows = sc21_rows();
   for (auto more : {korthikanti_rows(), nemo_rows(), megatron_core_h100_rows(), megatron_2021_rows(), ultrascale_time_rows(),
-                    long_sequence_rows(), bloom_rows()}) {
+                    long_sequence_rows(), bloom_rows(), bigscience_time_rows()}) {
     rows.insert(rows.end(), more.begin(), more.end());
   }
   split(rows);
