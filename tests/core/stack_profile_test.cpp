@@ -275,8 +275,8 @@ TEST(StackProfile, AlibiCostsTwoScorePassesAndNoRotary) {
 //  - nanotron's FP32GradientAccumulator adds the 16-bit .grad into the buffer in one mixed-dtype add_
 //    (optim/gradient_accumulator.py @2411b022 l.206-223): 2 + 4 read, 4 written, and the 2 the wgrad
 //    wrote, 8 beyond.
-// Every stage's backward takes that much longer; without fp32 accumulation, or on the reference
-// stack, nothing changes.
+// Every stage's backward takes that much longer, in fp16 as in bf16 for nanotron; without fp32
+// accumulation, or on the reference stack, nothing changes.
 TEST(StackProfile, SeparateFp32GradientAddsCostTheirBytesEveryMicroBatch) {
   const ParallelConfig config = config_of(2, 2, 4);
   const GpuSpec& gpu = *find_gpu("A100-80GB");
@@ -301,6 +301,16 @@ TEST(StackProfile, SeparateFp32GradientAddsCostTheirBytesEveryMicroBatch) {
       EXPECT_DOUBLE_EQ(a.forward_compute_seconds, b.forward_compute_seconds);
     }
   }
+  // nanotron's accumulator runs in fp16 as in bf16 (DeepSpeed's fp16 keeps fp16 gradients: engine.cpp).
+  TrainingSpec fp16 = training_for(Framework::nanotron);
+  fp16.precision = Precision::fp16;
+  TrainingSpec fp16_without = fp16;
+  fp16_without.gradients_in_fp32 = false;
+  const PipelineBlocks nanotron_blocks = pipeline_blocks(llama_1b(), Framework::nanotron, config);
+  const double parameters = parameters_on_stage(llama_1b(), config, 0, nanotron_blocks.ranks[0]);
+  EXPECT_NEAR(profile_work(llama_1b(), fp16, gpu, config, efficiency).stages[0].backward_compute_seconds -
+                  profile_work(llama_1b(), fp16_without, gpu, config, efficiency).stages[0].backward_compute_seconds,
+              8 * parameters / bandwidth, 1e-12);
 }
 
 // DeepSpeed's BF16_Optimizer keeps each backward's 16-bit .grads allocated through the next forward,

@@ -106,7 +106,8 @@ struct StackProfile {
   // Bytes moved per parameter of the pipeline rank after every micro-batch's backward by an
   // optimizer that keeps each micro-batch's 16-bit gradients apart from its fp32 accumulator and
   // adds them in with separate kernels, beyond what the reference prices (its wgrad GEMMs
-  // accumulate into the fp32 buffer themselves). Only for bf16 with fp32 gradient accumulation.
+  // accumulate into the fp32 buffer themselves). Only for 16-bit training with fp32 gradient accumulation
+  // (DeepSpeed's BF16_Optimizer runs in bf16 only; its fp16 keeps fp16 gradients, engine.cpp).
   double fp32_gradient_accumulation_bytes_per_parameter = 0;
   // What happens to the 16-bit gradients autograd writes when the optimizer keeps an fp32 buffer of
   // its own (SixteenBitGradients). Only for 16-bit training with fp32 gradient accumulation.
