@@ -147,7 +147,7 @@ const System dgx2_v100{"V100-SXM2-32GB", 130e9, 8 * 12e9};
 // (experiments/bandwidth/all_reduce_bench-a100-n4.txt l.119: "NET/IB : Using [0]hfi1_1 ... [3]hfi1_3").
 // Assumed, not published: the board is an HGX A100 with NVSwitch as in a DGX A100, so the node is
 // priced as dgx_a100's measured 235 GB/s. Across nodes there are two figures and neither is chosen
-// (bloom_rows reports every row under both):
+// (bloom_rows and bigscience_time_rows report every row under both):
 //  - measured: the all-reduce bus bandwidth BigScience measured there on 4 nodes x 8 GPUs in January
 //    2022, before the run (the same file, median of its 160 per-rank "busbw" lines: 40.54 Gb/s =
 //    5.07 GB/s; experiments/bandwidth/README.md l.70-83), a tenth of the line rate;
@@ -156,6 +156,9 @@ const System dgx2_v100{"V100-SXM2-32GB", 130e9, 8 * 12e9};
 //    HDR NICs (24 of 25 GB/s, dgx_a100 above): 4 x 12 GB/s.
 const System jean_zay_a100_measured{"A100-80GB", 235e9, 40.54e9 / 8};
 const System jean_zay_a100_line_rate{"A100-80GB", 235e9, 4 * 12e9};
+// Both, named as the report shows them: every Jean Zay row is priced under each.
+const std::pair<const char*, System> jean_zay_a100_networks[] = {
+    {"network as measured in Jan 2022", jean_zay_a100_measured}, {"network at Omni-Path line rate", jean_zay_a100_line_rate}};
 
 Cluster cluster_of(const System& system, int gpus) {
   Cluster cluster;
@@ -796,9 +799,7 @@ std::vector<Row> ultrascale_time_rows() {
 std::vector<Row> bloom_rows() {
   std::vector<Row> rows;
   const auto table = read_csv("bloom_176b_megatron_deepspeed_a100.csv", true);
-  const std::pair<const char*, System> networks[] = {{"network as measured in Jan 2022", jean_zay_a100_measured},
-                                                    {"network at Omni-Path line rate", jean_zay_a100_line_rate}};
-  for (const auto& [network, system] : networks) {
+  for (const auto& [network, system] : jean_zay_a100_networks) {
     for (size_t i = 1; i < table.size(); ++i) {
       const auto& f = table[i];
       Row row;
@@ -834,10 +835,9 @@ std::vector<Row> bloom_rows() {
 // fitted, under the two Jean Zay network figures as BLOOM-176B's rows are.
 std::vector<Row> bigscience_time_rows() {
   std::vector<Row> rows;
-  const std::pair<const char*, System> networks[] = {{"network as measured in Jan 2022", jean_zay_a100_measured},
-                                                    {"network at Omni-Path line rate", jean_zay_a100_line_rate}};
-  for (const auto& [network, system] : networks) {
-    for (const PrototypeRun& run : bigscience_prototype_runs()) {
+  const std::vector<PrototypeRun> runs = bigscience_prototype_runs();
+  for (const auto& [network, system] : jean_zay_a100_networks) {
+    for (const PrototypeRun& run : runs) {
       Row row;
       row.source = std::string("BigScience 176B prototypes A100, Megatron-DeepSpeed fp16, ") + network + " (extra)";
       row.extra = true;
@@ -845,7 +845,7 @@ std::vector<Row> bigscience_time_rows() {
       row.model = run.model;
       row.training = run.training;
       row.config = run.config;
-      row.gpus = run.config.tp * run.config.pp * run.config.dp;
+      row.gpus = run.config.world_size();
       row.published = std::stod(run.fields[13]);
       row.label = run.label;
       row.group = row.label;

@@ -10,10 +10,6 @@ const char* on_off(bool value) { return value ? "on" : "off"; }
 
 bool megatron_stack(Framework framework) { return framework == Framework::megatron_core || framework == Framework::nemo; }
 
-bool deepspeed_stack(Framework framework) {
-  return framework == Framework::megatron_deepspeed || framework == Framework::deepspeed;
-}
-
 // Why `framework` cannot run the switch `key` at `value`, or "" when it can (and the export
 // carries it, or nothing needs to: launch.cpp). Only values that differ from the stack's own are
 // asked about, so every stack runs its defaults.
@@ -31,7 +27,7 @@ std::string refusal(const std::string& key, bool value, Framework framework) {
     if (framework == Framework::megatron_core || framework == Framework::nanotron || framework == Framework::nemo)
       return {};
     // Only fp16 training makes 16-bit gradients the DeepSpeed stacks' own (apply_engine_overrides).
-    if (value && deepspeed_stack(framework))
+    if (value && runs_on_deepspeed(framework))
       return "DeepSpeed accumulates fp16 training's gradients in fp16, in the parameters' .grad (its ZeRO and FP16 "
              "optimizers: deepspeed/runtime/engine.py @edaa7221 l.1978-2021), and Pipette's DeepSpeed config asks "
              "for nothing else; train in bf16 for fp32 accumulation";
@@ -174,7 +170,7 @@ ResolvedEngine apply_engine_overrides(TrainingSpec& training, const EngineOverri
   // DeepSpeed's data_types.grad_accum_dtype defaults to the model's dtype (deepspeed/runtime/engine.py
   // @edaa7221 l.1485-1496) and Pipette's config sets it for bf16 only (launch.cpp): fp16 training
   // accumulates its gradients in fp16, which is the stack's default once the precision is known.
-  if (deepspeed_stack(framework) && training.precision == Precision::fp16) training.gradients_in_fp32 = false;
+  if (runs_on_deepspeed(framework) && training.precision == Precision::fp16) training.gradients_in_fp32 = false;
   switch_setting("fp32-grads", training.gradients_in_fp32, site.fp32_gradients, job.fp32_gradients, false);
   switch_setting("dp-overlap", training.overlap_gradient_reduce, site.dp_overlap, job.dp_overlap, false);
   switch_setting("tp-overlap", training.overlap_tensor_parallel_backward, site.tp_overlap, job.tp_overlap, false);

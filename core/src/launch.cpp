@@ -331,7 +331,7 @@ std::string model_problem(Framework framework, const ModelSpec& model) {
   // takes learned_absolute, rope, yarn, mrope, relative or none (megatron/training/arguments.py
   // @d98e8a64 l.2397-2398); torchtitan's and nanotron's models apply RoPE. deepspeed runs the job's
   // own model.
-  if (model.alibi && framework != Framework::megatron_deepspeed && framework != Framework::deepspeed) {
+  if (model.alibi && !runs_on_deepspeed(framework)) {
     return std::string("its ALiBi attention biases (alibi: true) are not among ") + to_string(framework) +
            "'s position embeddings (plan it for megatron-deepspeed or deepspeed)";
   }
@@ -681,8 +681,7 @@ bool needs_distributed_optimizer(const TrainingSpec& training) {
   // fp32 accumulation are the BF16_Optimizer under ZeRO stage 1 (l.1994-1996, since 8d87c89e,
   // 2023-01); without ZeRO they raise NotImplementedError (l.2011-2021, since 09885efe, 2026-01;
   // before it they too ran the BF16_Optimizer, which shards its fp32 state over dp either way).
-  return (framework == Framework::megatron_deepspeed || framework == Framework::deepspeed) &&
-         training.precision == Precision::bf16 && training.gradients_in_fp32;
+  return runs_on_deepspeed(framework) && training.precision == Precision::bf16 && training.gradients_in_fp32;
 }
 
 std::string optimizer_problem(const TrainingSpec& training, const ParallelConfig& config) {

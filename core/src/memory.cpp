@@ -580,8 +580,7 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
       backward_end_bytes = 4 * largest_parameter_elements(model, config, held);
     }
     if (stack.sixteen_bit_gradients == SixteenBitGradients::dropped_after_each_backward &&
-        (training.precision == Precision::bf16 || training.precision == Precision::fp16) &&
-        training.gradients_in_fp32) {
+        sixteen_bit_gradients_accumulated_in_fp32(training)) {
       // FP32GradientAccumulator.backward runs loss.backward() whole and only then adds each 16-bit
       // .grad into the fp32 buffer and sets it to None (nanotron optim/gradient_accumulator.py
       // @2411b022 l.206-226; the same at @a27e8fe8): every parameter's 16-bit gradient at once. The

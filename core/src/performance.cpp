@@ -551,7 +551,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     // A stack that adds each micro-batch's 16-bit gradients into the fp32 buffer after the
     // backward (DeepSpeed's BF16_Optimizer, nanotron's FP32GradientAccumulator: stack_profile.cpp)
     // makes that pass over every parameter of the rank once per micro-batch.
-    if ((training.precision == Precision::bf16 || training.precision == Precision::fp16) && training.gradients_in_fp32) {
+    if (sixteen_bit_gradients_accumulated_in_fp32(training)) {
       work_of_stage.backward_compute_seconds +=
           parameters * stack.fp32_gradient_accumulation_bytes_per_parameter / roofs.memory_bytes_per_second;
     }

@@ -51,6 +51,14 @@ std::string validate(const TrainingSpec& training) {
   return {};
 }
 
+bool runs_on_deepspeed(Framework framework) {
+  return framework == Framework::megatron_deepspeed || framework == Framework::deepspeed;
+}
+
+bool sixteen_bit_gradients_accumulated_in_fp32(const TrainingSpec& training) {
+  return (training.precision == Precision::bf16 || training.precision == Precision::fp16) && training.gradients_in_fp32;
+}
+
 const char* to_string(Precision precision) {
   switch (precision) {
     case Precision::fp32: return "fp32";

@@ -36,8 +36,8 @@ struct ParallelConfig {
   // shard of the parameters, gradients and optimizer state and all-gathers a module's parameters
   // just before it runs. Priced as torchtitan runs it (FSDP2, fully_shard per transformer block:
   // fsdp_working_set in memory.cpp, exposed_fsdp_seconds in performance.cpp), without pipeline
-  // parallelism; launch_problem refuses
-  // it elsewhere. Not the distributed optimizer, which shards the optimizer state alone.
+  // parallelism; launch_problem refuses it elsewhere. Not the distributed optimizer, which shards
+  // the optimizer state alone.
   bool fully_sharded = false;
   std::vector<int> layers_per_stage;  // size pp, pipeline rank order; sums to the model's layers
 

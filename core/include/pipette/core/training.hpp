@@ -115,11 +115,17 @@ struct TrainingSpec {
 inline constexpr std::int64_t kMaxGlobalBatchSequences = std::int64_t{1} << 24;
 
 std::string validate(const TrainingSpec& training);
+// 16-bit (fp16 or bf16) training whose gradients the optimizer accumulates in an fp32 buffer: where
+// a stack that lets autograd write 16-bit .grads first (StackProfile::sixteen_bit_gradients) adds
+// them in after each backward.
+bool sixteen_bit_gradients_accumulated_in_fp32(const TrainingSpec& training);
 const char* to_string(Precision precision);
 const char* to_string(RecomputeMode mode);
 // "block:N" for full recompute of N layers per model chunk (N > 0), else to_string(mode).
 std::string recompute_knob(RecomputeMode mode, int recomputed_layers_per_chunk);
 const char* to_string(AttentionKernel kernel);
+// megatron-deepspeed and deepspeed: the stacks whose optimizer and precision DeepSpeed's engine chooses.
+bool runs_on_deepspeed(Framework framework);
 const char* to_string(Framework framework);  // megatron-core, nemo, torchtitan, megatron-deepspeed, nanotron, deepspeed
 // Every spelling, for messages: "megatron-core, nemo, torchtitan, megatron-deepspeed, nanotron or deepspeed".
 const char* framework_spellings();
