@@ -284,8 +284,8 @@ LayerCost moe_layer_cost(const ModelSpec& model, const TrainingSpec& training, c
 }
 
 // The LM head (output GEMM in 16 bits, as Transformer Engine keeps it, and the vocab-parallel
-// cross entropy: ~30 bytes per logit over forward and backward) on the last stage; the embedding
-// lookup and its fp32 gradient scatter on the first.
+// cross entropy: the bytes per logit the stack's loss kernels move, stack_profile.hpp) on the last
+// stage; the embedding lookup and its fp32 gradient scatter on the first.
 // `gemm` and `loss` are the two parts on their own, for nanotron's partition, which can put the
 // loss on a later rank than the lm_head (pipeline_blocks.hpp); `both` is their sum as one rank runs it.
 struct HeadSeconds {
@@ -302,7 +302,11 @@ HeadSeconds head_cost(const ModelSpec& model, const TrainingSpec& training, cons
   const double vocab_shard = static_cast<double>(model.vocab_size) / config.tp;
   HeadSeconds head;
   head.gemm = linear_seconds(tokens, vocab_shard, model.hidden_size, roofs, activation_bytes_of(head_precision));
-  head.loss = {20 * tokens * vocab_shard / roofs.memory_bytes_per_second, 10 * tokens * vocab_shard / roofs.memory_bytes_per_second};
+  const StackProfile& stack = stack_profile(training.target.framework);
+  const double cast_bytes = stack.loss_casts_logits_to_fp32 && head_precision != Precision::fp32 ? 2.0 + 4.0 : 0.0;
+  const double logits = tokens * vocab_shard;
+  head.loss = {(stack.loss_forward_bytes_per_logit + cast_bytes) * logits / roofs.memory_bytes_per_second,
+               (stack.loss_backward_bytes_per_logit + cast_bytes) * logits / roofs.memory_bytes_per_second};
   head.both = head.gemm;
   head.both.forward += head.loss.forward;
   head.both.backward += head.loss.backward;

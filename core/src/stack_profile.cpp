@@ -30,6 +30,13 @@ namespace {
 
 // Megatron-core with Transformer Engine, the stack the constants were fitted on (NeMo is priced
 // the same way: its differences are the launch rules in launch.cpp and its fp8 weights).
+// The loss's 20 + 10 bytes per logit lie between the two losses the fit rows ran: Megatron-LM's
+// unfused vocab-parallel cross entropy on an fp32 copy (SC21, Korthikanti; 38 + 14 as counted for
+// Megatron-DeepSpeed below) and Transformer Engine's fused Triton kernels, which read the 16-bit
+// logits and write their gradient in place (NeMo's performance scripts set cross_entropy_fusion_impl
+// "te": Megatron-Bridge @067f987d scripts/performance/utils/overrides.py l.83-84). On those rows the
+// loss is a few percent of the time or less, so the fit cannot tell the two apart; a
+// count of either would move every fitted row and want a refit.
 StackProfile reference_profile(Framework framework) {
   StackProfile profile;
   profile.framework = framework;
@@ -53,6 +60,17 @@ StackProfile pytorch_layers_profile(Framework framework, std::string code) {
   profile.swiglu_saved_ffn_tensors = 4;
   profile.swiglu_forward_ffn_accesses = 5;
   return profile;
+}
+
+// Megatron-LM's vocab-parallel cross entropy as Megatron-DeepSpeed and nanotron run it, each on an
+// fp32 copy of the 16-bit logits made by a cast of its own: a max, an out-of-place shift by it, an
+// in-place exp, a sum and an in-place divide in the forward (4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 bytes per
+// logit), an in-place multiply by the loss's gradient in the backward (4 + 4). Each profile cites
+// its lines.
+void set_unfused_fp32_loss(StackProfile& profile) {
+  profile.loss_forward_bytes_per_logit = 32;
+  profile.loss_backward_bytes_per_logit = 8;
+  profile.loss_casts_logits_to_fp32 = true;
 }
 
 // torchtitan's Llama 3 in eager mode, as its llama3 configs run it (compile.enable defaults off).
@@ -93,7 +111,9 @@ StackProfile torchtitan_profile() {
       "shorter than it; the SMs and HBM bandwidth NCCL's kernels take from the GEMMs they overlap are not priced",
       "the loss is priced as Megatron-core's (fp32 logits, softmax in place); the llama3 configs' ChunkedLossWrapper "
       "(models/llama3/config_registry.py l.197) runs the LM head and loss a chunk of tokens at a time "
-      "(components/loss.py l.501-507), so it keeps less and the count errs on the safe side",
+      "(components/loss.py l.501-507), so it keeps less and the count errs on the safe side; its time is the "
+      "fitted reference's 20 + 10 bytes per logit, though F.cross_entropy on an fp32 copy of the logits "
+      "(components/loss.py l.57-62) adds the cast's 2 + 4 and 4 + 2 and PyTorch's own softmax passes, not read",
   };
   return profile;
 }
@@ -119,6 +139,7 @@ StackProfile nanotron_profile() {
   // 4 the reference's GEMMs spend accumulating into the fp32 buffer themselves.
   profile.fp32_gradient_accumulation_bytes_per_parameter = 8;
   profile.extra_logits_bytes_per_element = 2;
+  set_unfused_fp32_loss(profile);
   profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   profile.interleaved_pipeline = false;
   profile.evidence = {
@@ -161,7 +182,10 @@ StackProfile nanotron_profile() {
       "optimizer: ZeRO-1 shards the fp32 master weights (the accumulator is built per ZeRO shard, helpers.py "
       "l.392-397, 411-414) and Adam's moments",
       "loss: 16-bit logits cast to fp32 (models/llama.py l.899-903, 934), shifted out of place and kept as the "
-      "softmax (parallel/tensor_parallel/functional.py l.43, 73-85): 8 bytes per logit at the peak",
+      "softmax (parallel/tensor_parallel/functional.py l.43, 73-85): 8 bytes per logit at the peak; its kernels "
+      "move 38 bytes per logit forward (the cast 2 + 4, max 4, the shift 4 + 4, exp 4 + 4, sum 4, the divide "
+      "4 + 4: l.40, 43, 74-75, 82) and 14 backward (mul_ 4 + 4, l.105, and the cast back 4 + 2), against the "
+      "fitted reference's 20 and 10",
       "pipeline: no interleaved schedule (parallel/pipeline_parallel/engine.py l.175 afab and l.235 1f1b only)",
   };
   profile.assumptions = {
@@ -237,6 +261,7 @@ StackProfile megatron_deepspeed_profile() {
   profile.swiglu_forward_ffn_accesses = 5;
   profile.rotary_extra_accesses = 8;
   profile.extra_logits_bytes_per_element = 4;
+  set_unfused_fp32_loss(profile);
   profile.fp32_gradient_accumulation_bytes_per_parameter = 16;
   profile.sixteen_bit_gradients = SixteenBitGradients::kept_through_the_next_forward;
   profile.partitioned_pipeline_messages = true;
@@ -262,7 +287,11 @@ StackProfile megatron_deepspeed_profile() {
       "l.337, 435)",
       "loss: 16-bit logits kept by the caller, an fp32 copy, shifted out of place and kept as the softmax "
       "(megatron/model/gpt_model.py l.68; megatron/core/tensor_parallel/cross_entropy.py l.25, 57-58, 92): "
-      "10 bytes per logit at the peak",
+      "10 bytes per logit at the peak; with the pipeline module the cast is a layer of its own "
+      "(gpt_model.py l.438-439, float16_to_fp32 in megatron/model/module.py l.147-159), and the kernels move 38 "
+      "bytes per logit forward (the cast 2 + 4, max 4, the out-of-place shift 4 + 4, exp 4 + 4, sum 4, the "
+      "divide 4 + 4: cross_entropy.py l.20, 25, 58-59, 68) and 14 backward (mul_ 4 + 4, l.124, and the cast "
+      "back 4 + 2), against the fitted reference's 20 and 10",
       "pipeline: DeepSpeed's TrainSchedule, 1F1B with min(stages - stage, micro-batches) buffers and no "
       "interleaving (deepspeed/runtime/pipe/schedule.py l.189-257)",
       "pipeline messages with tp > 1: pipe_partitioned and grad_partitioned default on (deepspeed/runtime/"
@@ -302,8 +331,8 @@ StackProfile deepspeed_profile() {
   profile.assumptions = {
       "no tensor parallelism: the plans keep tp = 1 (a model of the user's own brings none of Megatron's layers)",
       "the model is the user's own: its attention kernel is assumed flash (PyTorch SDPA), its SwiGLU unfused, "
-      "its RoPE fused and its loss 10 bytes per logit (16-bit logits, an fp32 copy and its softmax) as in "
-      "Megatron-DeepSpeed; none of this is read from code",
+      "its RoPE fused and its loss 10 bytes per logit at the peak (16-bit logits, an fp32 copy and its softmax), "
+      "38 moved forward and 14 backward, as in Megatron-DeepSpeed; none of this is read from code",
       "gradients and optimizer: priced as Megatron's (fp32 gradient buffer, ZeRO-1 shards the fp32 master "
       "weights and Adam's moments; with 16-bit gradients an fp32 copy counted through the whole iteration)",
       deepspeed_zeroed_gradients_assumption,

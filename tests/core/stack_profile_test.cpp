@@ -235,14 +235,51 @@ TEST(StackProfile, UnfusedElementwiseWorkCostsItsBytesAtMemoryBandwidth) {
   // o_proj's fold of the attention output (h).
   const ExtraSeconds extra = extra_seconds_over_megatron(Framework::nanotron);
   const ExtraSeconds expected = extra_per_layer(tokens * 2 * (2 * f + 2 * (3 * h + 2 * 2 * h) + 2 * h));
-  EXPECT_NEAR(extra.forward, 24 * expected.forward, 1e-9);
-  // Beside the layers, the add of the backward's 16-bit gradients into the fp32 buffer (the test
-  // SeparateFp32GradientAddsCostTheirBytesEveryMicroBatch): 8 bytes per parameter.
+  // Beside the layers, the loss's kernels (the test TheLossKernelsMoveWhatEachStackRuns: 18 bytes
+  // per logit more forward, 4 backward) and the add of the backward's 16-bit gradients into the
+  // fp32 buffer (the test SeparateFp32GradientAddsCostTheirBytesEveryMicroBatch): 8 bytes per
+  // parameter.
   const ParallelConfig config = config_of(1, 1, 8);
   const GpuSpec& gpu = *find_gpu("H100-SXM");
-  const double gradient_add = 8 * parameters_on_stage(llama_1b(), config, 0) /
-                              (fitted_compute_efficiency().memory_fraction * gpu.hbm_bytes_per_second);
-  EXPECT_NEAR(extra.backward, 24 * expected.backward + gradient_add, 1e-9);
+  const double bandwidth = fitted_compute_efficiency().memory_fraction * gpu.hbm_bytes_per_second;
+  const double logits = tokens * 50257;
+  EXPECT_NEAR(extra.forward, 24 * expected.forward + 18 * logits / bandwidth, 1e-9);
+  const double gradient_add = 8 * parameters_on_stage(llama_1b(), config, 0) / bandwidth;
+  EXPECT_NEAR(extra.backward, 24 * expected.backward + 4 * logits / bandwidth + gradient_add, 1e-9);
+}
+
+// Megatron-DeepSpeed and nanotron run Megatron-LM's vocab-parallel cross entropy on an fp32 copy of
+// the logits made by a cast kernel of its own (Megatron-DeepSpeed @4efb479d megatron/model/
+// gpt_model.py l.438-439, megatron/core/tensor_parallel/cross_entropy.py l.20-68, 124; nanotron
+// @2411b022 models/llama.py l.901, parallel/tensor_parallel/functional.py l.40-105): the cast 2 + 4,
+// max 4, the out-of-place shift 4 + 4, exp 4 + 4, sum 4 and divide 4 + 4 bytes per logit forward,
+// 38; the multiply by the loss's gradient 4 + 4 and the cast back 4 + 2 backward, 14. The
+// reference prices 20 and 10 (stack_profile.cpp says why), torchtitan too. In fp32 training nothing
+// is cast: 32 and 8.
+TEST(StackProfile, TheLossKernelsMoveWhatEachStackRuns) {
+  const ParallelConfig config = config_of(2, 2, 4);
+  const GpuSpec& gpu = *find_gpu("A100-80GB");
+  const ComputeEfficiency efficiency = fitted_compute_efficiency();
+  const double bandwidth = efficiency.memory_fraction * gpu.hbm_bytes_per_second;
+  const double logits = tokens * 50257 / 2;
+  const auto last_stage = [&](Framework framework, Precision precision) {
+    TrainingSpec training = training_for(framework);
+    training.precision = precision;
+    training.gradients_in_fp32 = false;  // the same backward on every stack: only the loss differs
+    const PipelineBlocks blocks = pipeline_blocks(llama_1b(), framework, config);
+    ParallelConfig same_layers = config;
+    same_layers.layers_per_stage = layers_of(blocks);
+    return profile_work(llama_1b(), training, gpu, same_layers, efficiency).stages.back().embedding_and_head_seconds;
+  };
+  for (const Precision precision : {Precision::bf16, Precision::fp16, Precision::fp32}) {
+    const double reference = last_stage(Framework::megatron_core, precision);
+    const double cast = precision == Precision::fp32 ? 0 : 6 + 6;
+    for (const Framework framework : {Framework::megatron_deepspeed, Framework::nanotron}) {
+      EXPECT_NEAR(last_stage(framework, precision) - reference, (32 + 8 + cast - 30) * logits / bandwidth, 1e-12)
+          << to_string(framework) << " " << to_string(precision);
+    }
+    EXPECT_DOUBLE_EQ(last_stage(Framework::torchtitan, precision), reference);
+  }
 }
 
 // ALiBi in Megatron-DeepSpeed's unfused attention: the broadcast bias is copied into QK^T's output

@@ -103,6 +103,14 @@ struct StackProfile {
   // Bytes per logit (vocabulary element of the TP shard and token) at the loss's peak beyond the
   // reference's fp32 logits, turned into the softmax in place, beside the 16-bit logits (4 + 2).
   double extra_logits_bytes_per_element = 0;
+  // Bytes per logit the loss's kernels read and write in the forward and in the backward, and
+  // whether 16-bit logits reach the loss through a cast kernel of their own (an fp32 copy: read 2,
+  // write 4 in the forward, and the gradient cast back, read 4, write 2, in the backward), which
+  // the same counts leave out. The reference's 20 and 10 stand beside the fitted constants
+  // (stack_profile.cpp says why); the other stacks' are counted in their code.
+  double loss_forward_bytes_per_logit = 20;
+  double loss_backward_bytes_per_logit = 10;
+  bool loss_casts_logits_to_fp32 = false;
   // Bytes moved per parameter of the pipeline rank after every micro-batch's backward by an
   // optimizer that keeps each micro-batch's 16-bit gradients apart from its fp32 accumulator and
   // adds them in with separate kernels, beyond what the reference prices (its wgrad GEMMs
