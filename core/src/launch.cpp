@@ -335,6 +335,15 @@ std::string model_problem(Framework framework, const ModelSpec& model) {
     return std::string("its ALiBi attention biases (alibi: true) are not among ") + to_string(framework) +
            "'s position embeddings (plan it for megatron-deepspeed or deepspeed)";
   }
+  // nanotron's attention is flash-attn 2's flash_attn_varlen_func (models/llama.py @2411b022 l.21-22,
+  // 290), which pads a head to a multiple of 8 (Dao-AILab/flash-attention @0251105a
+  // flash_attn/flash_attn_interface.py l.942) but stops above 256 (csrc/flash_attn/flash_api.cpp
+  // l.634, mha_varlen_fwd).
+  const int widest_head = std::max(model.query_key_head_width(), model.value_head_width());
+  if (framework == Framework::nanotron && widest_head > 256) {
+    return "its heads are " + std::to_string(widest_head) +
+           " wide, and nanotron's flash-attn 2 (flash_attn_varlen_func, models/llama.py l.290) takes at most 256";
+  }
   return {};
 }
 

@@ -1,5 +1,6 @@
 #include "pipette/core/stack_profile.hpp"
 
+#include <algorithm>
 #include <iterator>
 #include <utility>
 
@@ -358,6 +359,21 @@ const StackProfile& stack_profile(Framework framework) {
     case Framework::deepspeed: return deepspeed;
   }
   return megatron_core;
+}
+
+std::string unfused_attention_fallback(const ModelSpec& model, Framework framework) {
+  if (framework != Framework::megatron_core && framework != Framework::nemo) return {};
+  // Transformer Engine runs flash-attn 2 where the wider of the Q·K and V head widths is a multiple
+  // of 8, at most 256 (transformer_engine/pytorch/attention/dot_product_attention/utils.py @d0067d0d
+  // l.926-950); cuDNN's fused attention takes no head flash-attn 2 refuses (both widths multiples of
+  // 8, at most 128, or 256 on Hopper: common/fused_attn/fused_attn.cpp l.310-319).
+  const int qk = model.query_key_head_width(), v = model.value_head_width();
+  const int wider = std::max(qk, v);
+  if (wider % 8 == 0 && wider <= 256) return {};
+  const std::string widths = qk == v ? std::to_string(qk) : std::to_string(qk) + " (Q, K) and " + std::to_string(v) + " (V)";
+  return "Transformer Engine has no flash-attn 2 or cuDNN fused attention kernel for heads " + widths +
+         " wide (both need multiples of 8, at most 256: transformer_engine/pytorch/attention/dot_product_attention/"
+         "utils.py @d0067d0d l.926-950, common/fused_attn/fused_attn.cpp l.310-319), so it runs its unfused attention";
 }
 
 void apply_stack_profile(TrainingSpec& training) {

@@ -167,6 +167,8 @@ std::string encode(const StepPlanResult& result) {
   put_list(out, result.plan.step_environment);
   put_count(out, result.plan.task_environment.size());
   for (const EnvironmentList& task : result.plan.task_environment) put_list(out, task);
+  put_count(out, result.plan.notes.size());
+  for (const std::string& note : result.plan.notes) put(out, note);
   return out;
 }
 
@@ -181,6 +183,12 @@ bool decode(std::string_view bytes, StepPlanResult& result) {
   result.plan.task_environment.resize(tasks);
   for (EnvironmentList& task : result.plan.task_environment) {
     if (!reader.get_list(task)) return false;
+  }
+  std::size_t notes = 0;
+  if (!reader.get_count(notes)) return false;
+  result.plan.notes.resize(notes);
+  for (std::string& note : result.plan.notes) {
+    if (!reader.get(note)) return false;
   }
   return reader.done();
 }

@@ -84,6 +84,7 @@ StepPlanResult plan_step(const StepRequest& request, const SiteConfig& site) {
     }
   }
   result.plan.summary = summary_of(plan, hash);
+  result.plan.notes = planned->notes;
   result.plan.layout_record = format_layout_record(layout_of(planned->model, plan, hash, describe_request(request.settings)));
   return result;
 }

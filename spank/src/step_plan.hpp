@@ -31,6 +31,7 @@ struct StepPlan {
   std::vector<EnvironmentList> task_environment;  // per local task; empty unless tasks are remapped
   std::string summary;                            // one line for the log
   std::string layout_record;                      // format_layout_record of the plan
+  std::vector<std::string> notes;                 // what planning assumed or changed (JobPlan::notes)
 };
 
 struct StepPlanResult {

@@ -238,6 +238,11 @@ int remote_user_init(spank_t sp) {
   const double elapsed_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const std::string step = batch_step ? "batch" : std::to_string(step_id);
+  // Once per step, in the slurmd log: what the plan assumed or changed (`pipette plan` shows the same).
+  if (request.node_index == 0) {
+    for (const std::string& note : result.plan.notes)
+      slurm_info("pipette: job %u step %s: note: %s", request.job_id, step.c_str(), note.c_str());
+  }
   slurm_debug("pipette %s: job %u step %s node %d: %s (%.1f ms)", pipette::version(), request.job_id, step.c_str(),
               request.node_index, result.plan.summary.c_str(), elapsed_ms);
   return 0;

@@ -625,6 +625,58 @@ TEST(StackLaunch, AlibiOnlyUnderMegatronDeepSpeedOrDeepSpeed) {
             "position embeddings (plan it for megatron-deepspeed or deepspeed)");
 }
 
+// Which heads each stack's attention kernel takes. Transformer Engine (Megatron-core, NeMo) picks
+// flash-attn 2 or cuDNN's fused attention where the heads allow (widths multiples of 8, at most 256:
+// transformer_engine/pytorch/attention/dot_product_attention/utils.py @d0067d0d l.926-950,
+// common/fused_attn/fused_attn.cpp l.310-319) and its unfused attention elsewhere; nanotron calls
+// flash-attn 2 itself, which pads a head to a multiple of 8 (flash_attn/flash_attn_interface.py
+// @0251105a l.942) and refuses one wider than 256 (csrc/flash_attn/flash_api.cpp l.634).
+TEST(StackLaunch, AttentionKernelsTakeOnlyTheHeadsTheirStackRuns) {
+  const auto with_heads = [](int hidden, int heads) {
+    ModelSpec model = llama_1b();
+    model.hidden_size = hidden;
+    model.num_attention_heads = heads;
+    model.num_kv_heads = heads;
+    return model;
+  };
+  const ParallelConfig config = config_of(1, 1, 8);
+  const ModelSpec widest_fused = with_heads(2048, 8), too_wide = with_heads(2048, 4), unaligned = with_heads(2000, 20);
+  for (const Framework framework : {Framework::megatron_core, Framework::nemo}) {
+    EXPECT_EQ(unfused_attention_fallback(llama_1b(), framework), "");
+    EXPECT_EQ(unfused_attention_fallback(widest_fused, framework), "");
+    EXPECT_EQ(unfused_attention_fallback(too_wide, framework),
+              "Transformer Engine has no flash-attn 2 or cuDNN fused attention kernel for heads 512 wide (both need "
+              "multiples of 8, at most 256: transformer_engine/pytorch/attention/dot_product_attention/utils.py "
+              "@d0067d0d l.926-950, common/fused_attn/fused_attn.cpp l.310-319), so it runs its unfused attention");
+    EXPECT_NE(unfused_attention_fallback(unaligned, framework).find("heads 100 wide"), std::string::npos);
+  }
+  // Multi-latent attention's 192-wide Q and K beside 128-wide V: flash-attn 2 pads V to 192.
+  ModelSpec latent = llama_1b();
+  latent.q_lora_rank = 192;
+  latent.kv_lora_rank = 64;
+  latent.qk_head_dim = 128;
+  latent.qk_pos_emb_head_dim = 64;
+  latent.v_head_dim = 128;
+  EXPECT_EQ(unfused_attention_fallback(latent, Framework::megatron_core), "");
+  ModelSpec wide_latent = latent;
+  wide_latent.qk_head_dim = 256;
+  EXPECT_NE(unfused_attention_fallback(wide_latent, Framework::megatron_core).find("heads 320 (Q, K) and 128 (V) wide"),
+            std::string::npos);
+  // The other stacks choose their kernel themselves: Megatron-DeepSpeed's is unfused already,
+  // torchtitan's SDPA falls back within PyTorch.
+  for (const Framework framework : {Framework::megatron_deepspeed, Framework::deepspeed, Framework::torchtitan, Framework::nanotron})
+    EXPECT_EQ(unfused_attention_fallback(too_wide, framework), "") << to_string(framework);
+
+  const FrameworkTarget nanotron{Framework::nanotron, false};
+  EXPECT_EQ(launch_problem(nanotron, widest_fused, config, 8), "");
+  EXPECT_EQ(launch_problem(nanotron, unaligned, config, 8), "");
+  EXPECT_EQ(launch_problem(nanotron, too_wide, config, 8),
+            "its heads are 512 wide, and nanotron's flash-attn 2 (flash_attn_varlen_func, models/llama.py l.290) takes "
+            "at most 256");
+  for (const Framework framework : {Framework::megatron_core, Framework::megatron_deepspeed, Framework::torchtitan})
+    EXPECT_EQ(launch_problem({framework, false}, too_wide, config, 1), "") << to_string(framework);
+}
+
 TEST(StackLaunch, EachStackRefusesWhatItCannotRun) {
   const ModelSpec model = llama_1b();
   ParallelConfig selective = config_of(1, 1, 8);

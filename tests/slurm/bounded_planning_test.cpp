@@ -37,6 +37,7 @@ TEST(BoundedPlanning, TheChildPlansExactlyWhatPlanStepPlans) {
   EXPECT_EQ(bounded.plan.step_environment, direct.plan.step_environment);
   EXPECT_EQ(bounded.plan.task_environment, direct.plan.task_environment);
   EXPECT_EQ(bounded.plan.summary, direct.plan.summary);
+  EXPECT_EQ(bounded.plan.notes, direct.plan.notes);
 }
 
 TEST(BoundedPlanning, ErrorsComeBackUnchanged) {
@@ -73,12 +74,14 @@ TEST(BoundedPlanning, EncodingRoundTripsAndRejectsDamagedBytes) {
   result.plan.summary = "tp=1";
   result.plan.step_environment = {{"PIPETTE_TP", "1"}, {"PIPETTE_STATUS", "ok"}};
   result.plan.task_environment = {{{"RANK", "0"}}, {{"RANK", "1"}, {"LOCAL_RANK", ""}}};
+  result.plan.notes = {"no link cache at /var/lib/pipette/links.yaml: every link is a prior", ""};
   const std::string bytes = encode(result);
   StepPlanResult decoded;
   ASSERT_TRUE(decode(bytes, decoded));
   EXPECT_EQ(decoded.plan.step_environment, result.plan.step_environment);
   EXPECT_EQ(decoded.plan.task_environment, result.plan.task_environment);
   EXPECT_EQ(decoded.plan.summary, "tp=1");
+  EXPECT_EQ(decoded.plan.notes, result.plan.notes);
   for (std::size_t size = 0; size < bytes.size(); ++size) {
     StepPlanResult truncated;
     EXPECT_FALSE(decode(std::string_view(bytes).substr(0, size), truncated)) << size;

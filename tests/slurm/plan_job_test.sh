@@ -67,6 +67,10 @@ for step in batch 0; do
     pass "slurmd log has the plugin's version and plan line for step $step" ||
     fail "no 'pipette $expected_version: job $job_id step $step node N: tp=...' line in the slurmd logs"
 done
+# What the plan assumed reaches the slurmd log once per step, from the step's first node.
+expect_eq "the slurmd logs note once where the batch step's GPU model came from" 1 \
+  "$(grep -h "pipette: job $job_id step batch: note: GPU H100-SXM from the site file's \`gpu\`" \
+    "$PIPETTE_SLURM_DIR"/log/slurmd-n*.log | wc -l)"
 
 # Determinism: another job, separately planned on every node, gets the same plan.
 run_batch again "${job_args[@]}" --pipette=auto "${model_args[@]}" "$rank_job" "$work_dir/again"

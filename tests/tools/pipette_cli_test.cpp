@@ -177,6 +177,31 @@ TEST_F(PipetteCli, LoginNodePricesNvswitchTensorParallelismByItsMessages) {
   EXPECT_LT(time["tp_communication_seconds"].as<double>(), priced);
 }
 
+// What planning assumed or changed reaches the user: a `note:` line under the header, and `notes`
+// in the JSON. Heads 896 wide (BigScience's 16-head prototype, chronicles-prequel.md l.724) are
+// ones no Transformer Engine fused kernel takes, so Megatron-core runs, and Pipette prices,
+// unfused attention, and says so.
+TEST_F(PipetteCli, PlanningNotesAreShownWithThePlan) {
+  std::ofstream(path("wide-heads.yaml")) << "name: wide-heads\nnum_layers: 8\nhidden_size: 14336\nnum_attention_heads: 16\n"
+                                            "ffn_hidden_size: 57344\nvocab_size: 250880\n";
+  const std::string arguments = "plan --model '" + path("wide-heads.yaml") + "' --num-nodes 2 --global-batch 64 --seq 2048 --top 1";
+  const Outcome run = pipette(arguments);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("bf16, unfused attention"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("\nnote: Transformer Engine has no flash-attn 2 or cuDNN fused attention kernel for heads 896 wide"),
+            std::string::npos)
+      << run.out;
+  // The bundled example names its GPU in the site file rather than have hwloc find it.
+  EXPECT_NE(run.out.find("\nnote: GPU H100-SXM from the site file's `gpu`\n"), std::string::npos) << run.out;
+  const Outcome json_run = pipette(arguments + " --json");
+  ASSERT_EQ(json_run.status, 0) << json_run.err;
+  const YAML::Node notes = parse_json(json_run.out)["notes"];
+  ASSERT_TRUE(notes.IsSequence());
+  int unfused = 0;
+  for (const auto& note : notes) unfused += note.as<std::string>().find("runs its unfused attention") != std::string::npos;
+  EXPECT_EQ(unfused, 1);
+}
+
 TEST_F(PipetteCli, PlanJsonFollowsSchemaVersionOne) {
   const Outcome run = pipette("plan --model llama3-70b --top 4 --json");
   ASSERT_EQ(run.status, 0) << run.err;

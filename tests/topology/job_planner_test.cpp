@@ -127,6 +127,50 @@ TEST_F(PrepareJob, GivenInspectionAndGpuCountNeedNoHardware) {
   EXPECT_EQ(job->cluster.gpu.name, "H100-SXM");
 }
 
+// BigScience's 176B prototype with 16 heads of 896 (chronicles-prequel.md @9e64edec l.724), narrowed:
+// no fused kernel Transformer Engine has takes such heads, so Megatron-core runs its unfused attention
+// (stack_profile_test.cpp, AttentionKernelsTakeOnlyTheHeadsTheirStackRuns) and the job is priced so.
+TEST_F(PrepareJob, HeadsNoFusedKernelTakesArePricedAsTheUnfusedAttentionThatRuns) {
+  write("wide-heads.yaml",
+        "name: wide-heads\nnum_layers: 8\nhidden_size: 14336\nnum_attention_heads: 16\nffn_hidden_size: 57344\n"
+        "vocab_size: 250880\n");
+  request_.model = (dir_ / "wide-heads.yaml").string();
+  request_.global_batch = 64;
+  request_.sequence_length = 2048;
+  auto job = prepare_job(request_, site(""));
+  ASSERT_TRUE(job.ok()) << job.error().message;
+  EXPECT_EQ(job->training.attention, AttentionKernel::unfused);
+  bool noted = false;
+  for (const auto& note : job->notes) noted |= note.find("heads 896 wide") != std::string::npos;
+  EXPECT_TRUE(noted);
+  for (const EngineSetting& setting : job->engine) {
+    if (setting.key == "attention") {
+      EXPECT_EQ(setting.value, "unfused");
+    }
+  }
+
+  // Asked for by name, the flash kernel cannot be had; nor ring attention, which needs a fused kernel
+  // (Transformer Engine's utils.py l.1171).
+  const std::vector<std::pair<std::function<void(JobRequest&)>, std::string>> refused = {
+      {[](JobRequest& r) { r.engine = "attention=flash"; }, "engine attention=flash (job) cannot run wide-heads: "},
+      {[](JobRequest& r) { r.fixed = "cp=2"; }, "fixed cp=2 needs flash attention"},
+  };
+  for (const auto& [change, expected] : refused) {
+    JobRequest request = request_;
+    change(request);
+    auto refusal = prepare_job(request, site(""));
+    ASSERT_FALSE(refusal.ok()) << expected;
+    EXPECT_EQ(refusal.error().message.find(expected), 0u) << refusal.error().message;
+    EXPECT_NE(refusal.error().message.find("heads 896 wide"), std::string::npos) << refusal.error().message;
+    EXPECT_EQ(refusal.error().message.find('\n'), std::string::npos) << refusal.error().message;
+  }
+  // Where flash-attn 2 takes the heads (128 wide), nothing changes.
+  request_.model = "llama2-7b";
+  auto usual = prepare_job(request_, site(""));
+  ASSERT_TRUE(usual.ok()) << usual.error().message;
+  EXPECT_EQ(usual->training.attention, AttentionKernel::flash);
+}
+
 }  // namespace
 }  // namespace pipette
 

@@ -76,6 +76,27 @@ std::optional<Error> apply_calibration(const JobRequest& request, const SiteConf
   return std::nullopt;
 }
 
+// Transformer Engine picks its attention backend from the heads (Pipette exports no backend switch),
+// so where no fused kernel takes them the job runs unfused attention, and is priced so. A flash
+// kernel that the site or the job asked for cannot be had, nor can context parallelism without it.
+std::optional<Error> fall_back_to_unfused_attention(PreparedJob& job) {
+  TrainingSpec& training = job.training;
+  if (training.attention != AttentionKernel::flash) return std::nullopt;
+  const std::string why = unfused_attention_fallback(job.model, training.target.framework);
+  if (why.empty()) return std::nullopt;
+  for (EngineSetting& setting : job.engine) {
+    if (setting.key != "attention") continue;
+    if (setting.source != EngineSource::stack)
+      return Error{"engine attention=flash (" + std::string(to_string(setting.source)) + ") cannot run " + job.model.name +
+                   ": " + why + "; drop attention=flash"};
+    setting.value = to_string(AttentionKernel::unfused);
+  }
+  training.attention = AttentionKernel::unfused;
+  if (const std::string problem = validate(training); !problem.empty()) return Error{problem + ": " + why};
+  job.notes.push_back(why + "; priced as such (scores kept per layer, selective recompute considered)");
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& site) {
@@ -127,6 +148,7 @@ Result<PreparedJob> prepare_job(const JobRequest& request, const SiteConfig& sit
                           " learned positions; the plan grows the table to the sequence length (--max-position-embeddings " +
                           std::to_string(job.model.learned_position_embeddings) + "), priced as such");
     }
+    if (auto problem = fall_back_to_unfused_attention(job)) return *problem;
 
     auto inspection = inspection_for(request);
     if (!inspection) {

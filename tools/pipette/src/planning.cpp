@@ -230,6 +230,7 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
     outcome.links_assumed = prepared->assumed_node_pairs;
     outcome.calibration = std::move(prepared->calibration);
     outcome.engine = std::move(prepared->engine);
+    outcome.notes = std::move(prepared->notes);
     if (auto problem = add_uncalibrated(request, selection->site, outcome)) return Error{prefix + problem->message};
     return outcome;
   }
@@ -247,6 +248,7 @@ Result<PlanningOutcome> plan_from_arguments(const Arguments& arguments, const st
   if (outcome.plans.empty()) return Error{prefix + "the planner returned no plan"};
   outcome.calibration = std::move(job->calibration);
   outcome.engine = std::move(job->engine);
+  outcome.notes = std::move(job->notes);
   if (auto problem = add_uncalibrated(request, selection->site, outcome)) return Error{prefix + problem->message};
   return outcome;
 }

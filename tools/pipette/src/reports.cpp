@@ -46,6 +46,7 @@ std::string header(const PlanningOutcome& outcome) {
               ? ", gradient reduction overlapped without ZeRO-1 (with it, after the backward)"
               : ", gradient reduction overlapped") +
          "\n";
+  for (const std::string& note : outcome.notes) out += "note: " + note + "\n";
   return out;
 }
 
@@ -299,6 +300,9 @@ void write_preamble(JsonWriter& json, const PlanningOutcome& outcome, const char
     json.begin_object(setting.key).value("value", setting.value).value("source", to_string(setting.source)).end_object();
   json.end_object();
   json.end_object();
+  json.begin_array("notes");
+  for (const std::string& note : outcome.notes) json.element(note);
+  json.end_array();
   json.begin_object("cluster");
   json.value("source", outcome.cluster_source);
   json.begin_array("nodes");

@@ -34,6 +34,7 @@ struct PlanningOutcome {
   std::optional<CalibrationEntry> calibration;
   std::optional<Plan> uncalibrated_best;
   std::vector<EngineSetting> engine;    // the engine's switches as planned and where each came from
+  std::vector<std::string> notes;       // what planning assumed or changed (JobPlan::notes), one line each
 };
 
 // `pipette plan`: header, the plans table, the chosen plan's placement.

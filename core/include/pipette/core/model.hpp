@@ -87,6 +87,9 @@ struct ModelSpec {
   int key_width() const { return is_mla() ? query_width() : kv_hidden_size(); }
   int value_width() const { return is_mla() ? num_attention_heads * v_head_dim : kv_hidden_size(); }
   int attention_output_width() const { return is_mla() ? value_width() : query_hidden_size(); }
+  // One head's width of Q and K, and of V, as attention kernels take them.
+  int query_key_head_width() const { return is_mla() ? qk_head_dim + qk_pos_emb_head_dim : head_dim(); }
+  int value_head_width() const { return is_mla() ? v_head_dim : head_dim(); }
   int moe_layers() const { return is_moe() ? num_layers - first_dense_layers : 0; }
 };
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "pipette/core/model.hpp"
 #include "pipette/core/training.hpp"
 
 namespace pipette {
@@ -144,6 +145,11 @@ struct StackProfile {
 };
 
 const StackProfile& stack_profile(Framework framework);
+
+// Why Transformer Engine (Megatron-core, NeMo) runs its unfused attention for the model's heads
+// though the stack asks for flash attention: neither flash-attn 2 nor cuDNN's fused attention takes
+// heads of that width. Empty where they do, and for the other stacks. prepare_job prices what runs.
+std::string unfused_attention_fallback(const ModelSpec& model, Framework framework);
 
 // Sets the TrainingSpec knobs a stack decides (attention kernel, TP-backward and DP overlaps, the
 // sharded optimizer's collectives) from training.target.framework's profile. The reference
