@@ -7,7 +7,7 @@
 # figures of ultrascale_dp_tp_scaling.csv (memory has no fitted constant: all held out), whether
 # every published run is predicted to fit, and the plans the search picks for SC21 Table 1.
 # bench/fidelity/data/ holds the tables kept in the repository (BLOOM-176B on Jean Zay, Megatron-DeepSpeed; its
-# prototypes' memory and time; torchtitan's FSDP + CP memory).
+# prototypes' memory and time; torchtitan's FSDP + CP memory; its eager FSDP runs' memory and time).
 # Environment: BUILD_DIR (default build). `fidelity --fit` refits the efficiency constants.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -10,6 +10,9 @@
 //    the megatron-deepspeed stack profile and, for comparison, the Megatron-core one;
 //  - bench/fidelity/data/torchtitan_llama3_8b_h100_fsdp_cp.csv (in the repository; the torchtitan
 //    team's Llama 3.1 8B FSDP + CP runs, H100): peak memory, never fitted, torchtitan's profile.
+//  - bench/fidelity/data/torchtitan_llama3_8b_h100_fsdp_selective.csv (in the repository; the same
+//    team's eager FSDP runs with per-operator selective checkpointing): peak memory and tokens/s
+//    (extra), never fitted, torchtitan's profile.
 //  - bench/fidelity/data/bigscience_a100_megatron_deepspeed_prototypes.csv (in the repository; BigScience's
 //    BLOOM-176B prototype runs, A100, Megatron-DeepSpeed fp16): GPU memory as nvidia-smi showed it and
 //    iteration time (extra), never fitted, the megatron-deepspeed profile.
@@ -134,6 +137,10 @@ struct System {
   double intra_node_bytes_per_second;
   double inter_node_bytes_per_second;
   NetworkKind network = NetworkKind::infiniband;  // DGX systems: NVIDIA's InfiniBand
+  // A board the catalog's GPU stands for with other memory or clocks (0: the catalog's).
+  double memory_bytes = 0;
+  double hbm_bytes_per_second = 0;
+  double peak_16bit_flop_per_second = 0;
 };
 const System dgx_a100{"A100-80GB", 235e9, 8 * 24e9};
 const System dgx_h100{"H100-SXM", 367e9, 8 * 47e9};
@@ -167,6 +174,10 @@ Cluster cluster_of(const System& system, int gpus) {
   cluster.gpus_per_node = std::min(gpus, 8);
   cluster.nics_per_node = 8;
   cluster.gpu = *find_gpu(system.gpu);
+  if (system.memory_bytes > 0) cluster.gpu.memory_bytes = system.memory_bytes;
+  if (system.hbm_bytes_per_second > 0) cluster.gpu.hbm_bytes_per_second = system.hbm_bytes_per_second;
+  if (system.peak_16bit_flop_per_second > 0)
+    cluster.gpu.peak_fp16_flop_per_second = cluster.gpu.peak_bf16_flop_per_second = system.peak_16bit_flop_per_second;
   cluster.intra_node.assign(static_cast<size_t>(nodes),
                             LinkMatrix(cluster.gpus_per_node, Link{system.intra_node_bytes_per_second, 3e-6, true}));
   cluster.inter_node = LinkMatrix(nodes, Link{system.inter_node_bytes_per_second, 6e-6, true});
@@ -650,29 +661,37 @@ std::vector<MemoryRow> ultrascale_memory_rows() {
   return rows;
 }
 
+// A torchtitan team's run of Llama 3.1 8B (the llama3-8b preset's shape) under FSDP over fsdp x cp
+// GPUs, priced as the torchtitan profile runs it (eager, 16-bit GEMMs), with its published peak
+// reserved memory in GiB.
+MemoryRow torchtitan_fsdp_memory_row(const std::string& source, int sequence_length, std::int64_t global_batch, int fsdp,
+                                     int cp, int micro_batch, RecomputeMode recompute, double published_gibibytes) {
+  MemoryRow row;
+  row.source = source;
+  row.model = preset("llama3-8b");
+  row.training = stack_training(Framework::torchtitan, Precision::bf16, sequence_length, global_batch);
+  row.config = config_of(row.model, 1, 1, fsdp * cp, micro_batch, 1);
+  row.config.dp = fsdp;
+  row.config.cp = cp;
+  row.config.recompute = recompute;
+  row.config.fully_sharded = true;
+  row.published = published_gibibytes * units::gibibyte;
+  row.in_gibibytes = true;
+  return row;
+}
+
 // torchtitan's own FSDP + CP memory figures (bench/fidelity/data/torchtitan_llama3_8b_h100_fsdp_cp.csv,
-// whose header names the source): Llama 3.1 8B (the llama3-8b preset's shape) on 8 H100, one sequence
-// per GPU, full activation checkpointing, FSDP over dp_shard x cp. Priced as the torchtitan profile
-// runs it, eager with 16-bit GEMMs; the runs used torch.compile and Float8 linears, which the
-// profile does not price, so the comparison is of memory only. Never fitted.
+// whose header names the source): on 8 H100, one sequence per GPU, full activation checkpointing,
+// FSDP over dp_shard x cp. The runs used torch.compile and Float8 linears, which the profile does
+// not price, so the comparison is of memory only. Never fitted.
 std::vector<MemoryRow> torchtitan_memory_rows() {
   std::vector<MemoryRow> rows;
   auto table = read_csv("torchtitan_llama3_8b_h100_fsdp_cp.csv", true);
   table.erase(table.begin());  // the header
   for (const auto& f : table) {
-    MemoryRow row;
-    row.source = "torchtitan Llama 3.1 8B FSDP + CP (compile and Float8 not priced)";
-    row.model = preset("llama3-8b");
     const int fsdp = std::stoi(f[0]), cp = std::stoi(f[1]);
-    row.training = stack_training(Framework::torchtitan, Precision::bf16, std::stoi(f[2]), fsdp);
-    row.model.learned_position_embeddings = 0;
-    row.config = config_of(row.model, 1, 1, fsdp * cp, 1, 1);
-    row.config.dp = fsdp;
-    row.config.cp = cp;
-    row.config.recompute = RecomputeMode::full;
-    row.config.fully_sharded = true;
-    row.published = std::stod(f[4]) * units::gibibyte;
-    row.in_gibibytes = true;
+    MemoryRow row = torchtitan_fsdp_memory_row("torchtitan Llama 3.1 8B FSDP + CP (compile and Float8 not priced)",
+                                               std::stoi(f[2]), fsdp, fsdp, cp, 1, RecomputeMode::full, std::stod(f[4]));
     row.label = "8B FSDP " + f[0] + " CP " + f[1] + " at " + f[2] + " tokens: peak memory reserved";
     rows.push_back(row);
   }
@@ -738,10 +757,30 @@ std::vector<MemoryRow> bigscience_memory_rows() {
   return rows;
 }
 
+// torchtitan's own eager FSDP figures with its per-operator selective checkpointing
+// (bench/fidelity/data/torchtitan_llama3_8b_h100_fsdp_selective.csv, whose header names the source):
+// Llama 3.1 8B on 8 and 128 H100, two sequences of 8192 tokens per GPU, FSDP over every GPU. The
+// runs' torchtitan (2024-12) computed the loss on the whole fp32 logits, where the profile prices
+// today's; neither compile nor Float8 ran. Never fitted.
+std::vector<MemoryRow> torchtitan_selective_memory_rows() {
+  std::vector<MemoryRow> rows;
+  auto table = read_csv("torchtitan_llama3_8b_h100_fsdp_selective.csv", true);
+  table.erase(table.begin());  // the header
+  for (const auto& f : table) {
+    MemoryRow row = torchtitan_fsdp_memory_row(
+        "torchtitan Llama 3.1 8B FSDP, per-operator selective checkpointing (eager)", std::stoi(f[4]), std::stoll(f[3]),
+        std::stoi(f[1]), 1, std::stoi(f[2]), RecomputeMode::selective, std::stod(f[6]));
+    row.label = "8B FSDP " + f[1] + " mbs" + f[2] + " at " + f[4] + " tokens: peak memory reserved";
+    rows.push_back(row);
+  }
+  return rows;
+}
+
 // Every published memory figure the report compares with.
 std::vector<MemoryRow> memory_rows() {
   std::vector<MemoryRow> rows = ultrascale_memory_rows();
   for (MemoryRow& row : torchtitan_memory_rows()) rows.push_back(std::move(row));
+  for (MemoryRow& row : torchtitan_selective_memory_rows()) rows.push_back(std::move(row));
   for (MemoryRow& row : bigscience_memory_rows()) rows.push_back(std::move(row));
   return rows;
 }
@@ -848,6 +887,42 @@ std::vector<Row> bigscience_time_rows() {
       row.gpus = run.config.world_size();
       row.published = std::stod(run.fields[13]);
       row.label = run.label;
+      row.group = row.label;
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
+// The torchtitan team's eager FSDP runs with per-operator selective checkpointing (the rows of
+// torchtitan_selective_memory_rows), in tokens/s per GPU, extra and never fitted. Their Grand Teton
+// hosts: H100 with 96 GB of HBM2e at 2.4 TB/s and a 500 W power limit, whose 16-bit peak the source
+// puts between the H100 SXM's (989 TFLOP/s) and the H100 NVL's (835): every row is priced under
+// each. NVLink inside the host and 400 Gb/s RDMA per GPU between hosts, priced as dgx_h100's (RoCE).
+std::vector<Row> torchtitan_time_rows() {
+  std::vector<Row> rows;
+  const std::pair<const char*, double> peaks[] = {{"16-bit peak as the H100 SXM's", 989e12},
+                                                  {"16-bit peak as the H100 NVL's", 835e12}};
+  auto table = read_csv("torchtitan_llama3_8b_h100_fsdp_selective.csv", true);
+  table.erase(table.begin());  // the header
+  const std::vector<MemoryRow> memory = torchtitan_selective_memory_rows();
+  for (const auto& [peak_name, peak] : peaks) {
+    for (std::size_t run = 0; run < memory.size(); ++run) {
+      Row row;
+      row.source = std::string("torchtitan Llama 3.1 8B FSDP eager, 500 W H100 HBM2e, ") + peak_name + " (extra)";
+      row.extra = true;
+      row.metric = Metric::tokens_per_second_per_gpu;
+      row.system = dgx_h100;
+      row.system.network = NetworkKind::roce;
+      row.system.memory_bytes = 96 * units::gibibyte * find_gpu("H100-SXM")->memory_bytes / (80 * units::gibibyte);
+      row.system.hbm_bytes_per_second = 2.4e12;
+      row.system.peak_16bit_flop_per_second = peak;
+      row.model = memory[run].model;
+      row.training = memory[run].training;
+      row.config = memory[run].config;
+      row.gpus = row.config.world_size();
+      row.published = std::stod(table[run][5]);
+      row.label = "8B FSDP " + table[run][1] + " mbs" + table[run][2] + " selective at " + table[run][4] + " tokens";
       row.group = row.label;
       rows.push_back(row);
     }
@@ -1137,7 +1212,7 @@ int main(int argc, char** argv) {
   using namespace pipette;
   std::vector<Row> rows = sc21_rows();
   for (auto more : {korthikanti_rows(), nemo_rows(), megatron_core_h100_rows(), megatron_2021_rows(), ultrascale_time_rows(),
-                    long_sequence_rows(), bloom_rows(), bigscience_time_rows()}) {
+                    long_sequence_rows(), bloom_rows(), bigscience_time_rows(), torchtitan_time_rows()}) {
     rows.insert(rows.end(), more.begin(), more.end());
   }
   split(rows);

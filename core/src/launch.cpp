@@ -65,8 +65,9 @@ std::string megatron_problem(const FrameworkTarget& target, const ParallelConfig
 
 std::string torchtitan_problem(const ModelSpec& model, const ParallelConfig& config, int num_microbatches) {
   if (config.distributed_optimizer) return "torchtitan shards optimizer state only through FSDP; plan with distopt=off (fsdp=on shards it)";
-  if (config.recompute == RecomputeMode::selective) {
-    return "torchtitan's selective activation checkpointing is per operator, not Megatron's selective recompute";
+  if (config.recompute == RecomputeMode::selective && (model.is_moe() || model.is_mla())) {
+    return "torchtitan's per-operator selective checkpointing is priced for dense blocks without multi-latent "
+           "attention; plan recompute=none or full";
   }
   if (config.pp == 1) {
     // Without a pipeline each micro-batch is a gradient-accumulation step, and each reduces its

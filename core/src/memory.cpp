@@ -1,6 +1,7 @@
 #include "pipette/core/memory.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "pipette/core/simulator.hpp"
 #include "pipette/core/stack_profile.hpp"
@@ -244,10 +245,37 @@ LayerShape layer_shape_of(const ModelSpec& model, const TrainingSpec& training, 
           static_cast<double>(model.attention_output_width())};
 }
 
+// What a block keeps under torchtitan's per-operator checkpointing
+// (SelectiveRecompute::every_other_linear): its input (the rank's shard with sequence parallelism),
+// the attention kernel's output and fp32 log-sum-exp, the outputs of the first, third, ... linear
+// in the order the block runs them (wq, wk, wv, wo, w1, [w3,] w2), and with sequence parallelism
+// the outputs of the reduce-scatters after wo and w2. A row-parallel linear's output is the partial
+// sum before its reduction: h wide over the whole local sequence on every TP rank.
+double every_other_linear_layer_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
+  const double tokens = local_sequence_length(training, config) * config.micro_batch;
+  const double t = config.tp;
+  const double h = model.hidden_size;
+  const double q = model.query_hidden_size(), kv = model.kv_hidden_size(), f = model.ffn_hidden_size;
+  std::vector<double> output_widths = {q / t, kv / t, kv / t, h, f / t};
+  if (model.ffn_kind == FfnKind::swiglu) output_widths.push_back(f / t);
+  output_widths.push_back(h);
+  double saved_widths = 0;
+  for (std::size_t linear = 0; linear < output_widths.size(); linear += 2) saved_widths += output_widths[linear];
+  const bool sequence_parallel = config.sequence_parallel && config.tp > 1;
+  saved_widths += (sequence_parallel ? h / t : h) + q / t;
+  if (sequence_parallel) saved_widths += 2 * h / t;
+  const double log_sum_exp_bytes = training.attention == AttentionKernel::flash ? 4.0 * model.num_attention_heads / t : 0.0;
+  return tokens * (saved_widths * activation_value_bytes(training.precision) + log_sum_exp_bytes);
+}
+
 // What one layer keeps for its backward when nothing is recomputed (the recompute mode only picks
 // which of it survives until the backward).
 double saved_layer_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config,
                          RecomputeMode recompute) {
+  if (recompute == RecomputeMode::selective &&
+      stack_profile(training.target.framework).selective_recompute == SelectiveRecompute::every_other_linear) {
+    return every_other_linear_layer_bytes(model, training, config);
+  }
   const bool keep_scores = training.attention == AttentionKernel::unfused && recompute == RecomputeMode::none;
   const double value_bytes = activation_value_bytes(training.precision);
   const double gemm_input_bytes = training.precision == Precision::fp8 ? 1.0 : value_bytes;

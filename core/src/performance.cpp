@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <vector>
 
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/memory.hpp"
@@ -234,7 +235,24 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   cost.total.backward = gemms.backward + attention.backward + 2 * elementwise + 2 * efficiency.layer_overhead_seconds;
   cost.column_parallel_backward_seconds = qkv.column_parallel.backward + fc1.backward;
   if (config.recompute == RecomputeMode::full) cost.recompute_seconds = cost.total.forward;
-  if (config.recompute == RecomputeMode::selective) cost.recompute_seconds = attention.forward;
+  if (config.recompute == RecomputeMode::selective) {
+    if (stack.selective_recompute == SelectiveRecompute::every_other_linear) {
+      // The block's forward again, but the attention kernel and the first, third, ... linear,
+      // whose outputs were saved: the second, fourth, ... (wk, wo, w3 of a SwiGLU block; wk, wo of a
+      // GELU one) and every elementwise pass.
+      std::vector<PassSeconds> linears = {linear_seconds(tokens, q / t, h, roofs, value_bytes),
+                                          linear_seconds(tokens, k / t, h, roofs, value_bytes),
+                                          linear_seconds(tokens, v / t, h, roofs, value_bytes),
+                                          linear_seconds(tokens, h, o / t, roofs, value_bytes),
+                                          linear_seconds(tokens, f / t, h, roofs, value_bytes)};
+      if (swiglu) linears.push_back(linear_seconds(tokens, f / t, h, roofs, value_bytes));
+      linears.push_back(linear_seconds(tokens, h, f / t, roofs, value_bytes));
+      cost.recompute_seconds = elementwise + efficiency.layer_overhead_seconds;
+      for (std::size_t linear = 1; linear < linears.size(); linear += 2) cost.recompute_seconds += linears[linear].forward;
+    } else {
+      cost.recompute_seconds = attention.forward;
+    }
+  }
   return cost;
 }
 
@@ -492,10 +510,11 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       work_of_stage.ep_bytes_per_peer = routed_bytes / config.ep;
       work_of_stage.etp_gather_bytes = config.etp > 1 ? routed_bytes : 0.0;
     }
+    const bool recomputes_attention_core =
+        config.recompute == RecomputeMode::selective && stack.selective_recompute == SelectiveRecompute::attention_core;
     if (config.cp > 1) {
       // Dense and MoE layers run the same attention.
-      work_of_stage.cp_forward_rings =
-          stage_layers + (config.recompute == RecomputeMode::selective ? stage_layers : recomputed_layers);
+      work_of_stage.cp_forward_rings = stage_layers + (recomputes_attention_core ? stage_layers : recomputed_layers);
       work_of_stage.cp_backward_rings = stage_layers;
       work_of_stage.cp_kv_chunk_bytes = kv_chunk_bytes(model, training, config);
       work_of_stage.cp_forward_step_seconds = layer.attention.forward / config.cp;
@@ -508,6 +527,14 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     // Embedding and head collectives are h wide: as many equivalents as collectives.
     double all_reduce_equivalents = (stage_layers - recomputed_layers) * layer_all_reduce_equivalents +
                                     recomputed_layers * recomputed_layer_all_reduce_equivalents;
+    // Per-operator checkpointing re-runs, in every layer's backward, the two collectives whose
+    // outputs it does not save: with SP the all-gathers before wq and w1 (half an all-reduce each),
+    // without it the all-reduces after wo and w2.
+    if (config.tp > 1 && config.recompute == RecomputeMode::selective &&
+        stack.selective_recompute == SelectiveRecompute::every_other_linear) {
+      all_reduces += 2 * stage_layers;
+      all_reduce_equivalents += (sp ? 1.0 : 2.0) * stage_layers;
+    }
     const int forward_gathers = partitioned_messages && stage > 0 ? 1 : 0;
     const int backward_gathers = partitioned_messages && stage + 1 < config.pp ? 2 : 0;
     all_reduces += forward_gathers + backward_gathers;

@@ -13,6 +13,7 @@
 #include "pipette/core/pipeline_blocks.hpp"
 #include "pipette/core/placement.hpp"
 #include "pipette/core/simulator.hpp"
+#include "pipette/core/stack_profile.hpp"
 #include "pipette/core/units.hpp"
 
 namespace pipette {
@@ -104,14 +105,15 @@ std::vector<int> divisors(std::int64_t value) {
 }
 
 // Recompute modes in order of cost; the first that fits wins, since the others only add time.
-// Selective recompute saves nothing with flash attention (no s×s tensors to drop).
+// Megatron's selective recompute saves nothing with flash attention (no s×s tensors to drop);
+// torchtitan's per-operator checkpointing does (stack_profile.hpp, SelectiveRecompute).
 std::vector<RecomputeMode> recompute_modes(const SearchSpace& space) {
+  const bool selective_saves_nothing =
+      space.training.attention == AttentionKernel::flash &&
+      stack_profile(space.training.target.framework).selective_recompute == SelectiveRecompute::attention_core;
   std::vector<RecomputeMode> modes;
   for (const RecomputeMode mode : {RecomputeMode::none, RecomputeMode::selective, RecomputeMode::full}) {
-    if (mode == RecomputeMode::selective && !space.fixed.recompute &&
-        (space.training.attention == AttentionKernel::flash || space.training.target.framework == Framework::torchtitan)) {
-      continue;
-    }
+    if (mode == RecomputeMode::selective && !space.fixed.recompute && selective_saves_nothing) continue;
     if (allowed(space.fixed.recompute, mode)) modes.push_back(mode);
   }
   return modes;

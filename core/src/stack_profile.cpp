@@ -82,9 +82,16 @@ StackProfile torchtitan_profile() {
   // torchtitan's optimizer (torch.optim over FSDP2 / DDP) was not read for 16-bit gradients, which
   // Pipette does not export for it (engine.cpp): the fp32 copy is counted for the whole iteration.
   profile.main_gradient_copy = MainGradientCopy::whole_iteration;
+  profile.selective_recompute = SelectiveRecompute::every_other_linear;
   profile.evidence = {
       "eager by default: compile.enable defaults off (config/configs.py l.295), so nothing below is fused by "
       "torch.compile",
+      "selective recompute (activation-checkpoint:selective, the trainer's default: trainer.py l.108-109) is "
+      "per operator: each block's checkpoint saves the outputs of the attention kernel, of reduce-scatters and of "
+      "every other linear, counting from the first (distributed/activation_checkpoint.py l.31-94 save ops, l.243-274 "
+      "the policy: wq, wv, w1, w2 in a SwiGLU block), and re-runs the block's forward in its backward for the "
+      "rest (early_stop=False, l.278-287): wk, wo, w3, the norms, RoPE, the SwiGLU and, with tensor parallelism, "
+      "the all-gathers",
       "SwiGLU: w2(F.silu(w1(x)) * w3(x)) (models/common/feed_forward.py l.53-54) keeps w1's output, the SiLU "
       "output, w3's output and the product, and makes two elementwise passes",
       "RoPE: ComplexRoPE in every llama3 flavour (models/llama3/__init__.py l.136, 180, 224, 265, 306, 347) casts Q "

@@ -12,6 +12,7 @@
 #include "pipette/core/search.hpp"
 #include "pipette/core/simulator.hpp"
 #include "pipette/core/stack_profile.hpp"
+#include "pipette/core/units.hpp"
 #include "test_clusters.hpp"
 #include "test_models.hpp"
 
@@ -166,6 +167,92 @@ TEST(FullySharded, TorchtitanPlansShardTheirDataParallelismUnlessFixedOff) {
   const Result<SearchResult> refused = search_plans(model, megatron, cluster, without_placement());
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message.find("as torchtitan's FSDP2 only"), std::string::npos) << refused.error().message;
+}
+
+// torchtitan's selective checkpointing is per operator (stack_profile.hpp, SelectiveRecompute;
+// distributed/activation_checkpoint.py @b5bcd76c l.243-274): a block keeps its input, the attention
+// kernel's output with its fp32 log-sum-exp, and the outputs of its first, third, fifth and seventh
+// linear (wq, wv, w1, w2); the rest is rebuilt in its backward.
+TEST(TorchtitanSelective, KeepsTheBlockInputTheAttentionOutputAndEveryOtherLinearsOutput) {
+  const ModelSpec model = llama3_8b_like();
+  const TrainingSpec training = torchtitan_training(16);
+  ParallelConfig config = data_parallel(8, true);
+  config.micro_batch = 2;
+  config.recompute = RecomputeMode::selective;
+  const double tokens = 2 * 8192.0, h = 4096, kv = 1024, f = 14336, heads = 32;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training, config),
+                   tokens * (2 * (h + h + kv + h + f + h) + 4 * heads));
+  // Tensor parallel with sequence parallelism: column-parallel outputs and the attention output are
+  // split, the block input is the rank's sequence shard, w2's output is its h-wide partial sum before
+  // the reduce-scatter, whose output (and wo's) is saved as well.
+  config.tp = 2;
+  config.dp = 4;
+  config.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(model, training, config),
+                   tokens * (2 * (h / 2 + h / 2 + kv / 2 + h / 2 + f / 2 + h + 2 * h / 2) + 4 * heads / 2));
+  // Megatron's selective recompute drops only the attention scores, which flash attention never
+  // keeps: it saves nothing there, and torchtitan's keeps far less than no recompute.
+  ParallelConfig kept = config;
+  kept.recompute = RecomputeMode::none;
+  EXPECT_LT(layer_activation_bytes(model, training, config), 0.5 * layer_activation_bytes(model, training, kept));
+  TrainingSpec megatron = training;
+  megatron.target.framework = Framework::megatron_core;
+  apply_stack_profile(megatron);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(model, megatron, config), layer_activation_bytes(model, megatron, kept));
+}
+
+// Its backward re-runs the block's forward but for the saved operators: more than nothing, less than
+// full recompute by at least the attention core and four of the seven GEMMs; with TP and SP it
+// re-issues the two all-gathers it does not save (half an all-reduce of the block's activation
+// each), not the reduce-scatters it does.
+TEST(TorchtitanSelective, RecomputesTheOtherLinearsElementwiseWorkAndUnsavedGathers) {
+  const ModelSpec model = llama3_8b_like();
+  const TrainingSpec training = torchtitan_training(16);
+  const GpuSpec& gpu = *find_gpu("H100-SXM");
+  const auto stage_of = [&](int tp, RecomputeMode recompute) {
+    ParallelConfig config = data_parallel(8 / tp, true);
+    config.tp = tp;
+    config.sequence_parallel = tp > 1;
+    config.micro_batch = 2;
+    config.recompute = recompute;
+    return profile_work(model, training, gpu, config).stages.front();
+  };
+  const StageWork selective = stage_of(1, RecomputeMode::selective), full = stage_of(1, RecomputeMode::full);
+  EXPECT_GT(selective.recompute_seconds, 0.0);
+  EXPECT_LT(selective.recompute_seconds, 0.5 * full.recompute_seconds);
+  EXPECT_DOUBLE_EQ(selective.backward_compute_seconds - selective.recompute_seconds,
+                   stage_of(1, RecomputeMode::none).backward_compute_seconds);
+
+  const StageWork none_tp = stage_of(2, RecomputeMode::none), selective_tp = stage_of(2, RecomputeMode::selective);
+  EXPECT_EQ(selective_tp.tp_collectives_per_microbatch - none_tp.tp_collectives_per_microbatch, 2 * 32);
+  const double activation_message = 2 * 8192.0 * 4096 * 2;
+  const double all_reduce_bytes = activation_message * 2.0 * (2 - 1) / 2;
+  EXPECT_NEAR(selective_tp.tp_bytes_per_microbatch - none_tp.tp_bytes_per_microbatch, 32 * all_reduce_bytes, 1.0);
+}
+
+// The search weighs it: on a GPU with 96 GB (the torchtitan team's Grand Teton H100), Llama 3 8B at
+// two sequences of 8192 tokens per GPU does not fit without recompute; per-operator checkpointing
+// fits and costs less than full recompute, as torchtitan's own 8-GPU run chose (its Table 1).
+TEST(TorchtitanSelective, TheSearchPicksItWhereNothingLessFits) {
+  const ModelSpec model = llama3_8b_like();
+  TrainingSpec training = torchtitan_training(16);
+  training.fixed.tp = 1, training.fixed.pp = 1, training.fixed.dp = 8, training.fixed.micro_batch = 2;
+  training.fixed.fully_sharded = true;
+  Cluster cluster = testing::h100_nodes(1);
+  cluster.gpu.memory_bytes = 95.6 * units::gibibyte;
+  const Result<SearchResult> result = search_plans(model, training, cluster, without_placement());
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result->plans.front().config.recompute, RecomputeMode::selective);
+  EXPECT_NE(torchtitan_arguments(describe_launch(model, training, result->plans.front())).find(" activation-checkpoint:selective"),
+            std::string::npos);
+  // Experts or multi-latent attention: not priced, refused with what to plan instead.
+  ModelSpec latent = model;
+  latent.q_lora_rank = 512, latent.kv_lora_rank = 256, latent.qk_head_dim = 128, latent.qk_pos_emb_head_dim = 64;
+  latent.v_head_dim = 128;
+  ParallelConfig config = result->plans.front().config;
+  EXPECT_EQ(launch_problem(training.target, latent, config, 1),
+            "torchtitan's per-operator selective checkpointing is priced for dense blocks without multi-latent "
+            "attention; plan recompute=none or full");
 }
 
 }  // namespace

@@ -55,6 +55,18 @@ enum class SixteenBitGradients {
   dropped_after_each_backward,
 };
 
+// What `recompute=selective` keeps of a layer and what its backward recomputes.
+enum class SelectiveRecompute {
+  // Megatron's --recompute-granularity selective: everything but the attention core, whose s×s
+  // scores the backward rebuilds (nothing to drop under flash attention, which keeps none).
+  attention_core,
+  // torchtitan's per-operator checkpointing: each block saves its input, the attention kernel's
+  // output and every other linear's output (the first, third, ...: wq, wv, w1 and w2 of a SwiGLU
+  // block), and its backward re-runs the block's forward for the rest: the other linears, the norms,
+  // RoPE, the activation, and, with tensor parallelism, the collectives it does not save.
+  every_other_linear,
+};
+
 // The kernel's attention throughput at a head width (elements per head of Q and K) relative to the
 // rate the attention fraction was fitted at: the reference stack's cuDNN fused attention with heads
 // 128 wide. Narrower and wider heads run slower in both kernels.
@@ -132,6 +144,7 @@ struct StackProfile {
   // whole tensor from every TP rank.
   bool partitioned_pipeline_messages = false;
   MainGradientCopy main_gradient_copy = MainGradientCopy::optimizer_step;
+  SelectiveRecompute selective_recompute = SelectiveRecompute::attention_core;
   // Whether the pipeline engine has an interleaved (virtual-stage) schedule.
   bool interleaved_pipeline = true;
   // Whether tensor parallelism is the stack's own (Megatron-style column/row layers).
