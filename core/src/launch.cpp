@@ -348,6 +348,20 @@ std::string model_problem(Framework framework, const ModelSpec& model) {
   return {};
 }
 
+std::string mlp_split_problem(const ModelSpec& model, Framework framework, int tp) {
+  // Transformer Engine's linears (transformer_engine/pytorch/module/linear.py @d0067d0d l.1623-1625,
+  // under Megatron-core and NeMo), Megatron-DeepSpeed's (megatron/core/tensor_parallel/layers.py
+  // @4efb479d l.535, 722: divide() asserts) and nanotron's (parallel/tensor_parallel/nn.py @2411b022
+  // l.63, 128) split their ffn-wide dimension into equal shards; torchtitan's DTensors shard
+  // unevenly, and DeepSpeed runs no TP of its own.
+  if (tp <= 1 || framework == Framework::torchtitan || framework == Framework::deepspeed) return {};
+  for (const int width : {model.ffn_hidden_size, model.shared_expert_ffn_hidden_size}) {
+    if (width > 0 && width % tp != 0)
+      return "tp=" + std::to_string(tp) + " does not divide the MLP's " + std::to_string(width) + "-wide hidden layer";
+  }
+  return {};
+}
+
 namespace {
 
 // Full recompute of the first N layers of each chunk (--recompute-method block) is Megatron-core's

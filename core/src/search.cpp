@@ -288,6 +288,11 @@ Enumeration enumerate(const SearchSpace& space) {
                                                                    std::to_string(model.num_kv_heads) + " KV heads"});
       continue;
     }
+    if (const std::string unsplit = mlp_split_problem(model, space.training.target.framework, tp); !unsplit.empty()) {
+      if (tp > space.gpus_per_node && !space.fixed.tp) continue;
+      result.rejections.push_back({"tp=" + std::to_string(tp), unsplit});
+      continue;
+    }
     if (space.num_gpus % tp != 0) continue;
     for (const int cp : context_parallel_sizes(space, tp)) {
     for (const int pp : divisors(space.num_gpus / (tp * cp))) {
@@ -738,6 +743,9 @@ Result<ParallelConfig> complete_configuration(const ModelSpec& requested_model, 
   }
   if (model.num_attention_heads % config.tp != 0 || model.num_kv_heads % config.tp != 0) {
     return Error{shape + ": tp must divide the attention heads and the KV heads"};
+  }
+  if (const std::string unsplit = mlp_split_problem(model, training.target.framework, config.tp); !unsplit.empty()) {
+    return Error{shape + ": " + unsplit};
   }
   // Sequence parallelism over one rank is no sequence parallelism, and the frameworks run it so:
   // Megatron-LM turns it off when tp = 1 (arguments.py @d98e8a64 l.1430-1439), nanotron's

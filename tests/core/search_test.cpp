@@ -224,6 +224,30 @@ TEST(Search, TensorParallelMustDivideHeads) {
   for (const Plan& plan : result->plans) EXPECT_NE(plan.config.tp, 8);
 }
 
+// Megatron-style TP splits the MLP's hidden layer into equal shards and asserts it (Transformer
+// Engine's linear.py @d0067d0d l.1623-1625, Megatron-DeepSpeed's divide(), nanotron's nn.py
+// @2411b022 l.63, 128): 5500 splits over 4 ranks, not 8. torchtitan's DTensors shard unevenly.
+TEST(Search, MegatronStyleTensorParallelMustDivideTheMlp) {
+  const ModelSpec model = llama_like(24, 2048, 16, 8, 5500);
+  const Result<SearchResult> result = search_plans(model, training_of(64, 2048), uniform_cluster(1, 8), quick_options());
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  bool found = false;
+  for (const Rejection& rejection : result->rejections)
+    found |= rejection.family == "tp=8" && rejection.reason == "tp=8 does not divide the MLP's 5500-wide hidden layer";
+  EXPECT_TRUE(found);
+  for (const Plan& plan : result->plans) EXPECT_LE(plan.config.tp, 4);
+  TrainingSpec fixed = training_of(64, 2048);
+  fixed.fixed.tp = 8;
+  const Result<SearchResult> refused = search_plans(model, fixed, uniform_cluster(1, 8), quick_options());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("tp=8 does not divide the MLP's 5500-wide hidden layer"), std::string::npos)
+      << refused.error().message;
+  for (const Framework framework : {Framework::megatron_deepspeed, Framework::nanotron, Framework::nemo})
+    EXPECT_EQ(mlp_split_problem(model, framework, 8), "tp=8 does not divide the MLP's 5500-wide hidden layer");
+  EXPECT_EQ(mlp_split_problem(model, Framework::torchtitan, 8), "");
+  EXPECT_EQ(mlp_split_problem(model, Framework::megatron_core, 4), "");
+}
+
 TEST(Search, UnevenPipelineGivesTheEndsFewerLayers) {
   TrainingSpec training = training_of(64, 2048);
   training.fixed.pp = 4;

@@ -128,6 +128,10 @@ std::string optimizer_problem(const TrainingSpec& training, const ParallelConfig
 // price them). Empty if every layout may be tried.
 std::string model_problem(Framework framework, const ModelSpec& model);
 
+// Why tp ranks cannot split the model's MLP under the framework: Megatron-style column and row
+// parallel linears divide the ffn width evenly and assert it. Empty where they can.
+std::string mlp_split_problem(const ModelSpec& model, Framework framework, int tp);
+
 // Megatron-LM arguments, to append to pretrain_gpt.py's command line (PIPETTE_MEGATRON_ARGS).
 std::string megatron_arguments(const LaunchDescription& launch);
 // NeMo 2 / Megatron-Bridge ConfigContainer overrides, KEY=VALUE (PIPETTE_NEMO_OVERRIDES).
