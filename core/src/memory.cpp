@@ -1,7 +1,6 @@
 #include "pipette/core/memory.hpp"
 
 #include <algorithm>
-#include <vector>
 
 #include "pipette/core/simulator.hpp"
 #include "pipette/core/stack_profile.hpp"
@@ -248,21 +247,19 @@ LayerShape layer_shape_of(const ModelSpec& model, const TrainingSpec& training, 
 // What a block keeps under torchtitan's per-operator checkpointing
 // (SelectiveRecompute::every_other_linear): its input (the rank's shard with sequence parallelism),
 // the attention kernel's output and fp32 log-sum-exp, the outputs of the first, third, ... linear
-// in the order the block runs them (wq, wk, wv, wo, w1, [w3,] w2), and with sequence parallelism
+// in the order the block runs them (block_linears_in_forward_order), and with sequence parallelism
 // the outputs of the reduce-scatters after wo and w2. A row-parallel linear's output is the partial
 // sum before its reduction: h wide over the whole local sequence on every TP rank.
 double every_other_linear_layer_bytes(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
   const double tokens = local_sequence_length(training, config) * config.micro_batch;
   const double t = config.tp;
   const double h = model.hidden_size;
-  const double q = model.query_hidden_size(), kv = model.kv_hidden_size(), f = model.ffn_hidden_size;
-  std::vector<double> output_widths = {q / t, kv / t, kv / t, h, f / t};
-  if (model.ffn_kind == FfnKind::swiglu) output_widths.push_back(f / t);
-  output_widths.push_back(h);
+  const std::vector<BlockLinear> linears = block_linears_in_forward_order(model);
   double saved_widths = 0;
-  for (std::size_t linear = 0; linear < output_widths.size(); linear += 2) saved_widths += output_widths[linear];
+  for (std::size_t linear = 0; linear < linears.size(); linear += 2)
+    saved_widths += linears[linear].row_parallel ? linears[linear].out_features : linears[linear].out_features / t;
   const bool sequence_parallel = config.sequence_parallel && config.tp > 1;
-  saved_widths += (sequence_parallel ? h / t : h) + q / t;
+  saved_widths += (sequence_parallel ? h / t : h) + model.attention_output_width() / t;
   if (sequence_parallel) saved_widths += 2 * h / t;
   const double log_sum_exp_bytes = training.attention == AttentionKernel::flash ? 4.0 * model.num_attention_heads / t : 0.0;
   return tokens * (saved_widths * activation_value_bytes(training.precision) + log_sum_exp_bytes);

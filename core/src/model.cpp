@@ -199,4 +199,16 @@ std::string validate(const ModelSpec& model) {
   return {};
 }
 
+std::vector<BlockLinear> block_linears_in_forward_order(const ModelSpec& model) {
+  const double h = model.hidden_size, f = model.ffn_hidden_size;
+  std::vector<BlockLinear> linears = {{static_cast<double>(model.query_width()), h, false},
+                                      {static_cast<double>(model.key_width()), h, false},
+                                      {static_cast<double>(model.value_width()), h, false},
+                                      {h, static_cast<double>(model.attention_output_width()), true},
+                                      {f, h, false}};
+  if (model.ffn_kind == FfnKind::swiglu) linears.push_back({f, h, false});
+  linears.push_back({h, f, true});
+  return linears;
+}
+
 }  // namespace pipette

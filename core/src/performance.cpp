@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
-#include <vector>
 
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/memory.hpp"
@@ -240,15 +239,14 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
       // The block's forward again, but the attention kernel and the first, third, ... linear,
       // whose outputs were saved: the second, fourth, ... (wk, wo, w3 of a SwiGLU block; wk, wo of a
       // GELU one) and every elementwise pass.
-      std::vector<PassSeconds> linears = {linear_seconds(tokens, q / t, h, roofs, value_bytes),
-                                          linear_seconds(tokens, k / t, h, roofs, value_bytes),
-                                          linear_seconds(tokens, v / t, h, roofs, value_bytes),
-                                          linear_seconds(tokens, h, o / t, roofs, value_bytes),
-                                          linear_seconds(tokens, f / t, h, roofs, value_bytes)};
-      if (swiglu) linears.push_back(linear_seconds(tokens, f / t, h, roofs, value_bytes));
-      linears.push_back(linear_seconds(tokens, h, f / t, roofs, value_bytes));
+      const std::vector<BlockLinear> linears = block_linears_in_forward_order(model);
       cost.recompute_seconds = elementwise + efficiency.layer_overhead_seconds;
-      for (std::size_t linear = 1; linear < linears.size(); linear += 2) cost.recompute_seconds += linears[linear].forward;
+      for (std::size_t index = 1; index < linears.size(); index += 2) {
+        const BlockLinear& linear = linears[index];
+        cost.recompute_seconds += linear_seconds(tokens, linear.row_parallel ? linear.out_features : linear.out_features / t,
+                                                 linear.row_parallel ? linear.in_features / t : linear.in_features, roofs,
+                                                 value_bytes).forward;
+      }
     } else {
       cost.recompute_seconds = attention.forward;
     }

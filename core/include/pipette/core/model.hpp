@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pipette {
 
@@ -92,6 +93,17 @@ struct ModelSpec {
   int value_head_width() const { return is_mla() ? v_head_dim : head_dim(); }
   int moe_layers() const { return is_moe() ? num_layers - first_dense_layers : 0; }
 };
+
+// One linear of a dense block: its widths before tensor parallelism splits them, and whether TP
+// splits its input (row parallel: wo, w2) rather than its output.
+struct BlockLinear {
+  double out_features = 0;
+  double in_features = 0;
+  bool row_parallel = false;
+};
+// A dense block's linears (standard attention) in the order an eager block runs them: wq, wk, wv,
+// wo, w1, then w3 for a gated MLP, and w2.
+std::vector<BlockLinear> block_linears_in_forward_order(const ModelSpec& model);
 
 // Parameter counts, exact for the architecture described (no padding of the vocabulary).
 std::int64_t parameters_per_layer(const ModelSpec& model);
