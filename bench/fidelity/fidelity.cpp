@@ -762,25 +762,34 @@ std::vector<MemoryRow> bigscience_memory_rows() {
 // Llama 3.1 8B on 8 and 128 H100, two sequences of 8192 tokens per GPU, FSDP over every GPU. The
 // runs' torchtitan (2024-12) computed the loss on the whole fp32 logits, where the profile prices
 // today's; neither compile nor Float8 ran. Never fitted.
-std::vector<MemoryRow> torchtitan_selective_memory_rows() {
-  std::vector<MemoryRow> rows;
+struct TorchtitanSelectiveRun {
+  MemoryRow memory;                       // its configuration and published memory
+  double tokens_per_second_per_gpu = 0;   // its published throughput
+  std::string label;                      // for the time rows
+};
+
+std::vector<TorchtitanSelectiveRun> torchtitan_selective_runs() {
+  std::vector<TorchtitanSelectiveRun> runs;
   auto table = read_csv("torchtitan_llama3_8b_h100_fsdp_selective.csv", true);
   table.erase(table.begin());  // the header
   for (const auto& f : table) {
-    MemoryRow row = torchtitan_fsdp_memory_row(
+    TorchtitanSelectiveRun run;
+    run.memory = torchtitan_fsdp_memory_row(
         "torchtitan Llama 3.1 8B FSDP, per-operator selective checkpointing (eager)", std::stoi(f[4]), std::stoll(f[3]),
         std::stoi(f[1]), 1, std::stoi(f[2]), RecomputeMode::selective, std::stod(f[6]));
-    row.label = "8B FSDP " + f[1] + " mbs" + f[2] + " at " + f[4] + " tokens: peak memory reserved";
-    rows.push_back(row);
+    run.memory.label = "8B FSDP " + f[1] + " mbs" + f[2] + " at " + f[4] + " tokens: peak memory reserved";
+    run.tokens_per_second_per_gpu = std::stod(f[5]);
+    run.label = "8B FSDP " + f[1] + " mbs" + f[2] + " selective at " + f[4] + " tokens";
+    runs.push_back(run);
   }
-  return rows;
+  return runs;
 }
 
 // Every published memory figure the report compares with.
 std::vector<MemoryRow> memory_rows() {
   std::vector<MemoryRow> rows = ultrascale_memory_rows();
   for (MemoryRow& row : torchtitan_memory_rows()) rows.push_back(std::move(row));
-  for (MemoryRow& row : torchtitan_selective_memory_rows()) rows.push_back(std::move(row));
+  for (TorchtitanSelectiveRun& run : torchtitan_selective_runs()) rows.push_back(std::move(run.memory));
   for (MemoryRow& row : bigscience_memory_rows()) rows.push_back(std::move(row));
   return rows;
 }
@@ -895,7 +904,7 @@ std::vector<Row> bigscience_time_rows() {
 }
 
 // The torchtitan team's eager FSDP runs with per-operator selective checkpointing (the rows of
-// torchtitan_selective_memory_rows), in tokens/s per GPU, extra and never fitted. Their Grand Teton
+// torchtitan_selective_runs), in tokens/s per GPU, extra and never fitted. Their Grand Teton
 // hosts: H100 with 96 GB of HBM2e at 2.4 TB/s and a 500 W power limit, whose 16-bit peak the source
 // puts between the H100 SXM's (989 TFLOP/s) and the H100 NVL's (835): every row is priced under
 // each. NVLink inside the host and 400 Gb/s RDMA per GPU between hosts, priced as dgx_h100's (RoCE).
@@ -903,26 +912,25 @@ std::vector<Row> torchtitan_time_rows() {
   std::vector<Row> rows;
   const std::pair<const char*, double> peaks[] = {{"16-bit peak as the H100 SXM's", 989e12},
                                                   {"16-bit peak as the H100 NVL's", 835e12}};
-  auto table = read_csv("torchtitan_llama3_8b_h100_fsdp_selective.csv", true);
-  table.erase(table.begin());  // the header
-  const std::vector<MemoryRow> memory = torchtitan_selective_memory_rows();
+  const std::vector<TorchtitanSelectiveRun> runs = torchtitan_selective_runs();
   for (const auto& [peak_name, peak] : peaks) {
-    for (std::size_t run = 0; run < memory.size(); ++run) {
+    System system = dgx_h100;
+    system.network = NetworkKind::roce;
+    system.memory_bytes = 96 * units::gibibyte * find_gpu("H100-SXM")->memory_bytes / (80 * units::gibibyte);
+    system.hbm_bytes_per_second = 2.4e12;
+    system.peak_16bit_flop_per_second = peak;
+    for (const TorchtitanSelectiveRun& run : runs) {
       Row row;
       row.source = std::string("torchtitan Llama 3.1 8B FSDP eager, 500 W H100 HBM2e, ") + peak_name + " (extra)";
       row.extra = true;
       row.metric = Metric::tokens_per_second_per_gpu;
-      row.system = dgx_h100;
-      row.system.network = NetworkKind::roce;
-      row.system.memory_bytes = 96 * units::gibibyte * find_gpu("H100-SXM")->memory_bytes / (80 * units::gibibyte);
-      row.system.hbm_bytes_per_second = 2.4e12;
-      row.system.peak_16bit_flop_per_second = peak;
-      row.model = memory[run].model;
-      row.training = memory[run].training;
-      row.config = memory[run].config;
+      row.system = system;
+      row.model = run.memory.model;
+      row.training = run.memory.training;
+      row.config = run.memory.config;
       row.gpus = row.config.world_size();
-      row.published = std::stod(table[run][5]);
-      row.label = "8B FSDP " + table[run][1] + " mbs" + table[run][2] + " selective at " + table[run][4] + " tokens";
+      row.published = run.tokens_per_second_per_gpu;
+      row.label = run.label;
       row.group = row.label;
       rows.push_back(row);
     }

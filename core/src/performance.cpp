@@ -408,6 +408,11 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     moe_layer.recompute_seconds += routed.recompute_seconds;
   }
   const HeadSeconds head = head_cost(model, training, config, gpu, efficiency);
+  // Which selective recompute runs (stack_profile.hpp): Megatron's re-runs the attention core (and
+  // its ring under context parallelism), torchtitan's the operators it did not save.
+  const bool selective = config.recompute == RecomputeMode::selective;
+  const bool recomputes_attention_core = selective && stack.selective_recompute == SelectiveRecompute::attention_core;
+  const bool recomputes_per_operator = selective && stack.selective_recompute == SelectiveRecompute::every_other_linear;
   const PassSeconds embedding = embedding_cost(model, training, config, roofs);
   const double value_bytes = activation_bytes_of(training.precision);
   const double activation_message = local_sequence_length(training, config) * config.micro_batch *
@@ -508,8 +513,6 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       work_of_stage.ep_bytes_per_peer = routed_bytes / config.ep;
       work_of_stage.etp_gather_bytes = config.etp > 1 ? routed_bytes : 0.0;
     }
-    const bool recomputes_attention_core =
-        config.recompute == RecomputeMode::selective && stack.selective_recompute == SelectiveRecompute::attention_core;
     if (config.cp > 1) {
       // Dense and MoE layers run the same attention.
       work_of_stage.cp_forward_rings = stage_layers + (recomputes_attention_core ? stage_layers : recomputed_layers);
@@ -528,8 +531,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     // Per-operator checkpointing re-runs, in every layer's backward, the two collectives whose
     // outputs it does not save: with SP the all-gathers before wq and w1 (half an all-reduce each),
     // without it the all-reduces after wo and w2.
-    if (config.tp > 1 && config.recompute == RecomputeMode::selective &&
-        stack.selective_recompute == SelectiveRecompute::every_other_linear) {
+    if (config.tp > 1 && recomputes_per_operator) {
       all_reduces += 2 * stage_layers;
       all_reduce_equivalents += (sp ? 1.0 : 2.0) * stage_layers;
     }

@@ -281,15 +281,11 @@ Enumeration enumerate(const SearchSpace& space) {
   for (const int tp : tensor_parallel_sizes(space.gpus_per_node, space.num_gpus)) {
     if (!allowed(space.fixed.tp, tp)) continue;
     const bool heads_split = model.num_attention_heads % tp == 0 && model.num_kv_heads % tp == 0;
-    if (!heads_split && tp > space.gpus_per_node && !space.fixed.tp) continue;  // not a candidate, not a rejection
-    if (!heads_split) {
-      result.rejections.push_back({"tp=" + std::to_string(tp), "does not divide " + std::to_string(model.num_attention_heads) +
-                                                                   " attention heads and " +
-                                                                   std::to_string(model.num_kv_heads) + " KV heads"});
-      continue;
-    }
-    if (const std::string unsplit = mlp_split_problem(model, space.training.target.framework, tp); !unsplit.empty()) {
-      if (tp > space.gpus_per_node && !space.fixed.tp) continue;
+    const std::string unsplit = heads_split ? mlp_split_problem(model, space.training.target.framework, tp)
+                                            : "does not divide " + std::to_string(model.num_attention_heads) +
+                                                  " attention heads and " + std::to_string(model.num_kv_heads) + " KV heads";
+    if (!unsplit.empty()) {
+      if (tp > space.gpus_per_node && !space.fixed.tp) continue;  // not a candidate, not a rejection
       result.rejections.push_back({"tp=" + std::to_string(tp), unsplit});
       continue;
     }
