@@ -141,6 +141,7 @@ struct System {
   double memory_bytes = 0;
   double hbm_bytes_per_second = 0;
   double peak_16bit_flop_per_second = 0;
+  int rails = 8;  // NICs per node, one rail each: a node pair's bandwidth is shared over them
 };
 const System dgx_a100{"A100-80GB", 235e9, 8 * 24e9};
 const System dgx_h100{"H100-SXM", 367e9, 8 * 47e9};
@@ -161,8 +162,8 @@ const System dgx2_v100{"V100-SXM2-32GB", 130e9, 8 * 12e9};
 //  - line rate: 4 x 100 Gb/s Omni-Path (Intel OPA 100 series; Jean Zay's fabric is "Intel Omni-Path
 //    100 Gb/s", LMI MAG March 2020 p.27) at the share of its line rate NCCL reaches on the DGX A100's
 //    HDR NICs (24 of 25 GB/s, dgx_a100 above): 4 x 12 GB/s.
-const System jean_zay_a100_measured{"A100-80GB", 235e9, 40.54e9 / 8};
-const System jean_zay_a100_line_rate{"A100-80GB", 235e9, 4 * 12e9};
+const System jean_zay_a100_measured{"A100-80GB", 235e9, 40.54e9 / 8, NetworkKind::infiniband, 0, 0, 0, 4};
+const System jean_zay_a100_line_rate{"A100-80GB", 235e9, 4 * 12e9, NetworkKind::infiniband, 0, 0, 0, 4};
 // Both, named as the report shows them: every Jean Zay row is priced under each.
 const std::pair<const char*, System> jean_zay_a100_networks[] = {
     {"network as measured in Jan 2022", jean_zay_a100_measured}, {"network at Omni-Path line rate", jean_zay_a100_line_rate}};
@@ -172,7 +173,7 @@ Cluster cluster_of(const System& system, int gpus) {
   const int nodes = std::max(1, gpus / 8);
   for (int node = 0; node < nodes; ++node) cluster.node_names.push_back("node" + std::to_string(node));
   cluster.gpus_per_node = std::min(gpus, 8);
-  cluster.nics_per_node = 8;
+  cluster.nics_per_node = system.rails;
   cluster.gpu = *find_gpu(system.gpu);
   if (system.memory_bytes > 0) cluster.gpu.memory_bytes = system.memory_bytes;
   if (system.hbm_bytes_per_second > 0) cluster.gpu.hbm_bytes_per_second = system.hbm_bytes_per_second;
@@ -870,7 +871,8 @@ std::vector<Row> bloom_rows() {
       row.config.layers_per_stage.front() -= 1;
       row.config.layers_per_stage.back() -= 1;
       row.published = std::stod(f[11]);
-      row.label = "176B " + config_label(row.config) + " B" + f[8] + " (" + f[0] + " l." + f[1] + ", iteration " + f[10] + ")";
+      const std::string iteration = f[10].empty() ? "no log line" : "iteration " + f[10];
+      row.label = "176B " + config_label(row.config) + " B" + f[8] + " (" + f[0] + " l." + f[1] + ", " + iteration + ")";
       row.group = row.label;
       if (f[12] == "first iteration after resume") row.excluded = "first iteration after a resume (warm-up)";
       rows.push_back(row);
