@@ -605,25 +605,9 @@ double reductions_on_one_node_ring(const Cluster& cluster, const std::vector<int
   return slowest;
 }
 
-double dense_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
-                                  const StageWork& work, int stage) {
-  const int lanes = config.dp_cp();
-  if (lanes <= 1) return 0;
-  // Every tp index of the stage reduces its own shard over its own DP group, all at once, so
-  // groups that cross the same node pair share its rails. A distributed optimizer's
-  // reduce-scatter + all-gather moves the same bytes in the same ring steps as one all-reduce.
-  const auto gpu_of = [&](int t, int d) { return map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, d, stage}))]; };
-  bool one_node_ring = true;
-  for (int t = 1; t < config.tp && one_node_ring; ++t) one_node_ring = same_node_ring(cluster, lanes, gpu_of, 0, t);
-  if (one_node_ring) {
-    std::vector<int> tp_indices(static_cast<size_t>(config.tp));
-    std::iota(tp_indices.begin(), tp_indices.end(), 0);
-    return reductions_on_one_node_ring(cluster, tp_indices, lanes, gpu_of, config.tp, work.gradient_bytes_per_gpu);
-  }
-  double slowest = 0;
-  std::vector<NodeRing> rings;
-  rings.reserve(static_cast<size_t>(config.tp));
-  for (int t = 0; t < config.tp; ++t) rings.emplace_back(cluster, gpus_of_dp_group(config, map, stage, t));
+// The slowest of `rings` all-reducing `bytes` each at the same time: the sub-rings of every ring
+// crossing a node pair share its rails.
+double slowest_concurrent_allreduce_seconds(const Cluster& cluster, const std::vector<NodeRing>& rings, double bytes) {
   std::vector<std::pair<std::int64_t, int>> edge_flows;
   const auto edge_key = [&cluster](int from, int to) { return static_cast<std::int64_t>(from) * cluster.num_nodes() + to; };
   for (const NodeRing& ring : rings) {
@@ -644,9 +628,30 @@ double dense_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& 
   const auto flows_on_edge = [&](int from, int to) {
     return std::lower_bound(merged.begin(), merged.end(), std::pair<std::int64_t, int>(edge_key(from, to), 0))->second;
   };
-  for (const NodeRing& ring : rings)
-    slowest = std::max(slowest, ring_allreduce_cost(cluster, ring, flows_on_edge).seconds(work.gradient_bytes_per_gpu));
+  double slowest = 0;
+  for (const NodeRing& ring : rings) slowest = std::max(slowest, ring_allreduce_cost(cluster, ring, flows_on_edge).seconds(bytes));
   return slowest;
+}
+
+double dense_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                                  const StageWork& work, int stage) {
+  const int lanes = config.dp_cp();
+  if (lanes <= 1) return 0;
+  // Every tp index of the stage reduces its own shard over its own DP group, all at once, so
+  // groups that cross the same node pair share its rails. A distributed optimizer's
+  // reduce-scatter + all-gather moves the same bytes in the same ring steps as one all-reduce.
+  const auto gpu_of = [&](int t, int d) { return map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, d, stage}))]; };
+  bool one_node_ring = true;
+  for (int t = 1; t < config.tp && one_node_ring; ++t) one_node_ring = same_node_ring(cluster, lanes, gpu_of, 0, t);
+  if (one_node_ring) {
+    std::vector<int> tp_indices(static_cast<size_t>(config.tp));
+    std::iota(tp_indices.begin(), tp_indices.end(), 0);
+    return reductions_on_one_node_ring(cluster, tp_indices, lanes, gpu_of, config.tp, work.gradient_bytes_per_gpu);
+  }
+  std::vector<NodeRing> rings;
+  rings.reserve(static_cast<size_t>(config.tp));
+  for (int t = 0; t < config.tp; ++t) rings.emplace_back(cluster, gpus_of_dp_group(config, map, stage, t));
+  return slowest_concurrent_allreduce_seconds(cluster, rings, work.gradient_bytes_per_gpu);
 }
 
 // The expert gradients' reduction: every (etp, ep) position of the stage reduces its experts'
@@ -697,6 +702,20 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
   // Dense and expert gradient buffers are reduced on their own communicators, one after the other.
   return dense_dp_reduction_seconds(cluster, config, map, work, stage) +
          expert_dp_reduction_seconds(cluster, config, map, work, stage);
+}
+
+double tied_embedding_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                              const WorkProfile& work) {
+  if (work.tied_embedding_gradient_bytes <= 0 || work.tied_embedding_head_stage <= 0) return 0;
+  std::vector<NodeRing> rings;
+  rings.reserve(static_cast<size_t>(config.tp) * static_cast<size_t>(config.dp_cp()));
+  for (int lane = 0; lane < config.dp_cp(); ++lane) {
+    for (int t = 0; t < config.tp; ++t) {
+      const auto gpu_at = [&](int stage) { return map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, lane, stage}))]; };
+      rings.emplace_back(cluster, std::vector<int>{gpu_at(0), gpu_at(work.tied_embedding_head_stage)});
+    }
+  }
+  return slowest_concurrent_allreduce_seconds(cluster, rings, work.tied_embedding_gradient_bytes);
 }
 
 // Per node, its GPUs that send all-to-all traffic to other nodes while stage `stage`'s expert
@@ -909,6 +928,7 @@ CommunicationTimes communication_times(const Cluster& cluster, const ParallelCon
         times.cp_seconds[static_cast<size_t>(s)][static_cast<size_t>(d)] =
             detail::cp_ring_seconds(cluster, config, map, work.stages[static_cast<size_t>(s)], s, d);
   }
+  times.tied_embedding_seconds = detail::tied_embedding_seconds(cluster, config, map, work);
   if (config.virtual_stages > 1 && config.pp > 1) {
     times.wraparound_p2p_seconds.resize(dp);
     for (int d = 0; d < config.dp_cp(); ++d)

@@ -65,6 +65,12 @@ double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& confi
 double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
                             const StageWork& work, int stage);
 
+// The tied word embedding's gradient all-reduce (WorkProfile::tied_embedding_gradient_bytes): every
+// (tp, lane) rank of the first stage with its counterpart on the stage holding the output layer, all
+// at once; the slowest pair. 0 where nothing is tied across ranks.
+double tied_embedding_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
+                              const WorkProfile& work);
+
 // Whether a node's GPUs outnumber its rails (NICs), so that GPUs sending out of it share them.
 inline bool gpus_share_rails(const Cluster& cluster) {
   return std::max(1, cluster.nics_per_node) < cluster.gpus_per_node;

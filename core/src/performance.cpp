@@ -473,6 +473,14 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     for (const BoundaryTensor tensor : blocks.boundaries)
       work.boundary_bytes_per_microbatch.push_back(boundary_tensor_bytes(tensor, model, training, config));
   }
+  if (model.tied_embeddings) {
+    const auto head = std::find_if(blocks.ranks.begin(), blocks.ranks.end(), [](const PipelineRankBlocks& held) { return held.head; });
+    const auto head_stage = static_cast<int>(head - blocks.ranks.begin());
+    if (head != blocks.ranks.end() && head_stage > 0) {
+      work.tied_embedding_head_stage = head_stage;
+      work.tied_embedding_gradient_bytes = static_cast<double>(model.vocab_size) / config.tp * model.hidden_size * gradient_bytes;
+    }
+  }
   for (int stage = 0; stage < config.pp; ++stage) {
     const PipelineRankBlocks& held = blocks.ranks[static_cast<size_t>(stage)];
     const int first_layer = held.first_layer;
@@ -837,6 +845,8 @@ SlowestReplica slowest_replica(const ParallelConfig& config, const WorkProfile& 
 struct IterationEnd {
   SlowestReplica slowest;
   double reductions_done = 0;
+  // Of reductions_done, how much the tied word embedding's gradient all-reduce adds.
+  double tied_embedding = 0;
   double optimizer = 0;
   // From the reductions' end to the iteration's: the slowest stage's optimizer step and the
   // parameter all-gather that follows it (parameter_gather_after_step_share); optimizer without one.
@@ -885,6 +895,7 @@ IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile
   // last backward (chunk c's last backward comes c groups of backward passes before the end).
   // Stage s's last backward ends when the last gradient has still to cross ranks s−1 .. 0.
   double reductions_done = pipeline;
+  double embedding_stages_done = 0;  // the later of the first stage's and the output layer's
   double drain = 0;
   const int group = chunks > 1 ? std::max(config.pp, interleaved_group_size(config.pp, m)) : 1;
   for (int stage = 0; stage < config.pp; ++stage) {
@@ -913,7 +924,12 @@ IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile
       done = stream_free;
     }
     reductions_done = std::max(reductions_done, done);
+    if (stage == 0 || stage == work.tied_embedding_head_stage) embedding_stages_done = std::max(embedding_stages_done, done);
   }
+  // The tied embedding's gradients are summed once both of its stages have reduced theirs over DP.
+  const double with_tied_embedding = std::max(reductions_done, embedding_stages_done + communication.tied_embedding_seconds);
+  const double tied_embedding = with_tied_embedding - reductions_done;
+  reductions_done = with_tied_embedding;
   double optimizer = 0;
   double step = 0;
   const double gather_after_step_share = parameter_gather_after_step_share(config, training);
@@ -924,7 +940,7 @@ IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile
     step = std::max(step, stage_optimizer + gather);
   }
 
-  return {slowest, reductions_done, optimizer, step};
+  return {slowest, reductions_done, tied_embedding, optimizer, step};
 }
 
 IterationEnd iteration_end(const ParallelConfig& config, const WorkProfile& work,
@@ -1175,7 +1191,8 @@ TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& wor
   TimeBreakdown time;
   time.iteration_seconds = reductions_done + end.step;
   time.optimizer_seconds = optimizer;
-  time.dp_communication_seconds = reductions_done - pipeline + (end.step - optimizer);
+  time.tied_embedding_seconds = end.tied_embedding;
+  time.dp_communication_seconds = reductions_done - end.tied_embedding - pipeline + (end.step - optimizer);
 
   // Attribution: the busiest stage of the slowest replica does m·v chunk pairs of compute and TP;
   // links cost what removing them saves; the rest of the pipeline time is bubble.

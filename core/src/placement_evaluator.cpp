@@ -24,6 +24,8 @@ int entry_index(const ParallelConfig& config, const PlacementEvaluator::EntryRef
       return 2 * config.pp * lanes + config.pp + lanes + config.pp * expert_groups_per_stage(config) + entry.stage;
     case PlacementEvaluator::EntryRef::cp:
       return after_ep + entry.stage * config.dp + entry.replica;
+    case PlacementEvaluator::EntryRef::tied_embedding:
+      return after_ep + (config.cp > 1 ? config.pp * config.dp : 0);
     case PlacementEvaluator::EntryRef::dp:
       break;
   }
@@ -33,7 +35,7 @@ int entry_index(const ParallelConfig& config, const PlacementEvaluator::EntryRef
 int entry_count(const ParallelConfig& config) {
   const int lanes = config.dp_cp();
   return 2 * config.pp * lanes + config.pp + lanes + config.pp * (expert_groups_per_stage(config) + 1) +
-         (config.cp > 1 ? config.pp * config.dp : 0);
+         (config.cp > 1 ? config.pp * config.dp : 0) + 1;
 }
 
 bool has_wraparound(const ParallelConfig& config) { return config.virtual_stages > 1 && config.pp > 1; }
@@ -113,6 +115,14 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
     }
     register_entry({EntryRef::wraparound, 0, d}, ranks);
   }
+  if (work.tied_embedding_head_stage > 0) {
+    ranks.clear();
+    for (int d = 0; d < config.dp_cp(); ++d)
+      for (const int stage : {0, work.tied_embedding_head_stage})
+        for (int t = 0; t < config.tp; ++t) ranks.push_back(rank_of_position(config, {t, d, stage}));
+    std::sort(ranks.begin(), ranks.end());
+    register_entry({EntryRef::tied_embedding, 0, 0}, ranks);
+  }
   // A slot's list may name an entry twice when its ranks interleave with another slot's.
   for (auto& list : entries_of_slot_) {
     std::sort(list.begin(), list.end(), [&](const EntryRef& a, const EntryRef& b) {
@@ -136,6 +146,8 @@ PlacementEvaluator::PlacementEvaluator(const Cluster& cluster, const ParallelCon
         return 0.0;
       case EntryRef::cp:
         return static_cast<double>(config.tp) * config.cp;
+      case EntryRef::tied_embedding:
+        return 2.0 * config.tp * config.dp_cp();
       case EntryRef::dp:
         break;
     }
@@ -192,6 +204,8 @@ double PlacementEvaluator::compute_entry(const EntryRef& entry) {
       return communication_.ep_seconds[static_cast<size_t>(entry.stage)];
     case EntryRef::cp:
       return cp_ring_seconds(cluster_, config_, map_, stage, entry.stage, entry.replica);
+    case EntryRef::tied_embedding:
+      return tied_embedding_seconds(cluster_, config_, map_, work_);
     case EntryRef::dp:
       break;
   }
@@ -227,7 +241,7 @@ void PlacementEvaluator::recompute_after_move(std::span<const int> slots) {
           changed_ep_stages_.push_back(entry.stage);
         continue;
       }
-      if (entry.kind == EntryRef::dp) continue;
+      if (entry.kind == EntryRef::dp || entry.kind == EntryRef::tied_embedding) continue;  // no lane's pipeline
       if (entry.kind == EntryRef::cp) {
         // A replica's ring enters every one of its lanes.
         for (int c = 0; c < config_.cp; ++c) mark_lane_changed(lane_of(config_, c, entry.replica));

@@ -57,10 +57,11 @@ class PlacementEvaluator {
   struct EntryRef {
     // ep: one MoE expert group's all-to-alls (replica holds the group index); ep_stage: the
     // stage's slowest group, which the objective reads (kept up to date by the evaluator).
-    // p2p, tp and wraparound are per lane (replica holds the lane); cp: one DP replica's cp rings.
-    enum Kind : std::uint8_t { p2p, tp, dp, wraparound, ep, ep_stage, cp } kind;
-    int stage;    // unused for wraparound
-    int replica;  // unused for dp and ep_stage; the expert group for ep; the DP replica for cp
+    // p2p, tp and wraparound are per lane (replica holds the lane); cp: one DP replica's cp rings;
+    // tied_embedding: the tied word embedding's gradient all-reduce, one for the whole job.
+    enum Kind : std::uint8_t { p2p, tp, dp, wraparound, ep, ep_stage, cp, tied_embedding } kind;
+    int stage;    // unused for wraparound and tied_embedding
+    int replica;  // unused for dp, ep_stage and tied_embedding; the expert group for ep; the DP replica for cp
   };
   // entries_decided_by_slot()[k]: the entries whose GPUs all lie in slots 0 … k and at least one
   // in slot k, i.e. those that assigning slot k (after slots 0 … k − 1) decides.
@@ -133,6 +134,8 @@ auto& entry_seconds(Times& times, const PlacementEvaluator::EntryRef& entry) {
       return times.ep_seconds[stage];
     case PlacementEvaluator::EntryRef::cp:
       return times.cp_seconds[stage][static_cast<size_t>(entry.replica)];
+    case PlacementEvaluator::EntryRef::tied_embedding:
+      return times.tied_embedding_seconds;
     case PlacementEvaluator::EntryRef::dp:
       break;
   }

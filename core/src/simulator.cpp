@@ -41,6 +41,9 @@ void check_inputs(const ParallelConfig& config, const WorkProfile& work, const C
   require(communication.tp_seconds.size() == pp, "tp_seconds must have pp rows");
   for (const auto& row : communication.tp_seconds) require(row.size() == dp, "tp_seconds rows must have dp entries");
   require(communication.dp_seconds.size() == pp, "dp_seconds must have pp entries");
+  require(communication.tied_embedding_seconds <= 0 ||
+              (work.tied_embedding_head_stage > 0 && work.tied_embedding_head_stage < config.pp),
+          "a tied embedding's all-reduce needs the output layer's stage, after the first");
   if (effective_virtual_stages(config) > 1) {
     require(work.num_microbatches >= config.pp, "the interleaved schedule needs at least pp micro-batches (Megatron "
                                                 "rejects fewer)");
@@ -297,6 +300,7 @@ double simulate(const ParallelConfig& config, const WorkProfile& work, const Com
 
   // Each stage's gradients are reduced across replicas; the step waits for every stage.
   double reductions_done_seconds = 0;
+  double embedding_stages_done_seconds = 0;  // the later of the first stage's and the output layer's
   for (int stage = 0; stage < pp; ++stage) {
     const double reduction_seconds = gradient_reduction_share(config, training) * communication.dp_seconds[stage];
     double stage_done = 0;
@@ -326,6 +330,14 @@ double simulate(const ParallelConfig& config, const WorkProfile& work, const Com
       stage_done = std::max(stage_done, stream_free);
     }
     reductions_done_seconds = std::max(reductions_done_seconds, stage_done);
+    if (stage == 0 || stage == work.tied_embedding_head_stage)
+      embedding_stages_done_seconds = std::max(embedding_stages_done_seconds, stage_done);
+  }
+  if (communication.tied_embedding_seconds > 0) {
+    const double end = embedding_stages_done_seconds + communication.tied_embedding_seconds;
+    for (const int stage : {0, work.tied_embedding_head_stage})
+      emit_for_every_replica(EventKind::embedding_reduce, stage, 0, embedding_stages_done_seconds, end);
+    reductions_done_seconds = std::max(reductions_done_seconds, end);
   }
 
   double iteration_seconds = reductions_done_seconds;

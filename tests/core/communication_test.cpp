@@ -12,6 +12,7 @@
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/performance.hpp"
 #include "pipette/core/units.hpp"
+#include "test_models.hpp"
 
 namespace pipette {
 namespace {
@@ -306,6 +307,8 @@ WorkProfile two_stage_work() {
   return work;
 }
 
+using testing::layout_of;
+
 Placement identity_placement(int gpus) {
   Placement placement;
   for (int g = 0; g < gpus; ++g) placement.gpu_of_rank.push_back(g);
@@ -523,17 +526,29 @@ TEST(CommunicationTimes, ConcurrentDpRingsOfAStageShareTheRails) {
   // tp=4, dp=2 on 2 nodes × 4 GPUs: replica 0 on node 0, replica 1 on node 1. Four DP rings of
   // one GPU per node cross the same node pair at once, on two rails: 25 GB/s each.
   const Cluster cluster = uniform_cluster(2, 4, 2, nvlink, fabric);
-  ParallelConfig config;
-  config.tp = 4;
-  config.pp = 1;
-  config.dp = 2;
   WorkProfile work = two_stage_work();
   work.stages.resize(1);
-  const CommunicationTimes times = communication_times(cluster, config, work, identity_placement(8));
+  const CommunicationTimes times = communication_times(cluster, layout_of(4, 1, 2), work, identity_placement(8));
   EXPECT_TRUE(times.p2p_seconds.empty());
   EXPECT_DOUBLE_EQ(times.dp_seconds[0], 4e9 / 25e9 + 2 * 5e-6);
   // Alone, one such ring would get a whole rail of 50 GB/s.
   EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, {0, 4}, 4e9), 4e9 / 50e9 + 2 * 5e-6);
+}
+
+TEST(CommunicationTimes, TiedEmbeddingGradientsAreSummedBetweenTheFirstAndTheHeadStage) {
+  // two_stage_work's layout: stage 0 on node 0, stage 1 on node 1. Each of the four (tp, dp) ranks
+  // of stage 0 all-reduces its shard with its counterpart on node 1, all at once: four flows on
+  // two rails, 25 GB/s each, a two-member ring (bytes once, two latencies).
+  const Cluster cluster = uniform_cluster(2, 4, 2, nvlink, fabric);
+  WorkProfile work = two_stage_work();
+  EXPECT_EQ(communication_times(cluster, layout_of(2, 2, 2), work, identity_placement(8)).tied_embedding_seconds, 0.0);
+  work.tied_embedding_head_stage = 1;
+  work.tied_embedding_gradient_bytes = 1e9;
+  EXPECT_DOUBLE_EQ(communication_times(cluster, layout_of(2, 2, 2), work, identity_placement(8)).tied_embedding_seconds,
+                   1e9 / 25e9 + 2 * 5e-6);
+  // The two stages on one node (tp=1, dp=1 on 2 GPUs of node 0): over the GPU pair's NVLink.
+  EXPECT_DOUBLE_EQ(communication_times(cluster, layout_of(1, 2, 1), work, identity_placement(2)).tied_embedding_seconds,
+                   1e9 / 200e9 + 2 * 2e-6);
 }
 
 TEST(CommunicationTimes, FollowsThePlacementsNodeOrder) {

@@ -2,11 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/memory.hpp"
+#include "pipette/core/pipeline_blocks.hpp"
+#include "pipette/core/stack_profile.hpp"
 #include "pipette/core/simulator.hpp"
 #include "test_models.hpp"
 
@@ -151,6 +154,35 @@ TEST(ProfileWork, MicrobatchesGradientsAndOptimizer) {
   config.distributed_optimizer = true;
   const WorkProfile sharded = profile_work(model, training, h100(), config);
   EXPECT_NEAR(sharded.stages[1].optimizer_seconds, plain.stages[1].optimizer_seconds / 4, 1e-15);
+}
+
+// A tied word embedding split over pipeline ranks: each of the first stage's ranks sums its V/tp·h
+// gradient shard, in the gradient's precision, with the rank holding the output layer (Megatron-core
+// finalize_model_grads.py _allreduce_word_embedding_grads; nanotron tied_parameters.py
+// sync_tied_weights_gradients @a27e8fe8 l.119, over its own partition's lm_head rank).
+TEST(ProfileWork, ATiedEmbeddingOverPipelineRanksIsSummedBetweenItsStages) {
+  ModelSpec model = gpt(24, 4096, 32);
+  TrainingSpec training = training_of(64, 2048);
+  const WorkProfile tied = profile_work(model, training, h100(), config_of(2, 2, 4, 2));
+  EXPECT_EQ(tied.tied_embedding_head_stage, 1);
+  EXPECT_DOUBLE_EQ(tied.tied_embedding_gradient_bytes, 51200.0 / 2 * 4096 * 4);
+  training.gradients_in_fp32 = false;
+  EXPECT_DOUBLE_EQ(profile_work(model, training, h100(), config_of(2, 2, 4, 2)).tied_embedding_gradient_bytes,
+                   51200.0 / 2 * 4096 * 2);
+  // One pipeline rank holds both: nothing to sum.
+  EXPECT_EQ(profile_work(model, training, h100(), config_of(2, 1, 8, 2)).tied_embedding_head_stage, -1);
+  model.tied_embeddings = false;
+  const WorkProfile untied = profile_work(model, training, h100(), config_of(2, 2, 4, 2));
+  EXPECT_EQ(untied.tied_embedding_head_stage, -1);
+  EXPECT_EQ(untied.tied_embedding_gradient_bytes, 0.0);
+  // nanotron places the lm_head by compute cost, not necessarily on the last rank.
+  model.tied_embeddings = true;
+  training.target.framework = Framework::nanotron;
+  apply_stack_profile(training);
+  const ParallelConfig nanotron_config = config_of(1, 4, 1, 1);
+  const PipelineBlocks blocks = pipeline_blocks(model, Framework::nanotron, nanotron_config);
+  const auto head = std::find_if(blocks.ranks.begin(), blocks.ranks.end(), [](const PipelineRankBlocks& rank) { return rank.head; });
+  EXPECT_EQ(profile_work(model, training, h100(), nanotron_config).tied_embedding_head_stage, head - blocks.ranks.begin());
 }
 
 TEST(ProfileWork, RecomputeAddsToBackwardOnly) {

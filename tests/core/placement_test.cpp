@@ -17,6 +17,7 @@
 #include "pipette/core/placement.hpp"
 #include "pipette/core/synthetic_fabric.hpp"
 #include "pipette/core/units.hpp"
+#include "test_models.hpp"
 // White-box: the incremental evaluator must agree with the full evaluation after any moves.
 #include "../../core/src/placement_evaluator.hpp"
 
@@ -46,13 +47,7 @@ WorkProfile heavy_work(const ParallelConfig& config, int microbatches = 16) {
   return work;
 }
 
-ParallelConfig layout(int tp, int pp, int dp) {
-  ParallelConfig config;
-  config.tp = tp;
-  config.pp = pp;
-  config.dp = dp;
-  return config;
-}
+using testing::layout_of;
 
 double model_seconds(const Cluster& cluster, const ParallelConfig& config, const WorkProfile& work,
                      const Placement& placement) {
@@ -77,7 +72,7 @@ TEST(Placement, AvoidsADegradedPairOnTheDefaultPipeline) {
   Cluster cluster = line_cluster(4);
   cluster.inter_node.at(1, 2).bandwidth_bytes_per_second /= 20;
   cluster.inter_node.at(2, 1).bandwidth_bytes_per_second /= 20;
-  const ParallelConfig config = layout(8, 4, 1);
+  const ParallelConfig config = layout_of(8, 4, 1);
   const WorkProfile work = heavy_work(config);
   const PlacementResult result = optimize_placement(cluster, config, work, TrainingSpec{}, PlacementEffort{});
   expect_bijection(cluster, config, result.placement);
@@ -93,7 +88,7 @@ TEST(Placement, AvoidsADegradedPairOnTheDefaultPipeline) {
 
 TEST(Placement, UniformClusterKeepsTheDefaultOrder) {
   const Cluster cluster = line_cluster(6);
-  const ParallelConfig config = layout(8, 3, 2);
+  const ParallelConfig config = layout_of(8, 3, 2);
   const PlacementResult result = optimize_placement(cluster, config, heavy_work(config), TrainingSpec{}, PlacementEffort{});
   EXPECT_EQ(result.placement.gpu_of_rank, default_placement(config).gpu_of_rank);
   EXPECT_DOUBLE_EQ(result.iteration_seconds, result.default_iteration_seconds);
@@ -104,7 +99,7 @@ TEST(Placement, UniformClusterKeepsTheDefaultOrder) {
 // switch; pipeline-major (nodes 4j … 4j + 3 run pipeline block j) keeps stage hops inside one.
 struct SwitchedJob {
   Cluster cluster;
-  ParallelConfig config = layout(8, 4, 8);
+  ParallelConfig config = layout_of(8, 4, 8);
   WorkProfile work;
 
   explicit SwitchedJob(bool hops_dominate) {
@@ -163,7 +158,7 @@ TEST(Placement, IdleNodesAreTheOnesTheJobDoesNotNeed) {
     cluster.inter_node.at(0, other).bandwidth_bytes_per_second /= 10;
     cluster.inter_node.at(other, 0).bandwidth_bytes_per_second /= 10;
   }
-  const ParallelConfig config = layout(8, 3, 1);
+  const ParallelConfig config = layout_of(8, 3, 1);
   const PlacementResult result = optimize_placement(cluster, config, heavy_work(config), TrainingSpec{}, PlacementEffort{});
   expect_bijection(cluster, config, result.placement);
   const std::vector<int> order = node_order_of(cluster, result.placement);
@@ -184,7 +179,7 @@ TEST(Placement, RegroupsTpGroupsOntoFastGpuPairsInsideANode) {
     for (int a = 0; a < 8; ++a)
       for (int b = 0; b < 8; ++b)
         if (a != b && (a % 2) != (b % 2)) links.at(a, b) = slow;
-  const ParallelConfig config = layout(4, 4, 1);
+  const ParallelConfig config = layout_of(4, 4, 1);
   const WorkProfile work = heavy_work(config);
   const PlacementResult result = optimize_placement(cluster, config, work, TrainingSpec{}, PlacementEffort{});
   expect_bijection(cluster, config, result.placement);
@@ -218,19 +213,23 @@ TEST(Placement, PipettePaperObjectiveIsSlowestPipelineTransfersPlusStageZeroRing
 
 TEST(Placement, InconsistentInputsGiveAnEmptyPlacement) {
   const Cluster cluster = line_cluster(2);
-  const ParallelConfig config = layout(8, 4, 1);  // 32 ranks on 16 GPUs
+  const ParallelConfig config = layout_of(8, 4, 1);  // 32 ranks on 16 GPUs
   EXPECT_TRUE(optimize_placement(cluster, config, heavy_work(config), TrainingSpec{}, PlacementEffort{}).placement.gpu_of_rank.empty());
 }
 
 // The evaluator recomputes only the entries a move touches, and its objective only the replicas
 // those belong to: after any sequence of moves and undos, both must equal a full evaluation of the
 // same placement bit for bit.
-void expect_incremental_matches_full(const ParallelConfig& config, int nodes, int microbatches) {
+void expect_incremental_matches_full(const ParallelConfig& config, int nodes, int microbatches, bool tied_embedding = false) {
   SyntheticFabric fabric;
   fabric.nodes = nodes;
   Cluster cluster = synthetic_cluster(fabric, 5);
   cluster.intra_node[3].at(1, 2).bandwidth_bytes_per_second /= 4;
-  const WorkProfile work = heavy_work(config, microbatches);
+  WorkProfile work = heavy_work(config, microbatches);
+  if (tied_embedding) {  // a 256k vocabulary of width 8192, fp32 gradients, summed between the end stages
+    work.tied_embedding_head_stage = config.pp - 1;
+    work.tied_embedding_gradient_bytes = 256000.0 / config.tp * 8192 * 4;
+  }
   const TrainingSpec training;
   const auto objective = [&](const CommunicationTimes& times) { return critical_path(config, work, times, training).iteration_seconds; };
   detail::IncrementalIterationSeconds incremental(config, work, training);
@@ -250,6 +249,7 @@ void expect_incremental_matches_full(const ParallelConfig& config, int nodes, in
     ASSERT_EQ(full.tp_seconds, evaluator.communication().tp_seconds) << "move " << move;
     ASSERT_EQ(full.dp_seconds, evaluator.communication().dp_seconds) << "move " << move;
     ASSERT_EQ(full.wraparound_p2p_seconds, evaluator.communication().wraparound_p2p_seconds) << "move " << move;
+    ASSERT_EQ(full.tied_embedding_seconds, evaluator.communication().tied_embedding_seconds) << "move " << move;
     ASSERT_EQ(evaluator.value(), objective(full)) << "move " << move;
     if (move % 5 != 4) {
       ASSERT_EQ(value, evaluator.value());
@@ -258,16 +258,22 @@ void expect_incremental_matches_full(const ParallelConfig& config, int nodes, in
 }
 
 TEST(PlacementEvaluator, IncrementalStateMatchesFullEvaluationAfterRandomMoves) {
-  expect_incremental_matches_full(layout(2, 3, 8), 6, 16);
+  expect_incremental_matches_full(layout_of(2, 3, 8), 6, 16);
 }
 
 TEST(PlacementEvaluator, IncrementalStateMatchesFullEvaluationInterleavedWithDistributedOptimizer) {
   // Many replicas per node (tp 1), the interleaved wrap-around, and the parameter all-gather that
   // makes the slowest replica's whole pipeline matter, not only its total.
-  ParallelConfig config = layout(1, 4, 24);
+  ParallelConfig config = layout_of(1, 4, 24);
   config.virtual_stages = 2;
   config.distributed_optimizer = true;
   expect_incremental_matches_full(config, 12, 8);
+}
+
+TEST(PlacementEvaluator, IncrementalStateMatchesFullEvaluationWithATiedEmbedding) {
+  // The embedding's gradient sum joins the first and the last stage's ranks: a move of either
+  // stage's nodes reprices it.
+  expect_incremental_matches_full(layout_of(2, 3, 8), 6, 16, true);
 }
 
 // One random uneven test case of 4–8 nodes × 8 GPUs.
@@ -293,7 +299,7 @@ RandomCase random_case(std::uint64_t index) {
     for (int pp = 2; pp <= 8; ++pp)
       // Stages that fill whole nodes: elsewhere a stage boundary inside a node makes the GPU
       // orders inside nodes part of the optimum (rails), which the proof over node orders leaves out.
-      if (gpus % (tp * pp) == 0 && (gpus / pp) % 8 == 0) layouts.push_back(layout(tp, pp, gpus / (tp * pp)));
+      if (gpus % (tp * pp) == 0 && (gpus / pp) % 8 == 0) layouts.push_back(layout_of(tp, pp, gpus / (tp * pp)));
   test_case.config = layouts[random() % layouts.size()];
   test_case.work = heavy_work(test_case.config, 4 + static_cast<int>(random() % 13));
   return test_case;
@@ -355,7 +361,7 @@ RandomCase determinism_case() {
   fabric.spread_sigma = 0.3;
   Cluster cluster = synthetic_cluster(fabric, 77);
   cluster.intra_node[5].at(0, 1).bandwidth_bytes_per_second /= 3;  // enables local GPU moves
-  const ParallelConfig config = layout(4, 4, 8);
+  const ParallelConfig config = layout_of(4, 4, 8);
   return {cluster, config, heavy_work(config)};
 }
 

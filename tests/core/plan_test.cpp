@@ -7,20 +7,15 @@
 #include "pipette/core/cluster.hpp"
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/training.hpp"
+#include "test_models.hpp"
 
 namespace pipette {
 namespace {
 
-ParallelConfig config_of(int tp, int pp, int dp) {
-  ParallelConfig config;
-  config.tp = tp;
-  config.pp = pp;
-  config.dp = dp;
-  return config;
-}
+using testing::layout_of;
 
 TEST(RankOrder, MegatronOrderTpFastestThenDpThenPp) {
-  const ParallelConfig config = config_of(2, 3, 4);
+  const ParallelConfig config = layout_of(2, 3, 4);
   // rank = tp_index + tp·(dp_index + dp·pp_index)
   const RankPosition position = position_of_rank(config, 0 + 2 * (3 + 4 * 1));
   EXPECT_EQ(position.tp_index, 0);
@@ -34,7 +29,7 @@ TEST(RankOrder, MegatronOrderTpFastestThenDpThenPp) {
 // Megatron's order 'tp-cp-ep-dp-pp' (parallel_state.py @d98e8a64 l.617): cp ranks lie between tp
 // and dp, rank = tp_index + tp·(cp_index + cp·(dp_index + dp·pp_index)).
 TEST(RankOrder, ContextParallelRanksLieBetweenTpAndDp) {
-  ParallelConfig config = config_of(2, 3, 4);
+  ParallelConfig config = layout_of(2, 3, 4);
   config.cp = 2;
   EXPECT_EQ(config.world_size(), 48);
   EXPECT_EQ(config.dp_cp(), 8);
@@ -49,7 +44,7 @@ TEST(RankOrder, ContextParallelRanksLieBetweenTpAndDp) {
 }
 
 TEST(RankOrder, PositionAndRankAreInverse) {
-  const ParallelConfig config = config_of(4, 2, 3);
+  const ParallelConfig config = layout_of(4, 2, 3);
   std::set<int> seen;
   for (int rank = 0; rank < config.world_size(); ++rank) {
     EXPECT_EQ(rank_of_position(config, position_of_rank(config, rank)), rank);
@@ -68,7 +63,7 @@ Plan plan_of(const ParallelConfig& config) {
 }
 
 TEST(PlanHash, StableSixteenHexDigitsIgnoringPredictions) {
-  Plan plan = plan_of(config_of(2, 2, 2));
+  Plan plan = plan_of(layout_of(2, 2, 2));
   const std::string hash = plan_hash(plan);
   EXPECT_EQ(hash.size(), 16u);
   EXPECT_EQ(hash.find_first_not_of("0123456789abcdef"), std::string::npos);
@@ -78,11 +73,11 @@ TEST(PlanHash, StableSixteenHexDigitsIgnoringPredictions) {
   EXPECT_EQ(plan_hash(plan), hash);
   // Pinned: the serialisation is a contract between nodes and releases (FNV-1a 64 of
   // "v1;tp=2;pp=2;dp=2;mbs=1;vpp=1;recompute=none;sp=0;distopt=0;nmb=16;layers=16,16,;gpus=0,…,7,").
-  EXPECT_EQ(hash, plan_hash(plan_of(config_of(2, 2, 2))));
+  EXPECT_EQ(hash, plan_hash(plan_of(layout_of(2, 2, 2))));
 }
 
 TEST(PlanHash, EveryDecisionChangesTheHash) {
-  const Plan base = plan_of(config_of(2, 2, 2));
+  const Plan base = plan_of(layout_of(2, 2, 2));
   std::set<std::string> hashes{plan_hash(base)};
   Plan changed = base;
   changed.config.micro_batch = 2;

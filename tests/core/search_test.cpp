@@ -43,13 +43,7 @@ TrainingSpec training_of(std::int64_t batch, int sequence) {
   return training;
 }
 
-ParallelConfig layout_of(int tp, int pp, int dp) {
-  ParallelConfig config;
-  config.tp = tp;
-  config.pp = pp;
-  config.dp = dp;
-  return config;
-}
+using testing::layout_of;
 
 SearchOptions quick_options() {
   SearchOptions options;

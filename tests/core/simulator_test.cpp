@@ -320,6 +320,35 @@ TEST(Simulator, DataParallelReductionAfterTheSlowestReplica) {
   EXPECT_DOUBLE_EQ(result.iteration_seconds, 17.5);
 }
 
+// A tied word embedding over pipeline ranks: the first stage and the output layer's stage sum the
+// embedding's gradients once both have reduced theirs over DP (Megatron-core's finalize_model_grads
+// runs the DP sync, then _allreduce_word_embedding_grads), and the step waits for it. The closed
+// form agrees, and attributes the wait to the tied embedding, not to DP.
+TEST(Simulator, TiedEmbeddingGradientsAreSummedAfterBothStagesReduced) {
+  Pipeline pipeline = two_replicas();
+  pipeline.work.tied_embedding_head_stage = 1;
+  pipeline.communication.tied_embedding_seconds = 0.75;
+  const auto result = pipeline.run();
+  for (int replica = 0; replica < 2; ++replica) {
+    // Stage 0's reduction ends at 17, stage 1's at 12.5: the sum runs from 17 on both.
+    for (int stage = 0; stage < 2; ++stage)
+      expect_timeline(timeline(result, stage, replica, {EventKind::embedding_reduce}),
+                      {{EventKind::embedding_reduce, -1, 0, 17, 17.75}});
+    expect_timeline(timeline(result, 1, replica, {EventKind::optimizer}), {{EventKind::optimizer, -1, 0, 17.75, 18}});
+  }
+  EXPECT_DOUBLE_EQ(result.iteration_seconds, 18.25);
+  const TimeBreakdown time = critical_path(pipeline.config, pipeline.work, pipeline.communication, pipeline.training);
+  EXPECT_DOUBLE_EQ(time.iteration_seconds, 18.25);
+  EXPECT_DOUBLE_EQ(time.tied_embedding_seconds, 0.75);
+  EXPECT_DOUBLE_EQ(time.dp_communication_seconds, 17 - 14);
+  // Untied: no such event, the iteration as before.
+  pipeline.work.tied_embedding_head_stage = -1;
+  pipeline.communication.tied_embedding_seconds = 0;
+  const auto untied = pipeline.run();
+  EXPECT_TRUE(timeline(untied, 0, 0, {EventKind::embedding_reduce}).empty());
+  EXPECT_DOUBLE_EQ(untied.iteration_seconds, 17.5);
+}
+
 TEST(Simulator, OverlappedReductionStreamsDuringTheLastBackward) {
   Pipeline pipeline = two_replicas();
   pipeline.training.overlap_gradient_reduce = true;

@@ -1,8 +1,9 @@
 #pragma once
-// The test models' common shapes, sized by the caller.
+// The test models' common shapes, sized by the caller, and the plain layouts tests put them on.
 #include <string>
 
 #include "pipette/core/model.hpp"
+#include "pipette/core/plan.hpp"
 
 namespace pipette::testing {
 
@@ -34,6 +35,15 @@ inline ModelSpec llama_like(int layers, int hidden, int heads, int kv_heads, int
   model.linear_bias = false;
   model.dropout = false;
   return model;
+}
+
+// tp × pp × dp, everything else at its default.
+inline ParallelConfig layout_of(int tp, int pp, int dp) {
+  ParallelConfig config;
+  config.tp = tp;
+  config.pp = pp;
+  config.dp = dp;
+  return config;
 }
 
 }  // namespace pipette::testing

@@ -177,6 +177,28 @@ TEST_F(PipetteCli, LoginNodePricesNvswitchTensorParallelismByItsMessages) {
   EXPECT_LT(time["tp_communication_seconds"].as<double>(), priced);
 }
 
+// A tied word embedding over pipeline ranks: the first and the last stage sum its gradients after
+// the DP reduction (Megatron-core finalize_model_grads.py _allreduce_word_embedding_grads). On the
+// bundled example's two nodes, stage 0 on one and stage 1 on the other, the 8 ranks of each send
+// their 50257/2 × 4096 fp32 shard at once, one rail each (about 45 GB/s): 9 ms, its own line in
+// explain. An untied model has none.
+TEST_F(PipetteCli, TiedEmbeddingGradientsAreSummedAcrossPipelineRanks) {
+  const std::string layout = " --num-nodes 2 --global-batch 128 --seq 2048 --top 1 --fix tp=2,pp=2,dp=4,mbs=1,vpp=1,recompute=none,sp=off,distopt=on";
+  const Outcome tied = pipette("explain --model gpt3-5b" + layout);
+  ASSERT_EQ(tied.status, 0) << tied.err;
+  EXPECT_NE(tied.out.find("\n  tied embedding gradient all-reduce "), std::string::npos) << tied.out;
+  const Outcome tied_json = pipette("plan --json --model gpt3-5b" + layout);
+  ASSERT_EQ(tied_json.status, 0) << tied_json.err;
+  const double estimate = 50257.0 / 2 * 4096 * 4 / 45e9;
+  EXPECT_NEAR(parse_json(tied_json.out)["plans"][0]["time"]["tied_embedding_seconds"].as<double>(), estimate, 0.25 * estimate);
+  const Outcome untied = pipette("explain --model llama3-8b" + layout);
+  ASSERT_EQ(untied.status, 0) << untied.err;
+  EXPECT_EQ(untied.out.find("tied embedding gradient all-reduce"), std::string::npos) << untied.out;
+  const Outcome untied_json = pipette("plan --json --model llama3-8b" + layout);
+  ASSERT_EQ(untied_json.status, 0) << untied_json.err;
+  EXPECT_EQ(parse_json(untied_json.out)["plans"][0]["time"]["tied_embedding_seconds"].as<double>(), 0.0);
+}
+
 // What planning assumed or changed reaches the user: a `note:` line under the header, and `notes`
 // in the JSON. Heads 896 wide (BigScience's 16-head prototype, chronicles-prequel.md l.724) are
 // ones no Transformer Engine fused kernel takes, so Megatron-core runs, and Pipette prices,
@@ -242,7 +264,7 @@ TEST_F(PipetteCli, PlanJsonFollowsSchemaVersionOne) {
     previous_time = iteration;
     EXPECT_DOUBLE_EQ(plan["time"]["iteration_seconds"].as<double>(), iteration);
     for (const char* key : {"compute_seconds", "recompute_seconds", "pipeline_bubble_seconds", "tp_communication_seconds",
-                            "pp_communication_seconds", "dp_communication_seconds", "optimizer_seconds",
+                            "pp_communication_seconds", "dp_communication_seconds", "tied_embedding_seconds", "optimizer_seconds",
                             "embedding_imbalance_seconds", "tp_hidden_seconds", "cp_communication_seconds"}) {
       EXPECT_GE(plan["time"][key].as<double>(), 0) << key;
     }

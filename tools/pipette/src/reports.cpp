@@ -194,6 +194,7 @@ void write_time(JsonWriter& json, const TimeBreakdown& time) {
       .value("tp_communication_seconds", time.tp_communication_seconds)
       .value("pp_communication_seconds", time.pp_communication_seconds)
       .value("dp_communication_seconds", time.dp_communication_seconds)
+      .value("tied_embedding_seconds", time.tied_embedding_seconds)
       .value("optimizer_seconds", time.optimizer_seconds)
       .value("embedding_imbalance_seconds", time.embedding_imbalance_seconds)
       .value("tp_hidden_seconds", time.tp_hidden_seconds)
@@ -324,6 +325,8 @@ std::vector<std::pair<std::string, double>> components(const TimeBreakdown& time
                                                        {"PP communication (exposed)", time.pp_communication_seconds},
                                                        {"DP communication (exposed)", time.dp_communication_seconds},
                                                        {"optimizer step", time.optimizer_seconds}};
+  // A tied embedding split over pipeline ranks only: its gradient all-reduce after the DP reduction.
+  if (time.tied_embedding_seconds > 0) parts.insert(parts.end() - 1, {"tied embedding gradient all-reduce", time.tied_embedding_seconds});
   // MoE plans only: the expert all-to-alls, not overlapped.
   if (time.ep_communication_seconds > 0) parts.insert(parts.begin() + 3, {"EP all-to-all (MoE dispatch + combine)", time.ep_communication_seconds});
   // Long-context plans only: the ring attention passes that outlast the attention they overlap.
@@ -635,10 +638,11 @@ std::string runners_up_report(const PlanningOutcome& outcome) {
   if (outcome.plans.size() > 1) out += "why the runners-up lost (against plan 1):\n";
   for (size_t i = 1; i < outcome.plans.size(); ++i) {
     const Plan& plan = outcome.plans[i];
-    const auto mine = components(plan.time);
-    const auto theirs = components(best.time);
+    // By name: plans list different components (an MoE, long-context or tied-embedding plan has more).
+    std::map<std::string, double> theirs;
+    for (const auto& [name, seconds] : components(best.time)) theirs[name] = seconds;
     std::vector<std::pair<double, std::string>> deltas;
-    for (size_t k = 0; k < mine.size(); ++k) deltas.emplace_back(mine[k].second - theirs[k].second, mine[k].first);
+    for (const auto& [name, seconds] : components(plan.time)) deltas.emplace_back(seconds - theirs[name], name);
     std::sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     std::string reasons;
     for (const auto& [delta, name] : deltas) {

@@ -24,6 +24,7 @@ Style style_of(EventKind kind) {
     case EventKind::send_activation: return {"send-activation", "#54a24b", "activation transfer"};
     case EventKind::send_gradient: return {"send-gradient", "#b279a2", "gradient transfer"};
     case EventKind::dp_reduce: return {"dp-reduce", "#e45756", "DP gradient reduction"};
+    case EventKind::embedding_reduce: return {"embedding-reduce", "#9d755d", "tied embedding gradient all-reduce"};
     case EventKind::optimizer: return {"optimizer", "#72b7b2", "optimizer step"};
     case EventKind::dp_gather: return {"dp-gather", "#ff9da6", "DP parameter all-gather"};
   }
@@ -37,6 +38,7 @@ const char* short_name(EventKind kind) {
     case EventKind::send_activation: return "send act";
     case EventKind::send_gradient: return "send grad";
     case EventKind::dp_reduce: return "DP reduce";
+    case EventKind::embedding_reduce: return "embedding reduce";
     case EventKind::optimizer: return "optimizer";
     case EventKind::dp_gather: return "DP gather";
   }
@@ -80,7 +82,8 @@ double tick_step(double span) {
 std::string event_label(const ScheduleEvent& event) {
   std::string label = short_name(event.kind);
   if (event.microbatch >= 0) label += " micro-batch " + std::to_string(event.microbatch);
-  if (event.kind != EventKind::optimizer && event.kind != EventKind::dp_gather) label += " chunk " + std::to_string(event.chunk);
+  if (event.kind != EventKind::optimizer && event.kind != EventKind::dp_gather && event.kind != EventKind::embedding_reduce)
+    label += " chunk " + std::to_string(event.chunk);
   return label;
 }
 
@@ -143,8 +146,9 @@ std::string render_gantt_svg(const SimulationResult& simulation, int pp, int rep
       if (!on_compute_lane(event.kind)) {
         // Activations on the upper half of the link lane, gradients on the lower, reductions across.
         y = lane_y + (event.kind == EventKind::send_gradient ? kCommunicationHeight / 2 : 0);
-        h = event.kind == EventKind::dp_reduce || event.kind == EventKind::dp_gather ? kCommunicationHeight
-                                                                                      : kCommunicationHeight / 2;
+        h = event.kind == EventKind::dp_reduce || event.kind == EventKind::dp_gather || event.kind == EventKind::embedding_reduce
+                ? kCommunicationHeight
+                : kCommunicationHeight / 2;
       }
       // Later chunks of the interleaved schedule are drawn lighter.
       const double opacity = event.chunk % 2 == 1 ? 0.65 : 1.0;
@@ -185,14 +189,15 @@ std::string render_gantt_svg(const SimulationResult& simulation, int pp, int rep
   svg += "<g class=\"legend\">\n";
   double legend_x = kLeft;
   const double legend_y = axis_y + 42;
-  // The after-step gather only where a stack runs one (parameter_gather_after_step_share).
-  const bool gathers_after_step = std::any_of(simulation.events.begin(), simulation.events.end(),
-                                              [](const ScheduleEvent& e) { return e.kind == EventKind::dp_gather; });
+  const auto happens = [&](EventKind kind) {
+    return std::any_of(simulation.events.begin(), simulation.events.end(), [kind](const ScheduleEvent& e) { return e.kind == kind; });
+  };
   const EventKind kinds[] = {EventKind::forward,       EventKind::backward,  EventKind::send_activation,
-                             EventKind::send_gradient, EventKind::dp_reduce, EventKind::optimizer,
-                             EventKind::dp_gather};
+                             EventKind::send_gradient, EventKind::dp_reduce, EventKind::embedding_reduce,
+                             EventKind::optimizer,     EventKind::dp_gather};
   for (const EventKind kind : kinds) {
-    if (kind == EventKind::dp_gather && !gathers_after_step) continue;
+    // The after-step gather and the tied embedding's reduction only where the plan has them.
+    if ((kind == EventKind::dp_gather || kind == EventKind::embedding_reduce) && !happens(kind)) continue;
     const Style style = style_of(kind);
     svg += format("<rect x=\"%.2f\" y=\"%.2f\" width=\"12\" height=\"10\"", legend_x, legend_y) + " fill=\"" +
            style.fill + "\"/>";

@@ -82,6 +82,16 @@ struct WorkProfile {
   std::vector<double> boundary_bytes_per_microbatch;
   int num_microbatches = 0;
   int virtual_stages = 1;
+  // A model whose output layer reuses the word embedding, split over pipeline ranks, keeps the two
+  // copies equal by summing their gradients after the backward: every (tp, lane) rank of the first
+  // stage all-reduces its V/tp·h gradient shard with its counterpart on the stage holding the
+  // output layer (Megatron-core finalize_model_grads.py _allreduce_word_embedding_grads after the
+  // DP reduction; DeepSpeed's PipelineEngine _exec_reduce_tied_grads; nanotron
+  // parallel/tied_parameters.py sync_tied_weights_gradients, trainer.py l.492 @a27e8fe8).
+  // The bytes each rank reduces (in the gradient's precision, as the DP reduction) and that stage;
+  // 0 and -1 where nothing is tied across ranks.
+  double tied_embedding_gradient_bytes = 0;
+  int tied_embedding_head_stage = -1;
 };
 
 // The message of one micro-batch from stage `from_stage` to the next (its gradient comes back the
@@ -166,6 +176,9 @@ struct CommunicationTimes {
   // the next model chunk of the interleaved schedule (size dp when virtual_stages > 1 and pp > 1,
   // else empty). The same message size as p2p_seconds; gradients travel it back the other way.
   std::vector<double> wraparound_p2p_seconds;
+  // The tied word embedding's gradient all-reduce (WorkProfile::tied_embedding_gradient_bytes):
+  // the slowest of the first stage's ranks with their counterparts, all at once; 0 without one.
+  double tied_embedding_seconds = 0;
 };
 
 // cp_seconds of stage `stage` as lane `lane` (a member of the dp·cp group) waits for it: its DP

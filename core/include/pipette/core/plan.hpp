@@ -138,6 +138,7 @@ struct TimeBreakdown {
   double tp_communication_seconds = 0;   // TP collectives on the critical path
   double pp_communication_seconds = 0;   // exposed pipeline point-to-point
   double dp_communication_seconds = 0;   // exposed (not overlapped) gradient reduction / param gather
+  double tied_embedding_seconds = 0;     // the tied word embedding's gradient all-reduce across pipeline ranks
   double optimizer_seconds = 0;
   double embedding_imbalance_seconds = 0;  // extra time of first/last stage for embedding and LM head
   double tp_hidden_seconds = 0;  // TP collectives of the busiest stage run beside backward GEMMs: not in the iteration

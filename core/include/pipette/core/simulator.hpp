@@ -7,13 +7,13 @@
 
 namespace pipette {
 
-enum class EventKind { forward, backward, send_activation, send_gradient, dp_reduce, optimizer, dp_gather };
+enum class EventKind { forward, backward, send_activation, send_gradient, dp_reduce, embedding_reduce, optimizer, dp_gather };
 
 struct ScheduleEvent {
   EventKind kind = EventKind::forward;
   int stage = 0;           // pipeline rank
   int dp_replica = 0;
-  int microbatch = -1;     // -1 for dp_reduce / optimizer / dp_gather
+  int microbatch = -1;     // -1 for dp_reduce / embedding_reduce / optimizer / dp_gather
   int chunk = 0;           // virtual stage index on this rank
   double start_seconds = 0;
   double end_seconds = 0;
@@ -50,6 +50,9 @@ struct SimulationResult {
 //    the updated parameters' all-gather, dp_seconds[s] · parameter_gather_share, runs under the next iteration's first forward
 //    passes: in steady state it starts with the iteration, chunk c's parameters arrive after
 //    (c + 1)/v of it, and micro-batch 0's forward of chunk c cannot end before they have.
+//  - A tied word embedding split over pipeline ranks (WorkProfile::tied_embedding_head_stage): when
+//    the first stage and the output layer's stage have both finished their DP reduction, the two
+//    all-reduce the embedding's gradient (embedding_reduce on both) for tied_embedding_seconds.
 //  - The optimizer step starts on every stage when the last stage's reduction ends (Megatron's
 //    global gradient-norm all-reduce synchronises all ranks first) and takes optimizer_seconds.
 //  - With the distributed optimizer of a stack that gathers after the step
