@@ -605,29 +605,48 @@ double reductions_on_one_node_ring(const Cluster& cluster, const std::vector<int
   return slowest;
 }
 
+// How many flows each node pair carries while several collectives run at once: add() every edge
+// of every collective with its flows, then read flows(from, to).
+class ConcurrentEdgeFlows {
+ public:
+  explicit ConcurrentEdgeFlows(const Cluster& cluster) : nodes_(cluster.num_nodes()) {}
+  void add(int from, int to, int flows) { edges_.emplace_back(key(from, to), flows); }
+  void add(const NodeRing& ring) {
+    if (ring.node_count() < 2) return;
+    for (int i = 0; i < ring.node_count(); ++i) {
+      const auto [from, to] = ring.edge(i);
+      add(from, to, ring.subrings());
+    }
+  }
+  // After the last add(): sums the flows of each node pair.
+  void merge() {
+    std::sort(edges_.begin(), edges_.end());
+    size_t kept = 0;
+    for (const auto& [edge, flows] : edges_) {
+      if (kept > 0 && edges_[kept - 1].first == edge)
+        edges_[kept - 1].second += flows;
+      else
+        edges_[kept++] = {edge, flows};
+    }
+    edges_.resize(kept);
+  }
+  int flows(int from, int to) const {
+    return std::lower_bound(edges_.begin(), edges_.end(), std::pair<std::int64_t, int>(key(from, to), 0))->second;
+  }
+
+ private:
+  std::int64_t key(int from, int to) const { return static_cast<std::int64_t>(from) * nodes_ + to; }
+  std::int64_t nodes_;
+  std::vector<std::pair<std::int64_t, int>> edges_;
+};
+
 // The slowest of `rings` all-reducing `bytes` each at the same time: the sub-rings of every ring
 // crossing a node pair share its rails.
 double slowest_concurrent_allreduce_seconds(const Cluster& cluster, const std::vector<NodeRing>& rings, double bytes) {
-  std::vector<std::pair<std::int64_t, int>> edge_flows;
-  const auto edge_key = [&cluster](int from, int to) { return static_cast<std::int64_t>(from) * cluster.num_nodes() + to; };
-  for (const NodeRing& ring : rings) {
-    if (ring.node_count() < 2) continue;
-    for (int i = 0; i < ring.node_count(); ++i) {
-      const auto [from, to] = ring.edge(i);
-      edge_flows.emplace_back(edge_key(from, to), ring.subrings());
-    }
-  }
-  std::sort(edge_flows.begin(), edge_flows.end());
-  std::vector<std::pair<std::int64_t, int>> merged;
-  for (const auto& [key, flows] : edge_flows) {
-    if (!merged.empty() && merged.back().first == key)
-      merged.back().second += flows;
-    else
-      merged.emplace_back(key, flows);
-  }
-  const auto flows_on_edge = [&](int from, int to) {
-    return std::lower_bound(merged.begin(), merged.end(), std::pair<std::int64_t, int>(edge_key(from, to), 0))->second;
-  };
+  ConcurrentEdgeFlows edges(cluster);
+  for (const NodeRing& ring : rings) edges.add(ring);
+  edges.merge();
+  const auto flows_on_edge = [&edges](int from, int to) { return edges.flows(from, to); };
   double slowest = 0;
   for (const NodeRing& ring : rings) slowest = std::max(slowest, ring_allreduce_cost(cluster, ring, flows_on_edge).seconds(bytes));
   return slowest;
@@ -707,15 +726,41 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
 double tied_embedding_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
                               const WorkProfile& work) {
   if (work.tied_embedding_gradient_bytes <= 0 || work.tied_embedding_head_stage <= 0) return 0;
-  std::vector<NodeRing> rings;
-  rings.reserve(static_cast<size_t>(config.tp) * static_cast<size_t>(config.dp_cp()));
+  struct Pair {
+    int first_node, head_node, first_gpu, head_gpu;
+    auto operator<=>(const Pair&) const = default;
+  };
+  std::vector<Pair> pairs;
+  pairs.reserve(static_cast<size_t>(config.tp) * static_cast<size_t>(config.dp_cp()));
+  ConcurrentEdgeFlows edges(cluster);
   for (int lane = 0; lane < config.dp_cp(); ++lane) {
     for (int t = 0; t < config.tp; ++t) {
       const auto gpu_at = [&](int stage) { return map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, lane, stage}))]; };
-      rings.emplace_back(cluster, std::vector<int>{gpu_at(0), gpu_at(work.tied_embedding_head_stage)});
+      const Pair pair{node_of(cluster, gpu_at(0)), node_of(cluster, gpu_at(work.tied_embedding_head_stage)), gpu_at(0),
+                      gpu_at(work.tied_embedding_head_stage)};
+      pairs.push_back(pair);
+      if (pair.first_node == pair.head_node) continue;
+      edges.add(pair.first_node, pair.head_node, 1);  // a two-member ring: one flow each way
+      edges.add(pair.head_node, pair.first_node, 1);
     }
   }
-  return slowest_concurrent_allreduce_seconds(cluster, rings, work.tied_embedding_gradient_bytes);
+  edges.merge();
+  const auto flows_on_edge = [&edges](int from, int to) { return edges.flows(from, to); };
+  // The pairs of one node pair differ only in their local GPUs: one ring per node pair, relabelled
+  // for each of its pairs (the job-start search reprices this on many of its moves).
+  std::sort(pairs.begin(), pairs.end());
+  double slowest = 0;
+  for (size_t first = 0; first < pairs.size();) {
+    size_t end = first + 1;
+    while (end < pairs.size() && pairs[end].first_node == pairs[first].first_node && pairs[end].head_node == pairs[first].head_node) ++end;
+    NodeRing ring(cluster, {pairs[first].first_gpu, pairs[first].head_gpu});
+    for (size_t k = first; k < end; ++k) {
+      if (k > first) ring.relabel(cluster, [&](int member) { return member == 0 ? pairs[k].first_gpu : pairs[k].head_gpu; });
+      slowest = std::max(slowest, ring_allreduce_cost(cluster, ring, flows_on_edge).seconds(work.tied_embedding_gradient_bytes));
+    }
+    first = end;
+  }
+  return slowest;
 }
 
 // Per node, its GPUs that send all-to-all traffic to other nodes while stage `stage`'s expert
