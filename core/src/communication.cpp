@@ -736,8 +736,9 @@ double tied_embedding_seconds(const Cluster& cluster, const ParallelConfig& conf
   for (int lane = 0; lane < config.dp_cp(); ++lane) {
     for (int t = 0; t < config.tp; ++t) {
       const auto gpu_at = [&](int stage) { return map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, lane, stage}))]; };
-      const Pair pair{node_of(cluster, gpu_at(0)), node_of(cluster, gpu_at(work.tied_embedding_head_stage)), gpu_at(0),
-                      gpu_at(work.tied_embedding_head_stage)};
+      const int first_gpu = gpu_at(0);
+      const int head_gpu = gpu_at(work.tied_embedding_head_stage);
+      const Pair pair{node_of(cluster, first_gpu), node_of(cluster, head_gpu), first_gpu, head_gpu};
       pairs.push_back(pair);
       if (pair.first_node == pair.head_node) continue;
       edges.add(pair.first_node, pair.head_node, 1);  // a two-member ring: one flow each way

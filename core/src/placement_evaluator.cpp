@@ -32,10 +32,9 @@ int entry_index(const ParallelConfig& config, const PlacementEvaluator::EntryRef
   return 2 * config.pp * lanes + entry.stage;
 }
 
+// The tied embedding's entry comes last.
 int entry_count(const ParallelConfig& config) {
-  const int lanes = config.dp_cp();
-  return 2 * config.pp * lanes + config.pp + lanes + config.pp * (expert_groups_per_stage(config) + 1) +
-         (config.cp > 1 ? config.pp * config.dp : 0) + 1;
+  return entry_index(config, {PlacementEvaluator::EntryRef::tied_embedding, 0, 0}) + 1;
 }
 
 bool has_wraparound(const ParallelConfig& config) { return config.virtual_stages > 1 && config.pp > 1; }
