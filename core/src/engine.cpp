@@ -102,7 +102,7 @@ const char* to_string(EngineSource source) {
 const std::vector<std::string>& engine_keys() {
   static const std::vector<std::string> keys = {"precision",       "attention",       "fp8-params",
                                                 "fp32-grads",      "dp-overlap",      "tp-overlap",
-                                                "tp-comm-overlap", "tp-recompute-allgather"};
+                                                "tp-comm-overlap", "tp-recompute-allgather", "pp-schedule"};
   return keys;
 }
 
@@ -179,6 +179,15 @@ ResolvedEngine apply_engine_overrides(TrainingSpec& training, const EngineOverri
   // nanotron's own switch: refused for any other stack even at the value they all behave as.
   switch_setting("tp-recompute-allgather", training.tensor_parallel_recompute_allgather, site.tp_recompute_allgather,
                  job.tp_recompute_allgather, true);
+  // nanotron's parallelism.pp_engine; every other stack's pipeline runs 1F1B (interleaved with vpp).
+  source = pick(training.pipeline_schedule, site.pipeline_schedule, job.pipeline_schedule);
+  resolved.settings.push_back({"pp-schedule", to_string(training.pipeline_schedule), source});
+  if (training.pipeline_schedule == PipelineSchedule::all_forward_all_backward && framework != Framework::nanotron) {
+    fail("pp-schedule", to_string(training.pipeline_schedule), source,
+         "afab (all forward, then all backward) is nanotron's parallelism.pp_engine (parallel/pipeline_parallel/"
+         "engine.py @2411b022 l.175-232); Pipette prices and exports " + std::string(to_string(framework)) +
+             "'s pipeline as 1F1B");
+  }
   // Switches that need another setting.
   const auto source_of = [&](const char* key) {
     for (const EngineSetting& setting : resolved.settings)

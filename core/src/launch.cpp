@@ -303,6 +303,7 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
   launch.fp32_gradients = training.gradients_in_fp32 || training.precision == Precision::fp32;
   launch.precision = training.precision;
   launch.tp_recompute_allgather = training.tensor_parallel_recompute_allgather;
+  launch.pipeline_schedule = training.pipeline_schedule;
   launch.sequence_length = training.sequence_length;
   const ModelSpec launched = model_for_sequence(model, training.sequence_length);
   launch.max_position_embeddings = std::max(launched.learned_position_embeddings, training.sequence_length);
@@ -657,7 +658,8 @@ std::string nanotron_overrides(const LaunchDescription& launch) {
   // tp_recompute_allgather, config/config.py
   // l.340 TokensArgs and l.405 OptimizerArgs @2411b022); every switch the profile prices is written out.
   std::string text = "parallelism.dp=" + std::to_string(launch.dp) + " parallelism.tp=" + std::to_string(launch.tp) +
-                     " parallelism.pp=" + std::to_string(launch.pp) + " parallelism.pp_engine=1f1b" +
+                     " parallelism.pp=" + std::to_string(launch.pp) +
+                     " parallelism.pp_engine=" + to_string(launch.pipeline_schedule) +
                      " parallelism.tp_mode=" + (launch.sequence_parallel ? "REDUCE_SCATTER" : "ALL_REDUCE") +
                      " parallelism.tp_linear_async_communication=" + boolean(launch.tp_backward_overlap) +
                      " parallelism.tp_recompute_allgather=" + boolean(launch.tp_recompute_allgather) +

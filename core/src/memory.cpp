@@ -352,7 +352,8 @@ double cp_ring_buffer_bytes(const ModelSpec& model, const TrainingSpec& training
   return std::max(forward, backward);
 }
 
-int in_flight_microbatch_chunks(int stage, int pp, int num_microbatches, int virtual_stages) {
+int in_flight_microbatch_chunks(int stage, int pp, int num_microbatches, int virtual_stages, PipelineSchedule schedule) {
+  if (schedule == PipelineSchedule::all_forward_all_backward) return num_microbatches;
   if (virtual_stages <= 1 || pp <= 1) return std::min(pp - stage, num_microbatches);
   // Megatron-core walks groups of N micro-batches through the chunks; N = pp when pp divides m.
   const int group = std::max(pp, interleaved_group_size(pp, num_microbatches));
@@ -571,7 +572,8 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
       memory.step_gradients_bytes += expert_parameters * (expert.step_main_gradients - per_parameter.step_main_gradients);
     }
 
-    const int chunks = in_flight_microbatch_chunks(stage, config.pp, microbatches, config.virtual_stages);
+    const int chunks =
+        in_flight_microbatch_chunks(stage, config.pp, microbatches, config.virtual_stages, training.pipeline_schedule);
     const double layers_per_chunk = static_cast<double>(layers[static_cast<size_t>(stage)]) / config.virtual_stages;
     const int stage_layers = layers[static_cast<size_t>(stage)];
     const double moe_share = stage_layers > 0 ? moe_layers_of_stage(model, config, stage) / stage_layers : 0.0;
@@ -638,10 +640,18 @@ std::vector<StageMemory> estimate_memory(const ModelSpec& model, const TrainingS
       // Stacks whose loss copies the logits out of place keep more at that peak (stack_profile.hpp).
       // nanotron's partition can hold the head (the norm terms) and the loss (the logit terms) on
       // different ranks; a rank with the head alone keeps its 16-bit logits until they are sent.
+      const double final_norm_bytes =
+          held.head ? 2 * tokens * model.hidden_size * value_bytes / (config.sequence_parallel ? config.tp : 1) : 0.0;
       memory.logits_and_loss_bytes =
-          (held.head ? 2 * tokens * model.hidden_size * value_bytes / (config.sequence_parallel ? config.tp : 1) : 0.0) +
-          tokens * vocab_shard *
-              (held.loss ? 4.0 + value_bytes + stack.extra_logits_bytes_per_element : value_bytes);
+          final_norm_bytes +
+          tokens * vocab_shard * (held.loss ? 4.0 + value_bytes + stack.extra_logits_bytes_per_element : value_bytes);
+      if (training.pipeline_schedule == PipelineSchedule::all_forward_all_backward) {
+        // All forward, all backward: every other micro-batch's backward is still to come, so the
+        // final norm's saved tensors and the loss's fp32 softmax stay for each of them (a rank
+        // that holds the lm_head alone sends its logits after each forward and keeps none).
+        memory.logits_and_loss_bytes +=
+            (microbatches - 1) * (final_norm_bytes + (held.loss ? 4.0 * tokens * vocab_shard : 0.0));
+      }
     }
     const double allocated = memory.weights_bytes + memory.gradients_bytes + memory.optimizer_state_bytes +
                              memory.activations_bytes + memory.logits_and_loss_bytes;

@@ -460,6 +460,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
   WorkProfile work;
   work.num_microbatches = num_microbatches_of(training, config);
   work.virtual_stages = config.virtual_stages;
+  work.pipeline_schedule = training.pipeline_schedule;
   // A stack that partitions its pipeline messages (stack_profile.hpp) sends each TP rank's 1/tp
   // slice and all-gathers the tensor over TP where it is used: the input before the forward (every
   // stage but the first), the stage's own output and the received gradient before the backward
@@ -671,8 +672,9 @@ namespace {
 using detail::PipelineTimes;
 using detail::ReplicaPipeline;
 
-// Closed form of the (interleaved) 1F1B schedule that simulate_schedule runs op by op, per-chunk
-// forward f_i and backward b_i of rank i, link c_i between rank i and i + 1, c_w the wrap-around:
+// Closed form of the (interleaved) 1F1B schedule, or of all forward, all backward (below), that
+// simulate_schedule runs op by op, per-chunk forward f_i and backward b_i of rank i, link c_i
+// between rank i and i + 1, c_w the wrap-around:
 //  - steady state: every rank alternates one forward and one backward at a pace P no faster than
 //    its own f_i + b_i and than the schedule's dependency loops. 1F1B: rank i holds p − i
 //    micro-batches, whose forward must reach rank p − 1 and whose gradient must come back,
@@ -704,7 +706,26 @@ PipelineTimes pipeline_times(const ReplicaPipeline& pipe, int microbatches, int 
   }
   const double link_sum = std::accumulate(pipe.link.begin(), pipe.link.end(), 0.0);
   const double chunk_passes = static_cast<double>(microbatches) * chunks;
-  if (chunks == 1) {
+  if (pipe.all_forward_all_backward) {
+    // Every forward, then every backward in the same order: two flow shops of m equal jobs, the
+    // ranks and the links their machines (a link carries one message at a time), each taking its
+    // work and links once plus m − 1 times its slowest machine. The backwards start on the last
+    // rank after its last forward; every other rank has finished its forwards by the time the
+    // first gradient reaches it.
+    double slowest_forward = 0, slowest_backward = 0, forward_sum = 0, backward_sum = 0;
+    for (int i = 0; i < p; ++i) {
+      slowest_forward = std::max(slowest_forward, pipe.forward[i]);
+      slowest_backward = std::max(slowest_backward, pipe.backward[i]);
+      forward_sum += pipe.forward[i];
+      backward_sum += pipe.backward[i];
+    }
+    for (const double link : pipe.link) {
+      slowest_forward = std::max(slowest_forward, link);
+      slowest_backward = std::max(slowest_backward, link);
+    }
+    times.cycle_seconds = slowest_forward + slowest_backward;
+    times.total_seconds = forward_sum + backward_sum + 2 * link_sum + (microbatches - 1) * times.cycle_seconds;
+  } else if (chunks == 1) {
     double loop = 0;
     for (int i = p - 1; i >= 0; --i) {
       loop += pipe.forward[i] + pipe.backward[i] + (i < p - 1 ? 2 * pipe.link[i] : 0.0);
@@ -780,6 +801,7 @@ void fill_replica_pipeline(const ParallelConfig& config, const WorkProfile& work
   pipe.backward.clear();
   pipe.link.clear();
   pipe.wraparound = 0;
+  pipe.all_forward_all_backward = work.pipeline_schedule == PipelineSchedule::all_forward_all_backward;
   for (int stage = 0; stage < config.pp; ++stage) {
     const StageWork& stage_work = work.stages[static_cast<size_t>(stage)];
     const double tp = communication.tp_seconds.empty() ? 0.0

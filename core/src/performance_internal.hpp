@@ -15,6 +15,7 @@ struct ReplicaPipeline {
   std::vector<double> backward;
   std::vector<double> link;
   double wraparound = 0;
+  bool all_forward_all_backward = false;  // WorkProfile::pipeline_schedule; 1F1B (interleaved) otherwise
 };
 
 // A replica pipeline's closed-form times.

@@ -45,6 +45,8 @@ void check_inputs(const ParallelConfig& config, const WorkProfile& work, const C
               (work.tied_embedding_head_stage > 0 && work.tied_embedding_head_stage < config.pp),
           "a tied embedding's all-reduce needs the output layer's stage, after the first");
   if (effective_virtual_stages(config) > 1) {
+    require(work.pipeline_schedule == PipelineSchedule::one_forward_one_backward,
+            "all forward, all backward has no interleaved form (vpp must be 1)");
     require(work.num_microbatches >= config.pp, "the interleaved schedule needs at least pp micro-batches (Megatron "
                                                 "rejects fewer)");
     require(communication.wraparound_p2p_seconds.size() == dp,
@@ -84,7 +86,7 @@ class ReplicaSimulation {
       forward_seconds_.push_back((stage.forward_compute_seconds + tp.forward + 0.5 * ep + stage.cp_forward_share * cp) / chunks_);
       backward_seconds_.push_back(
           (stage.backward_compute_seconds + tp.backward + 0.5 * ep + (1 - stage.cp_forward_share) * cp) / chunks_);
-      programs_.push_back(pipeline_rank_program(pp_, rank, microbatches_, chunks_));
+      programs_.push_back(pipeline_rank_program(pp_, rank, microbatches_, chunks_, work.pipeline_schedule));
       parameter_gather_seconds_.push_back(parameter_gather_share(config, training) * communication.dp_seconds[rank]);
     }
   }
@@ -248,15 +250,21 @@ int interleaved_group_size(int pp, int num_microbatches) {
   return 0;
 }
 
-std::vector<ScheduledOp> pipeline_rank_program(int pp, int rank, int num_microbatches, int virtual_stages) {
+std::vector<ScheduledOp> pipeline_rank_program(int pp, int rank, int num_microbatches, int virtual_stages,
+                                               PipelineSchedule schedule) {
   const int chunks = pp > 1 ? virtual_stages : 1;
+  if (schedule == PipelineSchedule::all_forward_all_backward && chunks > 1) {
+    throw std::invalid_argument("pipeline_rank_program: all forward, all backward has no interleaved form");
+  }
   const int total = num_microbatches * chunks;
   const int group_size = chunks == 1 ? num_microbatches : interleaved_group_size(pp, num_microbatches);
   if (group_size == 0) {
     throw std::invalid_argument("pipeline_rank_program: the interleaved schedule needs at least pp micro-batches");
   }
-  const int warmup = chunks == 1 ? std::min(pp - rank - 1, num_microbatches)
-                                 : std::min(2 * (pp - rank - 1) + (chunks - 1) * group_size, total);
+  // All forward, all backward is a warm-up of every forward.
+  const int warmup = schedule == PipelineSchedule::all_forward_all_backward ? total
+                     : chunks == 1 ? std::min(pp - rank - 1, num_microbatches)
+                                   : std::min(2 * (pp - rank - 1) + (chunks - 1) * group_size, total);
   const std::vector<ScheduledOp> forwards = forward_order(num_microbatches, chunks, group_size);
   const auto backward_at = [&](int k) {
     ScheduledOp op = forwards[k];

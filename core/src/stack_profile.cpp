@@ -212,7 +212,7 @@ StackProfile nanotron_profile() {
       "fp32 gradient copy held through the whole iteration, not read from that path's code (helpers.py l.390-407 "
       "builds no FP32GradientAccumulator there)",
       "nanotron's default pp_engine is afab (config/parallelism_config.py l.43-44), which keeps every micro-batch's "
-      "activations; Pipette prices and exports pp_engine 1f1b",
+      "activations; Pipette prices and exports pp_engine 1f1b unless --engine pp-schedule=afab asks for afab",
   };
   return profile;
 }

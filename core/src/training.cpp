@@ -91,6 +91,14 @@ const char* to_string(AttentionKernel kernel) {
   return "?";
 }
 
+const char* to_string(PipelineSchedule schedule) {
+  switch (schedule) {
+    case PipelineSchedule::one_forward_one_backward: return "1f1b";
+    case PipelineSchedule::all_forward_all_backward: return "afab";
+  }
+  return "?";
+}
+
 const char* to_string(Framework framework) {
   switch (framework) {
     case Framework::megatron_core: return "megatron-core";

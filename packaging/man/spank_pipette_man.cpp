@@ -68,7 +68,8 @@ const std::map<std::string, std::string>& plan_variable_meanings() {
        "The plan as Megatron-DeepSpeed arguments, ending with --deepspeed --zero-stage (framework megatron-deepspeed); "
        "its DeepSpeed JSON is PIPETTE_DEEPSPEED_CONFIG."},
       {"PIPETTE_NANOTRON_OVERRIDES",
-       "The plan as dotted keys of nanotron's YAML config, KEY=VALUE, pp_engine=1f1b included (framework nanotron)."},
+       "The plan as dotted keys of nanotron's YAML config, KEY=VALUE, pp_engine included (1f1b unless the engine's "
+       "pp-schedule is afab; framework nanotron)."},
       {"PIPETTE_DEEPSPEED_CONFIG",
        "The plan's batch, gradient-accumulation steps and ZeRO stage as a DeepSpeed JSON config, to write to the file "
        "--deepspeed_config names (frameworks deepspeed and megatron-deepspeed)."},

@@ -134,6 +134,7 @@ std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cl
   if (training.target.framework == Framework::nanotron) {
     expect(built.tp_backward_overlap == launch.tp_backward_overlap, "TP backward overlap");
     expect(built.tp_recompute_allgather == launch.tp_recompute_allgather, "TP re-gather");
+    expect(built.pipeline_schedule == to_string(launch.pipeline_schedule), "pipeline engine");
     return mismatch;  // its split is its own (launch_problem)
   }
   expect(built.layers_per_stage == launch.layers_per_stage, "layer split");
@@ -610,11 +611,15 @@ TEST(Conformance, EngineSwitchesStartAsPriced) {
     EngineOverrides job;
     std::vector<std::string> shown;  // in every plan's string (with tp > 1 where only_tensor_parallel)
     bool only_tensor_parallel = true;
+    // All forward, all backward holds every micro-batch: fewer of them for a plan to fit on one node.
+    std::int64_t global_batch = 256;
   };
   EngineOverrides megatron;
   megatron.tp_comm_overlap = true, megatron.dp_overlap = false, megatron.fp32_gradients = false;
   EngineOverrides nanotron;
   nanotron.tp_overlap = true, nanotron.tp_recompute_allgather = false, nanotron.fp32_gradients = false;
+  EngineOverrides nanotron_afab;
+  nanotron_afab.pipeline_schedule = PipelineSchedule::all_forward_all_backward;
   // fp8 weights: the job's script passes --fp8-param-gather, which Megatron refuses without the
   // distributed optimizer at any dp (M:training/arguments.py:1095-1097), so every plan exports it.
   EngineOverrides fp8_weights;
@@ -624,13 +629,14 @@ TEST(Conformance, EngineSwitchesStartAsPriced) {
       {Framework::megatron_core, fp8_weights, {"--use-distributed-optimizer"}, false},
       {Framework::nanotron, nanotron,
        {"tp_linear_async_communication=true", "tp_recompute_allgather=false", "accumulate_grad_in_fp32=false"}},
+      {Framework::nanotron, nanotron_afab, {"pp_engine=afab"}, false, 16},
   };
   for (const Case& c : cases) {
     Tally tally;
     int shown = 0;
     for (const int nodes : {1, 4}) {
       TrainingSpec training;
-      training.global_batch_sequences = 256;
+      training.global_batch_sequences = c.global_batch;
       training.sequence_length = 4096;
       training.target = {c.framework, false};
       FixedKnobs tensor_parallel;  // the TP switches need tp > 1 to show
@@ -697,6 +703,10 @@ TEST(Conformance, ProfiledStacksRefuseWhatTheirCodeRefuses) {
             std::string::npos);
   EXPECT_NE(refusal(check_nanotron(replaced(overrides, "pp_engine=1f1b", "pp_engine=zb"), facts)).find("utils_config.py:109"),
             std::string::npos);
+  // Without the key nanotron runs its dataclass default, afab (N:config/parallelism_config.py:43-44),
+  // which keeps every micro-batch's activations: read back as another engine than the 1f1b priced.
+  EXPECT_EQ(check_nanotron(replaced(overrides, " parallelism.pp_engine=1f1b", ""), facts).built.pipeline_schedule, "afab");
+  EXPECT_EQ(nanotron.built.pipeline_schedule, "1f1b");
   EXPECT_NE(refusal(check_nanotron(replaced(replaced(overrides, "REDUCE_SCATTER", "ALL_REDUCE"),
                                             "tp_linear_async_communication=false", "tp_linear_async_communication=true"),
                                    facts))
@@ -861,7 +871,8 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
                    virtual_stages, microbatch_group_size, layers_per_stage, recompute, recomputed_layers_per_chunk,
                    sequence_parallel,
                    distributed_optimizer, fully_sharded, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap,
-                   tp_backward_overlap, fp32_gradients, tp_recompute_allgather, precision, sequence_length,
+                   tp_backward_overlap, fp32_gradients, tp_recompute_allgather, pipeline_schedule, precision,
+                   sequence_length,
                    max_position_embeddings, environment] = launch;
       const ParallelConfig& priced = plan->config;
       // The expert layout and MoE layer as priced (zero / one for dense models).
@@ -923,6 +934,9 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       EXPECT_EQ(tp_backward_overlap, training.overlap_tensor_parallel_backward && sequence_parallel);
       EXPECT_EQ(fp32_gradients, training.gradients_in_fp32);
       EXPECT_EQ(tp_recompute_allgather, training.tensor_parallel_recompute_allgather);
+      // The schedule the simulator and the memory model ran.
+      EXPECT_EQ(pipeline_schedule, work.pipeline_schedule);
+      EXPECT_EQ(pipeline_schedule, training.pipeline_schedule);
       EXPECT_EQ(precision, training.precision);
       EXPECT_EQ(sequence_length, c.sequence);
       // The position table the memory model counted.

@@ -933,11 +933,11 @@ Verdict check_nanotron(const std::string& overrides, const JobFacts& facts) {
     verdict.refusal = "NotImplementedError in the DDP fp32 hook under ZeRO (N:optim/gradient_accumulator.py:354-355)";
     return verdict;
   }
-  // What the profile prices (core/src/stack_profile.cpp): 1f1b, ZeRO-1 at most (N:helpers.py:409
-  // builds the same optimizer for any stage > 0). The TP overlap, the re-gather and the gradient
-  // precision are read back below and compared with the launch.
-  if (engine != "1f1b" || *zero > 1 || *cp != 1) {
-    verdict.refusal = "pp_engine, ZeRO stage or cp: not what was priced";
+  // What the profile prices (core/src/stack_profile.cpp): ZeRO-1 at most (N:helpers.py:409 builds
+  // the same optimizer for any stage > 0). The engine, the TP overlap, the re-gather and the
+  // gradient precision are read back below and compared with the launch.
+  if (*zero > 1 || *cp != 1) {
+    verdict.refusal = "ZeRO stage or cp: not what was priced";
     return verdict;
   }
   BuiltLayout& built = verdict.built;
@@ -954,6 +954,7 @@ Verdict check_nanotron(const std::string& overrides, const JobFacts& facts) {
   built.fp32_gradients = fp32_accumulation;
   // N:config/parallelism_config.py:36: the dataclass default is true.
   built.tp_recompute_allgather = !values.count("parallelism.tp_recompute_allgather") || boolean("parallelism.tp_recompute_allgather");
+  built.pipeline_schedule = engine;
   return verdict;
 }
 

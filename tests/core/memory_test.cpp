@@ -196,6 +196,25 @@ TEST(InFlightMicrobatches, MatchTheScheduleOpByOp) {
   }
 }
 
+TEST(InFlightMicrobatches, AllForwardAllBackwardHoldsEveryMicrobatchOnEveryRank) {
+  // nanotron's afab engine (parallel/pipeline_parallel/engine.py @2411b022 l.198-230): every
+  // forward before the first backward, whatever the rank and the pipeline depth, pp = 1 included.
+  constexpr PipelineSchedule afab = PipelineSchedule::all_forward_all_backward;
+  for (int pp = 1; pp <= 6; ++pp) {
+    for (int m = 1; m <= 3 * pp + 2; ++m) {
+      for (int stage = 0; stage < pp; ++stage) {
+        int held = 0, most = 0;
+        for (const ScheduledOp& op : pipeline_rank_program(pp, stage, m, 1, afab)) {
+          held += op.backward ? -1 : 1;
+          most = std::max(most, held);
+        }
+        EXPECT_EQ(most, m);
+        EXPECT_EQ(in_flight_microbatch_chunks(stage, pp, m, 1, afab), most) << "pp=" << pp << " m=" << m;
+      }
+    }
+  }
+}
+
 TEST(InFlightMicrobatches, InterleavedWithMicrobatchesNotAMultipleOfPHoldsMore) {
   // p = 4, m = 6: Megatron-core's group is N = 6, so warm-up is 2·3 + (2 − 1)·6 = 12 chunk forwards.
   EXPECT_EQ(interleaved_group_size(4, 6), 6);

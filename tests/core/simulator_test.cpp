@@ -122,6 +122,41 @@ TEST(Simulator, TwoStagesThreeMicrobatchesEqualStagesFreeLinks) {
                   {{F, 0, 0, 1, 2}, {B, 0, 0, 2, 4}, {F, 1, 0, 4, 5}, {B, 1, 0, 5, 7}, {F, 2, 0, 7, 8}, {B, 2, 0, 8, 10}});
 }
 
+// nanotron's afab (parallel/pipeline_parallel/engine.py @2411b022 l.198-230): every forward, then
+// the backwards in the order of their forwards.
+TEST(PipelineProgram, AllForwardAllBackwardRunsEveryForwardFirst) {
+  const auto program = pipeline_rank_program(3, 1, 4, 1, PipelineSchedule::all_forward_all_backward);
+  ASSERT_EQ(program.size(), 8u);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_FALSE(program[static_cast<size_t>(k)].backward);
+    EXPECT_EQ(program[static_cast<size_t>(k)].microbatch, k);
+    EXPECT_TRUE(program[static_cast<size_t>(4 + k)].backward);
+    EXPECT_EQ(program[static_cast<size_t>(4 + k)].microbatch, k);
+  }
+  EXPECT_THROW(pipeline_rank_program(2, 0, 4, 2, PipelineSchedule::all_forward_all_backward), std::invalid_argument);
+}
+
+// Equal stages: the textbook (m + p − 1)(F + B), as 1F1B; the backwards start on the last rank after
+// its last forward. Uneven stages with links: two flow shops, the ranks and links their machines,
+// Σf + Σb + 2Σc + (m − 1)(max f + max b) = 4 + 6 + 1 + 4·(3 + 4) = 39 against 1F1B's 33 (its pace is
+// the round trip's (5 + 5 + 2·0.5)/2 = 5.5 per micro-batch, not 3 + 4); the closed form prices both
+// as the simulation runs them.
+TEST(Simulator, AllForwardAllBackwardIsTwoFlowShops) {
+  Pipeline equal({1, 1}, {2, 2}, 3);
+  equal.work.pipeline_schedule = PipelineSchedule::all_forward_all_backward;
+  const auto result = equal.run();
+  EXPECT_DOUBLE_EQ(result.iteration_seconds, 12.0);
+  expect_timeline(timeline(result, 1, 0, kCompute),
+                  {{F, 0, 0, 1, 2}, {F, 1, 0, 2, 3}, {F, 2, 0, 3, 4}, {B, 0, 0, 4, 6}, {B, 1, 0, 6, 8}, {B, 2, 0, 8, 10}});
+  EXPECT_DOUBLE_EQ(critical_path(equal.config, equal.work, equal.communication, equal.training).iteration_seconds, 12.0);
+
+  Pipeline uneven({1, 3}, {4, 2}, 5, 0.5);
+  EXPECT_DOUBLE_EQ(uneven.run().iteration_seconds, 33.0);
+  uneven.work.pipeline_schedule = PipelineSchedule::all_forward_all_backward;
+  EXPECT_DOUBLE_EQ(uneven.run().iteration_seconds, 39.0);
+  EXPECT_DOUBLE_EQ(critical_path(uneven.config, uneven.work, uneven.communication, uneven.training).iteration_seconds, 39.0);
+}
+
 TEST(Simulator, TwoStagesThreeMicrobatchesWithLinkLatency) {
   // p2p = 0.5: stage 0 waits for each round trip; critical path 1+.5+1+2+.5+2+1+.5+1+2+.5+2 = 14.
   const Pipeline pipeline({1, 1}, {2, 2}, 3, 0.5);
@@ -534,6 +569,15 @@ std::vector<AgreementCase> agreement_cases() {
     after_step.training.sharded_optimizer = ShardedOptimizerCollectives::all_reduce_and_gather_after_step;
     cases.push_back({"distributed optimizer, all-reduce and parameter gather after the step, v=" + std::to_string(chunks),
                      after_step});
+  }
+  // nanotron's all forward, all backward, wherever there is no interleaving.
+  const size_t one_f_one_b_cases = cases.size();
+  for (size_t index = 0; index < one_f_one_b_cases; ++index) {
+    if (cases[index].pipeline.config.virtual_stages > 1) continue;
+    AgreementCase afab = cases[index];
+    afab.name += " afab";
+    afab.pipeline.work.pipeline_schedule = PipelineSchedule::all_forward_all_backward;
+    cases.push_back(afab);
   }
   return cases;
 }

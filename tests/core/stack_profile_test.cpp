@@ -217,6 +217,32 @@ TEST(StackProfile, TheLossKeepsWhatEachStackCopies) {
   EXPECT_DOUBLE_EQ(logits(Framework::megatron_deepspeed) - logits(Framework::megatron_core), 4 * logit_elements);
 }
 
+// nanotron's afab engine (its default, config/parallelism_config.py @2411b022 l.43-44; the export
+// asks for 1f1b unless the engine's pp-schedule says afab) runs every forward before the first
+// backward: every rank holds all of its replica's micro-batches, and the loss rank each one's fp32
+// softmax (parallel/tensor_parallel/functional.py l.85 saves exp_logits) and final-norm tensors.
+TEST(StackProfile, NanotronAfabKeepsEveryMicroBatchAndEachSoftmax) {
+  const ParallelConfig config = config_of(2, 2, 4);
+  const auto stages = [&](PipelineSchedule schedule, std::int64_t global_batch) {
+    TrainingSpec training = training_for(Framework::nanotron);
+    training.global_batch_sequences = global_batch;  // 4 replicas of micro-batch 2: global_batch / 8 each
+    training.pipeline_schedule = schedule;
+    return estimate_memory(llama_1b(), training, config, RuntimeOverheads{});
+  };
+  constexpr PipelineSchedule one_f_one_b = PipelineSchedule::one_forward_one_backward;
+  constexpr PipelineSchedule afab = PipelineSchedule::all_forward_all_backward;
+  // 1F1B: the first rank holds pp = 2 micro-batches however many there are; afab holds them all,
+  // so 8 micro-batches add as much again over 4 as 4 add over 1F1B's 2.
+  EXPECT_DOUBLE_EQ(stages(one_f_one_b, 64)[0].activations_bytes, stages(one_f_one_b, 32)[0].activations_bytes);
+  const double per_microbatch = (stages(afab, 32)[0].activations_bytes - stages(one_f_one_b, 32)[0].activations_bytes) / 2;
+  EXPECT_GT(per_microbatch, 0);
+  EXPECT_DOUBLE_EQ(stages(afab, 64)[0].activations_bytes - stages(afab, 32)[0].activations_bytes, 4 * per_microbatch);
+  // The loss rank: 7 more micro-batches' softmax (4 bytes per logit of the vocabulary shard) and
+  // final-norm input and output (sequence parallel: h/t each, 16-bit).
+  const double kept = tokens * 50257 / 2 * 4 + 2 * tokens * 2048 * 2 / 2;
+  EXPECT_DOUBLE_EQ(stages(afab, 64)[1].logits_and_loss_bytes - stages(one_f_one_b, 64)[1].logits_and_loss_bytes, 7 * kept);
+}
+
 // Megatron-DeepSpeed's default is the unfused softmax (megatron/model/transformer.py l.237-327):
 // the s×s scores are kept, so its layers keep far more than flash attention's.
 TEST(StackProfile, MegatronDeepSpeedKeepsTheAttentionScores) {

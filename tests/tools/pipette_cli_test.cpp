@@ -810,6 +810,47 @@ TEST_F(PipetteCli, EngineSwitchesShowTheirSourceAndReachTheExport) {
   expect_one_line_error(pipette(planning("simulate") + " --precision fp9"), 1, "precision must be fp32, fp16, bf16 or fp8");
 }
 
+// nanotron's own default engine, afab, asked for by the engine's pp-schedule: the plan holds every
+// micro-batch (the loss rank each one's softmax too), the export asks nanotron for it, and any other
+// stack refuses it in one line.
+TEST_F(PipetteCli, NanotronAfabIsPricedAndExported) {
+  const std::string layout =
+      "plan --json --top 1 --model llama3-8b --num-nodes 2 --global-batch 64 --seq 4096 --framework nanotron "
+      "--fix tp=2,pp=2,dp=4,mbs=1,vpp=1,recompute=full,sp=on,distopt=off";
+  const Outcome one_f_one_b = pipette(layout);
+  const Outcome afab = pipette(layout + " --engine pp-schedule=afab");
+  ASSERT_EQ(one_f_one_b.status, 0) << one_f_one_b.err;
+  ASSERT_EQ(afab.status, 0) << afab.err;
+  const YAML::Node before = parse_json(one_f_one_b.out), after = parse_json(afab.out);
+  EXPECT_EQ(before["training"]["engine"]["pp-schedule"]["value"].as<std::string>(), "1f1b");
+  EXPECT_EQ(after["training"]["engine"]["pp-schedule"]["value"].as<std::string>(), "afab");
+  EXPECT_EQ(after["training"]["engine"]["pp-schedule"]["source"].as<std::string>(), "job");
+  // 16 micro-batches per replica. Stage 0 (nanotron's partition: 18 layers) holds 16 instead of 2,
+  // each its layers' inputs under full recompute (4096 tokens x h 4096, 16-bit, split by sequence
+  // parallelism over tp 2); the loss stage keeps 15 more fp32 softmaxes of the 128256/2 vocabulary
+  // shard and final-norm inputs and outputs.
+  const YAML::Node stages_before = before["plans"][0]["memory_per_stage"], stages_after = after["plans"][0]["memory_per_stage"];
+  const double layer_input = 4096.0 * 4096 * 2 / 2;
+  EXPECT_NEAR(stages_after[0]["activations_bytes"].as<double>() - stages_before[0]["activations_bytes"].as<double>(),
+              14 * 18 * layer_input, 1e-6 * 14 * 18 * layer_input);
+  const double kept_at_loss = 4096.0 * 128256 / 2 * 4 + 2 * layer_input;
+  EXPECT_NEAR(stages_after[1]["logits_and_loss_bytes"].as<double>() - stages_before[1]["logits_and_loss_bytes"].as<double>(),
+              15 * kept_at_loss, 1e-6 * 15 * kept_at_loss);
+  const std::string overrides = after["plans"][0]["environment"]["PIPETTE_NANOTRON_OVERRIDES"].as<std::string>();
+  EXPECT_NE(overrides.find("parallelism.pp_engine=afab"), std::string::npos) << overrides;
+  EXPECT_NE(before["plans"][0]["environment"]["PIPETTE_NANOTRON_OVERRIDES"].as<std::string>().find("pp_engine=1f1b"),
+            std::string::npos);
+  const Outcome shown = pipette("explain --top 1 --model llama3-8b --num-nodes 2 --global-batch 64 --seq 4096 "
+                                "--framework nanotron --engine pp-schedule=afab");
+  ASSERT_EQ(shown.status, 0) << shown.err;
+  EXPECT_NE(shown.out.find("all forward then all backward (nanotron afab: every micro-batch held)"), std::string::npos)
+      << shown.out;
+  EXPECT_NE(shown.out.find("pp-schedule             afab   job"), std::string::npos) << shown.out;
+  expect_one_line_error(pipette(planning("plan") + " --engine pp-schedule=afab"), 1,
+                        "engine pp-schedule=afab (job) cannot run on megatron-core: afab (all forward, then all backward) "
+                        "is nanotron's parallelism.pp_engine");
+}
+
 // explain says how a stack other than the reference one was priced: its code, mechanism by
 // mechanism, and what is assumed; the reference stacks (the fitted constants) print no such block.
 TEST_F(PipetteCli, ExplainSaysHowEachOtherStackWasPriced) {

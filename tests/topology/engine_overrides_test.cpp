@@ -18,7 +18,7 @@ namespace {
 TEST(EngineOverrides, EveryKeyAndValueParses) {
   auto all = parse_engine_overrides(
       " precision=fp8, attention=unfused,fp32-grads=off,dp-overlap=false,tp-overlap=1,tp-comm-overlap=on,"
-      "tp-recompute-allgather=0 ");
+      "tp-recompute-allgather=0,pp-schedule=afab ");
   ASSERT_TRUE(all.ok()) << all.error().message;
   EXPECT_EQ(all->precision, Precision::fp8);
   EXPECT_EQ(all->attention, AttentionKernel::unfused);
@@ -27,6 +27,8 @@ TEST(EngineOverrides, EveryKeyAndValueParses) {
   EXPECT_EQ(all->tp_overlap, true);
   EXPECT_EQ(all->tp_comm_overlap, true);
   EXPECT_EQ(all->tp_recompute_allgather, false);
+  EXPECT_EQ(all->pipeline_schedule, PipelineSchedule::all_forward_all_backward);
+  EXPECT_EQ(parse_engine_overrides("pp-schedule=1f1b")->pipeline_schedule, PipelineSchedule::one_forward_one_backward);
   for (const auto& [text, precision] : std::vector<std::pair<std::string, Precision>>{
            {"precision=fp32", Precision::fp32}, {"precision=fp16", Precision::fp16}, {"precision=bf16", Precision::bf16}})
     EXPECT_EQ(parse_engine_overrides(text)->precision, precision) << text;
@@ -43,8 +45,9 @@ TEST(EngineOverrides, BadInputIsOneLineNamingTheKeyAndTheAcceptedValues) {
       {"tp-overlap=yes", "tp-overlap must be on or off"},
       {"tp-comm-overlap=2", "tp-comm-overlap must be on or off"},
       {"tp-recompute-allgather=no", "tp-recompute-allgather must be on or off"},
+      {"pp-schedule=gpipe", "pp-schedule must be 1f1b or afab (got \"gpipe\")"},
       {"overlap-grad-reduce=on", "unknown key \"overlap-grad-reduce\"; keys are precision, attention, fp8-params, fp32-grads, "
-                                 "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather"},
+                                 "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather, pp-schedule"},
       {"dp-overlap", "expected key=value"},
       {"dp-overlap=on,,tp-overlap=on", "empty item"},
       {"dp-overlap=on,dp-overlap=off", "dp-overlap is given twice; keep one"},
@@ -328,6 +331,11 @@ TEST_F(EngineSources, WhatAStackCannotRunIsRefusedWithTheReason) {
       {"nanotron", "precision=fp8", "", "fp8 is priced as Transformer Engine's recipe"},
       {"nanotron", "", "fp8", "engine precision=fp8 (job) cannot run on nanotron"},
       {"nanotron", "tp-overlap=on,tp-recompute-allgather=off,fp32-grads=off", "", ""},
+      // nanotron's own pp_engine; every other stack's pipeline is exported as 1F1B.
+      {"nanotron", "pp-schedule=afab", "", ""},
+      {"torchtitan", "pp-schedule=afab", "",
+       "engine pp-schedule=afab (job) cannot run on torchtitan: afab (all forward, then all backward) is nanotron's"},
+      {"megatron-core", "pp-schedule=1f1b", "", ""},
       // The recipe's mixed_precision.grad_reduce_in_fp32, described like the precision.
       {"nemo", "fp32-grads=off", "", ""},
       {"torchtitan", "fp32-grads=off", "", "no gradient-precision switch for torchtitan"},

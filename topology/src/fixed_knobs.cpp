@@ -141,6 +141,16 @@ std::optional<std::string> set_engine_override(EngineOverrides& overrides, const
   if (key == "tp-comm-overlap") return boolean(overrides.tp_comm_overlap);
   if (key == "tp-recompute-allgather") return boolean(overrides.tp_recompute_allgather);
   if (key == "fp8-params") return boolean(overrides.fp8_parameters);
+  if (key == "pp-schedule") {
+    for (const PipelineSchedule schedule :
+         {PipelineSchedule::one_forward_one_backward, PipelineSchedule::all_forward_all_backward}) {
+      if (value == to_string(schedule)) {
+        overrides.pipeline_schedule = schedule;
+        return std::nullopt;
+      }
+    }
+    return "pp-schedule must be 1f1b or afab (got \"" + quoted_input(value) + "\")";
+  }
   return "unknown key \"" + quoted_input(key) + "\"; keys are " + engine_key_list();
 }
 

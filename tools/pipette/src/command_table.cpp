@@ -38,7 +38,8 @@ constexpr OptionSpec kEngine{"engine", "SWITCHES",
                              "the engine's switches over the site's defaults.engine and the stack's, e.g. "
                              "dp-overlap=off,tp-comm-overlap=on; keys: precision (fp32, fp16, bf16, fp8), attention "
                              "(flash, unfused), and on|off: fp8-params (fp8 weights, megatron-core and nemo), fp32-grads, "
-                             "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather (nanotron)",
+                             "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather (nanotron); pp-schedule (1f1b, "
+                             "afab: nanotron)",
                              "the site's, else the stack's"};
 constexpr OptionSpec kPrecision{"precision", "P", "training precision: fp32, fp16, bf16 or fp8 (the engine's precision key)",
                                 "the site's, else bf16"};
@@ -105,7 +106,8 @@ constexpr std::array<CommandSpec, 7> kCommands{{
     {"simulate", "",
      "simulate the plan's exact pipeline schedule; draw it",
      "Plans like `pipette plan` (fix every knob to simulate a given configuration), then runs the "
-     "discrete-event simulation of its 1F1B or interleaved schedule on the per-link times and prints "
+     "discrete-event simulation of its 1F1B, interleaved or (nanotron's afab) all-forward-all-backward "
+     "schedule on the per-link times and prints "
      "the simulated iteration time beside the closed-form prediction.",
      kSimulateOptions},
     {"check-config", "FILE",

@@ -45,6 +45,9 @@ std::string header(const PlanningOutcome& outcome) {
           : training.sharded_optimizer == ShardedOptimizerCollectives::all_reduce_and_gather_after_step
               ? ", gradient reduction overlapped without ZeRO-1 (with it, after the backward)"
               : ", gradient reduction overlapped") +
+         (training.pipeline_schedule == PipelineSchedule::all_forward_all_backward
+              ? ", all forward then all backward (nanotron afab: every micro-batch held)"
+              : "") +
          "\n";
   for (const std::string& note : outcome.notes) out += "note: " + note + "\n";
   return out;

@@ -66,8 +66,10 @@ double cp_ring_buffer_bytes(const ModelSpec& model, const TrainingSpec& training
 // rank i runs 2(pp − i − 1) + (v − 1)·N warm-up chunk forwards, then alternates one forward and one
 // backward, so it holds min(2(pp − i − 1) + (v − 1)·N + 1, m·v) chunk activations, each of L/(pp·v)
 // layers; N = interleaved_group_size(pp, m), which is pp when pp divides m and more otherwise. For rank 0 that is L·(1 + (pp − 1)/(pp·v)) layers' worth against 1F1B's L (Narayanan et al.
-// SC21's figure): interleaving costs activation memory as well as saving bubble.
-int in_flight_microbatch_chunks(int stage, int pp, int num_microbatches, int virtual_stages);
+// SC21's figure): interleaving costs activation memory as well as saving bubble. All forward, all
+// backward (nanotron's afab): every rank holds all m, whatever pp.
+int in_flight_microbatch_chunks(int stage, int pp, int num_microbatches, int virtual_stages,
+                                PipelineSchedule schedule = PipelineSchedule::one_forward_one_backward);
 
 // Bytes per parameter for weights, gradients and optimizer state (Adam), per MODELING_NOTES.md
 // (Megatron-LM's distributed-optimizer documentation): 16-bit params with fp32 grads 2 + 4 + 12,

@@ -82,6 +82,7 @@ struct WorkProfile {
   std::vector<double> boundary_bytes_per_microbatch;
   int num_microbatches = 0;
   int virtual_stages = 1;
+  PipelineSchedule pipeline_schedule = PipelineSchedule::one_forward_one_backward;  // the training's
   // A model whose output layer reuses the word embedding, split over pipeline ranks, keeps the two
   // copies equal by summing their gradients after the backward: every (tp, lane) rank of the first
   // stage all-reduces its V/tp·h gradient shard with its counterpart on the stage holding the

@@ -24,15 +24,17 @@ struct SimulationResult {
   std::vector<ScheduleEvent> events;  // sorted by (start, stage, dp_replica, kind, microbatch)
 };
 
-// Discrete-event simulation of the exact 1F1B / interleaved 1F1B schedule of every DP replica on
-// the given communication times, then DP reduction and the optimizer step. The model, which the
-// closed-form critical_path approximates:
+// Discrete-event simulation of the exact 1F1B / interleaved 1F1B (or all forward, all backward)
+// schedule of every DP replica on the given communication times, then DP reduction and the
+// optimizer step. The model, which the closed-form critical_path approximates:
 //  - Operation order per pipeline rank r of p, m micro-batches, v chunks (Megatron-core):
 //    v = 1: min(p − r − 1, m) warm-up forwards, then alternating forward/backward, then the
 //    remaining backwards. v > 1: the forward order walks groups of N micro-batches through chunks
 //    0..v−1, N = interleaved_group_size(p, m); backward k takes the k-th forward entry with chunk
 //    v − 1 − c; warm-up min(2(p − r − 1) + (v − 1)N, m·v) forwards, then 1F1B, then cool-down.
-//    v is ignored when p = 1; v > 1 needs m ≥ p, as in Megatron.
+//    v is ignored when p = 1; v > 1 needs m ≥ p, as in Megatron. All forward, all backward
+//    (WorkProfile::pipeline_schedule, nanotron's afab): every forward, then every backward in
+//    the same order, v = 1.
 //  - A chunk's forward takes forward_compute_seconds / v plus its share of the TP time, backward
 //    likewise; TP time per micro-batch splits between forward and backward by the number of
 //    forward passes each contains (1 : 1, or 1 : 2 for the layers full recompute re-runs).
@@ -108,12 +110,14 @@ double gradient_reduction_share(const ParallelConfig& config, const TrainingSpec
 double parameter_gather_after_step_share(const ParallelConfig& config, const TrainingSpec& training);
 bool gradient_reduction_overlapped(const ParallelConfig& config, const TrainingSpec& training);
 
-// One pipeline rank's operations in execution order, as simulate_schedule runs them.
+// One pipeline rank's operations in execution order, as simulate_schedule runs them (all forward,
+// all backward: every forward, then the backwards in the same order; no interleaved form).
 struct ScheduledOp {
   bool backward = false;
   int microbatch = 0;
   int chunk = 0;
 };
-std::vector<ScheduledOp> pipeline_rank_program(int pp, int rank, int num_microbatches, int virtual_stages);
+std::vector<ScheduledOp> pipeline_rank_program(int pp, int rank, int num_microbatches, int virtual_stages,
+                                               PipelineSchedule schedule = PipelineSchedule::one_forward_one_backward);
 
 }  // namespace pipette

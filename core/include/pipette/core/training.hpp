@@ -10,6 +10,13 @@ namespace pipette {
 enum class Precision { fp32, fp16, bf16, fp8 };  // fp8: fp8 GEMMs, bf16 master weights and activations
 enum class RecomputeMode { none, selective, full };
 enum class AttentionKernel { unfused, flash };
+// The order a pipeline rank runs its micro-batches in. 1F1B (Megatron, DeepSpeed, torchtitan, and
+// nanotron's 1f1b engine): warm-up forwards, then one forward and one backward in turn, so a rank
+// holds at most pp − rank micro-batches. All forward, all backward (nanotron's afab engine, its
+// default: parallel/pipeline_parallel/engine.py @2411b022 l.175-232; config/parallelism_config.py
+// l.43-44): every micro-batch's forward, then every backward in the same order, so every rank
+// holds all of its replica's micro-batches, and the loss rank each one's saved softmax.
+enum class PipelineSchedule { one_forward_one_backward, all_forward_all_backward };
 
 // How a stack's sharded optimizer (ZeRO-1, Megatron's distributed optimizer) moves gradients and
 // parameters across the data-parallel group.
@@ -106,6 +113,7 @@ struct TrainingSpec {
   // GPT-OSS-120B H100 recipe sets it (perf_recipes/gpt_oss/h100/gpt_oss.py @067f987d); the fidelity
   // rows set it from their recipes. Not yet a searched knob, nor exported.
   bool recompute_moe_activation = false;
+  PipelineSchedule pipeline_schedule = PipelineSchedule::one_forward_one_backward;
   FixedKnobs fixed;
   FrameworkTarget target;
 };
@@ -124,6 +132,7 @@ const char* to_string(RecomputeMode mode);
 // "block:N" for full recompute of N layers per model chunk (N > 0), else to_string(mode).
 std::string recompute_knob(RecomputeMode mode, int recomputed_layers_per_chunk);
 const char* to_string(AttentionKernel kernel);
+const char* to_string(PipelineSchedule schedule);  // "1f1b", "afab" (the engine's pp-schedule values)
 // megatron-deepspeed and deepspeed: the stacks whose optimizer and precision DeepSpeed's engine chooses.
 bool runs_on_deepspeed(Framework framework);
 const char* to_string(Framework framework);  // megatron-core, nemo, torchtitan, megatron-deepspeed, nanotron, deepspeed
