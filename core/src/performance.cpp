@@ -461,6 +461,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
   work.num_microbatches = num_microbatches_of(training, config);
   work.virtual_stages = config.virtual_stages;
   work.pipeline_schedule = training.pipeline_schedule;
+  work.boundary_exchange = stack.pipeline_exchange;
   // A stack that partitions its pipeline messages (stack_profile.hpp) sends each TP rank's 1/tp
   // slice and all-gathers the tensor over TP where it is used: the input before the forward (every
   // stage but the first), the stage's own output and the received gradient before the backward
@@ -821,6 +822,15 @@ void fill_replica_pipeline(const ParallelConfig& config, const WorkProfile& work
       pipe.link.push_back(with_links ? communication.p2p_seconds[static_cast<size_t>(stage)][static_cast<size_t>(replica)] : 0.0);
     }
   }
+  if (work.boundary_exchange.blocks_both_ranks) {
+    // Both ranks of a boundary sit in its exchange: the receiver at its forward's start, the
+    // sender at its backward's (StackProfile::pipeline_exchange). No interleaving here.
+    for (size_t s = 0; s < pipe.link.size(); ++s) {
+      pipe.backward[s] += pipe.link[s];
+      pipe.forward[s + 1] += pipe.link[s];
+      pipe.link[s] = 0;
+    }
+  }
   if (chunks > 1 && with_links) {
     // Without a measured hop from the last rank back to the first, assume the slowest boundary.
     pipe.wraparound = communication.wraparound_p2p_seconds.empty()
@@ -936,7 +946,12 @@ IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile
     if (reduction > 0 && !gradient_reduction_overlapped(config, training)) {
       done = end + reduction;
     } else if (reduction > 0) {
-      const double backward = (work.stages[static_cast<size_t>(stage)].backward_compute_seconds) / chunks;
+      // Where the boundary exchange blocks both ranks, the last backward begins with it, as the
+      // simulator runs it (fill_replica_pipeline).
+      const double exchange = work.boundary_exchange.blocks_both_ranks && stage + 1 < config.pp
+                                  ? communication.p2p_seconds[static_cast<size_t>(stage)][static_cast<size_t>(slowest.replica)]
+                                  : 0.0;
+      const double backward = work.stages[static_cast<size_t>(stage)].backward_compute_seconds / chunks + exchange;
       double stream_free = 0;
       for (int chunk = chunks - 1; chunk >= 0; --chunk) {
         const double chunk_end = end - chunk * std::min(group, m) * slowest.times.cycle_seconds;

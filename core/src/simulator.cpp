@@ -47,6 +47,7 @@ void check_inputs(const ParallelConfig& config, const WorkProfile& work, const C
   if (effective_virtual_stages(config) > 1) {
     require(work.pipeline_schedule == PipelineSchedule::one_forward_one_backward,
             "all forward, all backward has no interleaved form (vpp must be 1)");
+    require(!work.boundary_exchange.blocks_both_ranks, "a blocking boundary exchange has no interleaved form (vpp must be 1)");
     require(work.num_microbatches >= config.pp, "the interleaved schedule needs at least pp micro-batches (Megatron "
                                                 "rejects fewer)");
     require(communication.wraparound_p2p_seconds.size() == dp,
@@ -67,6 +68,7 @@ class ReplicaSimulation {
         chunks_(effective_virtual_stages(config)),
         microbatches_(work.num_microbatches),
         replica_(replica),
+        exchange_in_ops_(work.boundary_exchange.blocks_both_ranks),
         communication_(communication),
         events_(events),
         rank_free_seconds_(pp_, 0.0),
@@ -86,6 +88,12 @@ class ReplicaSimulation {
       forward_seconds_.push_back((stage.forward_compute_seconds + tp.forward + 0.5 * ep + stage.cp_forward_share * cp) / chunks_);
       backward_seconds_.push_back(
           (stage.backward_compute_seconds + tp.backward + 0.5 * ep + (1 - stage.cp_forward_share) * cp) / chunks_);
+      if (exchange_in_ops_) {
+        // The boundary exchanges block both ranks (StackProfile::pipeline_exchange): the one with
+        // the previous rank at the forward's start, the one with the next at the backward's.
+        if (rank > 0) forward_seconds_.back() += communication.p2p_seconds[rank - 1][replica];
+        if (rank + 1 < pp_) backward_seconds_.back() += communication.p2p_seconds[rank][replica];
+      }
       programs_.push_back(pipeline_rank_program(pp_, rank, microbatches_, chunks_, work.pipeline_schedule));
       parameter_gather_seconds_.push_back(parameter_gather_share(config, training) * communication.dp_seconds[rank]);
     }
@@ -161,8 +169,9 @@ class ReplicaSimulation {
           const int to_rank = (stage - 1) % pp_;
           const int to_chunk = (stage - 1) / pp_;
           const bool wraps = to_chunk != op.chunk;
-          const double seconds = wraps ? communication_.wraparound_p2p_seconds[replica_]
-                                       : communication_.p2p_seconds[to_rank][replica_];
+          const double seconds = exchange_in_ops_ ? 0.0
+                                 : wraps          ? communication_.wraparound_p2p_seconds[replica_]
+                                                  : communication_.p2p_seconds[to_rank][replica_];
           send(EventKind::send_gradient, rank, op.chunk, op.microbatch, end, to_rank, seconds, gradient_arrival_,
                slot(to_rank, to_chunk, op.microbatch));
           if (to_rank != rank) worklist.push_back(to_rank);
@@ -171,8 +180,9 @@ class ReplicaSimulation {
         const int to_rank = (stage + 1) % pp_;
         const int to_chunk = (stage + 1) / pp_;
         const bool wraps = to_chunk != op.chunk;
-        const double seconds =
-            wraps ? communication_.wraparound_p2p_seconds[replica_] : communication_.p2p_seconds[rank][replica_];
+        const double seconds = exchange_in_ops_ ? 0.0
+                               : wraps          ? communication_.wraparound_p2p_seconds[replica_]
+                                                : communication_.p2p_seconds[rank][replica_];
         send(EventKind::send_activation, rank, op.chunk, op.microbatch, end, to_rank, seconds, activation_arrival_,
              slot(to_rank, to_chunk, op.microbatch));
         if (to_rank != rank) worklist.push_back(to_rank);
@@ -184,6 +194,7 @@ class ReplicaSimulation {
   int chunks_;
   int microbatches_;
   int replica_;
+  bool exchange_in_ops_;  // boundary exchanges priced in the ranks' ops, the links free
   const CommunicationTimes& communication_;
   std::vector<ScheduleEvent>* events_;  // nullptr: nothing recorded
   std::vector<double> forward_seconds_;

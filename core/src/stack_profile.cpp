@@ -136,6 +136,9 @@ StackProfile nanotron_profile() {
   // shard only since 9cc81bb6 and only with tp_recompute_allgather on. The export writes the switch
   // out, so main runs what is priced, and a plan for an older nanotron never under-counts its memory.
   profile.tensor_parallel_recompute_allgather = false;
+  // The activation and its gradient (2), each after its two metadata messages (4), and the
+  // sequence mask's two metadata messages and data (3).
+  profile.pipeline_exchange = {2, 7, true};
   profile.rotary = RotaryCopies::packed_key_value_copy;
   profile.qkv_copy_passes = 1;
   profile.kv_copy_passes = 2;
@@ -195,6 +198,10 @@ StackProfile nanotron_profile() {
       "4 + 4: l.40, 43, 74-75, 82) and 14 backward (mul_ 4 + 4, l.105, and the cast back 4 + 2), against the "
       "fitted reference's 20 and 10",
       "pipeline: no interleaved schedule (parallel/pipeline_parallel/engine.py l.175 afab and l.235 1f1b only)",
+      "pipeline messages: each boundary's exchange runs in series and blocks both ranks, the activation then its "
+      "gradient, each after two metadata messages the receiver reads on the host, and the sequence mask beside the "
+      "activation (parallel/pipeline_parallel/p2p.py l.207-288, 345-353; state.py run_communication): two messages "
+      "of the boundary's bytes and seven latencies, in the receiver's forward and the sender's backward",
   };
   profile.assumptions = {
       "flash-attn 2's speed was measured on H100 (forward, 4k tokens); the same share is used for its backward "
@@ -273,6 +280,12 @@ StackProfile megatron_deepspeed_profile() {
   profile.fp32_gradient_accumulation_bytes_per_parameter = 16;
   profile.sixteen_bit_gradients = SixteenBitGradients::kept_through_the_next_forward;
   profile.partitioned_pipeline_messages = true;
+  // DeepSpeed's TrainSchedule runs a boundary as blocking sends and receives in series: the
+  // backward step receives the gradient, then sends the previous forward's output; the forward step
+  // sends the previous gradient, then receives (deepspeed/runtime/pipe/schedule.py l.213-223;
+  // p2p.py l.48, 69: send and recv assert async_op False; the metadata goes once, pipe/engine.py
+  // first_output_send).
+  profile.pipeline_exchange = {2, 0, true};
   profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   profile.interleaved_pipeline = false;
   profile.evidence = {
@@ -302,6 +315,10 @@ StackProfile megatron_deepspeed_profile() {
       "back 4 + 2), against the fitted reference's 20 and 10",
       "pipeline: DeepSpeed's TrainSchedule, 1F1B with min(stages - stage, micro-batches) buffers and no "
       "interleaving (deepspeed/runtime/pipe/schedule.py l.189-257)",
+      "pipeline exchange: blocking sends and receives in series, the gradient and then the activation at the "
+      "backward step, the gradient and then the activation at the forward step (deepspeed/runtime/pipe/schedule.py "
+      "l.213-223; p2p.py l.48, 69 assert async_op False): both ranks of a boundary wait for both messages, in the "
+      "receiver's forward and the sender's backward",
       "pipeline messages with tp > 1: pipe_partitioned and grad_partitioned default on (deepspeed/runtime/"
       "config.py l.435-436; pipe/engine.py l.143-144; at @77b649d1 always, l.131-132): each TP rank sends its "
       "1/tp slice of the output (l.755-766) and of the input gradient (l.1090-1101); the receiver all-gathers "
@@ -332,6 +349,8 @@ StackProfile deepspeed_profile() {
       "allreduce_gradients); with a PipelineModule after all micro-batches (deepspeed/runtime/pipe/schedule.py "
       "l.238-241)",
       "pipeline: TrainSchedule, 1F1B without interleaving (deepspeed/runtime/pipe/schedule.py l.189-257)",
+      "pipeline exchange: blocking sends and receives in series (schedule.py l.213-223; p2p.py l.48, 69): both "
+      "ranks of a boundary wait for both messages",
       deepspeed_zero_one_evidence,
       deepspeed_bf16_accumulation_evidence,
       deepspeed_bf16_gradient_memory_evidence,

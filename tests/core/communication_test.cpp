@@ -522,6 +522,33 @@ TEST(CommunicationTimes, HandComputedTwoStageTwoReplicaLayout) {
   EXPECT_DOUBLE_EQ(times.dp_seconds[1], 4e9 / 200e9 + 2 * 2e-6);
 }
 
+// A boundary exchange run in series (StackProfile::pipeline_exchange) pays every message. nanotron:
+// the activation and its gradient one after the other, with four metadata messages and the
+// sequence mask's three (p2p.py @2411b022 l.207-288, 345-353; state.py run_communication): the
+// hand-computed layout's message twice and seven latencies.
+// DeepSpeed's TrainSchedule (megatron-deepspeed, deepspeed) runs the same two messages with blocking
+// calls and sends its metadata once (schedule.py @edaa7221 l.213-223, p2p.py l.48, 69).
+TEST(CommunicationTimes, SerialExchangesPayEveryMessage) {
+  const Cluster cluster = uniform_cluster(2, 4, 2, nvlink, fabric);
+  const auto boundary_seconds = [&](Framework framework) {
+    WorkProfile work = two_stage_work();
+    work.boundary_exchange = stack_profile(framework).pipeline_exchange;
+    const CommunicationTimes times = communication_times(cluster, layout_of(2, 2, 2), work, identity_placement(8));
+    EXPECT_EQ(times.p2p_seconds[0][0], times.p2p_seconds[0][1]);
+    return times.p2p_seconds[0][0];
+  };
+  const double message = 5e-6 + 64e6 / 25e9;
+  EXPECT_DOUBLE_EQ(boundary_seconds(Framework::megatron_core), message);
+  EXPECT_DOUBLE_EQ(boundary_seconds(Framework::torchtitan), message);
+  EXPECT_DOUBLE_EQ(boundary_seconds(Framework::nanotron), 2 * message + 7 * 5e-6);
+  EXPECT_DOUBLE_EQ(boundary_seconds(Framework::megatron_deepspeed), 2 * message);
+  EXPECT_DOUBLE_EQ(boundary_seconds(Framework::deepspeed), 2 * message);
+  for (const Framework framework : {Framework::megatron_core, Framework::nemo, Framework::torchtitan})
+    EXPECT_FALSE(stack_profile(framework).pipeline_exchange.blocks_both_ranks) << to_string(framework);
+  for (const Framework framework : {Framework::nanotron, Framework::megatron_deepspeed, Framework::deepspeed})
+    EXPECT_TRUE(stack_profile(framework).pipeline_exchange.blocks_both_ranks) << to_string(framework);
+}
+
 TEST(CommunicationTimes, ConcurrentDpRingsOfAStageShareTheRails) {
   // tp=4, dp=2 on 2 nodes × 4 GPUs: replica 0 on node 0, replica 1 on node 1. Four DP rings of
   // one GPU per node cross the same node pair at once, on two rails: 25 GB/s each.

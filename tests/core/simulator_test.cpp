@@ -157,6 +157,34 @@ TEST(Simulator, AllForwardAllBackwardIsTwoFlowShops) {
   EXPECT_DOUBLE_EQ(critical_path(uneven.config, uneven.work, uneven.communication, uneven.training).iteration_seconds, 39.0);
 }
 
+// nanotron's blocking exchange (StackProfile::pipeline_exchange): both ranks of a boundary wait for
+// it, the receiver before its forward and the sender before its backward, so it lengthens their
+// ops and no link overlaps it. Two stages F 1, B 2, m 3, exchange 0.5: stage 0 runs F, then
+// 0.5 + B for each micro-batch; stage 1 0.5 + F, then B. With the second stage the slower one
+// (F 2, B 4), a link that only delays the receiver hides behind it (22 s); the blocking exchange
+// lengthens every one of its forwards (23 s).
+TEST(Simulator, ABlockingExchangeLengthensBothRanksOps) {
+  Pipeline pipeline({1, 1}, {2, 2}, 3, 0.5);
+  pipeline.work.boundary_exchange.blocks_both_ranks = true;
+  const auto result = pipeline.run();
+  // Stage 0's backwards and stage 1's forwards take 0.5 s more; nothing waits on a link.
+  expect_timeline(timeline(result, 0, 0, kCompute),
+                  {{F, 0, 0, 0, 1}, {F, 1, 0, 1, 2}, {B, 0, 0, 4.5, 7}, {F, 2, 0, 7, 8}, {B, 1, 0, 8, 10.5}, {B, 2, 0, 11.5, 14}});
+  expect_timeline(timeline(result, 1, 0, kCompute),
+                  {{F, 0, 0, 1, 2.5}, {B, 0, 0, 2.5, 4.5}, {F, 1, 0, 4.5, 6}, {B, 1, 0, 6, 8}, {F, 2, 0, 8, 9.5}, {B, 2, 0, 9.5, 11.5}});
+  EXPECT_DOUBLE_EQ(result.iteration_seconds, 14.0);
+  EXPECT_NEAR(critical_path(pipeline.config, pipeline.work, pipeline.communication, pipeline.training).iteration_seconds,
+              14.0, 0.03 * 14.0);
+
+  Pipeline slower_second({1, 2}, {2, 4}, 3, 0.5);
+  EXPECT_DOUBLE_EQ(slower_second.run().iteration_seconds, 22.0);
+  slower_second.work.boundary_exchange.blocks_both_ranks = true;
+  EXPECT_DOUBLE_EQ(slower_second.run().iteration_seconds, 23.0);
+  EXPECT_NEAR(critical_path(slower_second.config, slower_second.work, slower_second.communication, slower_second.training)
+                  .iteration_seconds,
+              23.0, 0.03 * 23.0);
+}
+
 TEST(Simulator, TwoStagesThreeMicrobatchesWithLinkLatency) {
   // p2p = 0.5: stage 0 waits for each round trip; critical path 1+.5+1+2+.5+2+1+.5+1+2+.5+2 = 14.
   const Pipeline pipeline({1, 1}, {2, 2}, 3, 0.5);
@@ -570,14 +598,21 @@ std::vector<AgreementCase> agreement_cases() {
     cases.push_back({"distributed optimizer, all-reduce and parameter gather after the step, v=" + std::to_string(chunks),
                      after_step});
   }
-  // nanotron's all forward, all backward, wherever there is no interleaving.
+  // nanotron's all forward, all backward and its blocking boundary exchange, each and both,
+  // wherever there is no interleaving.
   const size_t one_f_one_b_cases = cases.size();
   for (size_t index = 0; index < one_f_one_b_cases; ++index) {
     if (cases[index].pipeline.config.virtual_stages > 1) continue;
-    AgreementCase afab = cases[index];
-    afab.name += " afab";
-    afab.pipeline.work.pipeline_schedule = PipelineSchedule::all_forward_all_backward;
-    cases.push_back(afab);
+    for (const auto& [schedule, blocking, suffix] :
+         {std::tuple{PipelineSchedule::all_forward_all_backward, false, " afab"},
+          std::tuple{PipelineSchedule::one_forward_one_backward, true, " blocking exchange"},
+          std::tuple{PipelineSchedule::all_forward_all_backward, true, " afab, blocking exchange"}}) {
+      AgreementCase variant = cases[index];
+      variant.name += suffix;
+      variant.pipeline.work.pipeline_schedule = schedule;
+      variant.pipeline.work.boundary_exchange.blocks_both_ranks = blocking;
+      cases.push_back(variant);
+    }
   }
   return cases;
 }

@@ -4,6 +4,7 @@
 #include "pipette/core/cluster.hpp"
 #include "pipette/core/model.hpp"
 #include "pipette/core/plan.hpp"
+#include "pipette/core/stack_profile.hpp"
 #include "pipette/core/training.hpp"
 
 namespace pipette {
@@ -80,6 +81,10 @@ struct WorkProfile {
   // partition (pipeline_blocks.hpp) sends the logits after the lm_head and nothing to its idle
   // ranks. Empty: every boundary carries p2p_bytes_per_microbatch.
   std::vector<double> boundary_bytes_per_microbatch;
+  // How a boundary's exchange runs (StackProfile::pipeline_exchange): p2p_seconds is the whole
+  // exchange; where it blocks both ranks, the schedule counts it in the receiver's forward and the
+  // sender's backward instead of on a link.
+  PipelineExchange boundary_exchange;
   int num_microbatches = 0;
   int virtual_stages = 1;
   PipelineSchedule pipeline_schedule = PipelineSchedule::one_forward_one_backward;  // the training's

@@ -72,6 +72,24 @@ enum class SelectiveRecompute {
 // 128 wide. Narrower and wider heads run slower in both kernels.
 double flash_attention_speed_vs_reference(FlashKernel kernel, double head_dim);
 
+// How one stage boundary's exchange runs per micro-batch: the activation going down and, for an
+// earlier micro-batch, the gradient coming up. Megatron-core and torchtitan post both together
+// (batched isend/irecv), and each rank waits only for the tensor it needs next: one message of the
+// boundary's bytes, a link that delays its receiver. DeepSpeed's TrainSchedule and nanotron run
+// them one after the other with blocking sends and receives, at the start of the receiver's
+// forward and of the sender's backward, so both ranks wait for the whole exchange: it is part of
+// their forward and backward, not a link the schedule overlaps. nanotron sends each tensor after
+// two metadata messages that the receiver reads on the host (parallel/pipeline_parallel/p2p.py
+// @2411b022 l.207-288 _send_meta and _recv_meta; l.345-353 send_tensors waits for each send;
+// state.py run_communication: send the activation, receive it, send the gradient, receive it),
+// and a decoder layer's boundary carries the sequence mask too (models/llama.py: hidden_states
+// and sequence_mask), with its own metadata.
+struct PipelineExchange {
+  int data_messages = 1;            // messages of the boundary's bytes, one after the other
+  int small_messages = 0;           // latency-bound messages beside them
+  bool blocks_both_ranks = false;   // the exchange is in the ranks' forward and backward
+};
+
 struct StackProfile {
   Framework framework = Framework::megatron_core;
   // What the stack runs unless told otherwise; apply_stack_profile copies them into the
@@ -143,6 +161,7 @@ struct StackProfile {
   // all-gathers it over TP on arrival (DeepSpeed's PipelineEngine with tp > 1), rather than the
   // whole tensor from every TP rank.
   bool partitioned_pipeline_messages = false;
+  PipelineExchange pipeline_exchange;
   MainGradientCopy main_gradient_copy = MainGradientCopy::optimizer_step;
   SelectiveRecompute selective_recompute = SelectiveRecompute::attention_core;
   // Whether the pipeline engine has an interleaved (virtual-stage) schedule.
