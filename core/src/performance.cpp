@@ -793,8 +793,10 @@ PipelineTimes pipeline_times(const ReplicaPipeline& pipe, int microbatches, int 
   return times;
 }
 
-// Fills `pipe` (reusing its storage: the placement search calls this once per touched replica per
-// move) with replica `replica`'s pipeline.
+}  // namespace
+
+namespace detail {
+
 void fill_replica_pipeline(const ParallelConfig& config, const WorkProfile& work, const CommunicationTimes& communication,
                            int replica, bool with_links, bool with_embedding_and_head, ReplicaPipeline& pipe) {
   const int chunks = effective_virtual_stages(config);
@@ -838,6 +840,12 @@ void fill_replica_pipeline(const ParallelConfig& config, const WorkProfile& work
                           : communication.wraparound_p2p_seconds[static_cast<size_t>(replica)];
   }
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::fill_replica_pipeline;
 
 // The slowest replica's pipeline (all replicas wait for it at the DP reduction).
 struct SlowestReplica {

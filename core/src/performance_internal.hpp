@@ -18,6 +18,13 @@ struct ReplicaPipeline {
   bool all_forward_all_backward = false;  // WorkProfile::pipeline_schedule; 1F1B (interleaved) otherwise
 };
 
+// Fills `pipe` (reusing its storage: the placement search calls this once per touched replica per
+// move) with replica `replica`'s pipeline, as the closed form and the simulator both run it: a
+// boundary exchange that blocks both ranks (StackProfile::pipeline_exchange) in the ranks' times
+// and off the links.
+void fill_replica_pipeline(const ParallelConfig& config, const WorkProfile& work, const CommunicationTimes& communication,
+                           int replica, bool with_links, bool with_embedding_and_head, ReplicaPipeline& pipe);
+
 // A replica pipeline's closed-form times.
 struct PipelineTimes {
   double total_seconds = 0;

@@ -5,6 +5,8 @@
 #include <string>
 #include <tuple>
 
+#include "performance_internal.hpp"
+
 namespace pipette {
 
 namespace {
@@ -68,8 +70,6 @@ class ReplicaSimulation {
         chunks_(effective_virtual_stages(config)),
         microbatches_(work.num_microbatches),
         replica_(replica),
-        exchange_in_ops_(work.boundary_exchange.blocks_both_ranks),
-        communication_(communication),
         events_(events),
         rank_free_seconds_(pp_, 0.0),
         next_op_(pp_, 0),
@@ -78,22 +78,10 @@ class ReplicaSimulation {
         gradient_arrival_(slots(), kUnknown),
         last_backward_start_(static_cast<size_t>(pp_) * chunks_, 0.0),
         last_backward_end_(static_cast<size_t>(pp_) * chunks_, 0.0) {
+    // Each rank's chunk passes (compute with its exposed TP, MoE all-to-all and cp ring shares) and
+    // the links, as critical_path takes them.
+    detail::fill_replica_pipeline(config, work, communication, replica, true, true, pipe_);
     for (int rank = 0; rank < pp_; ++rank) {
-      const StageWork& stage = work.stages[rank];
-      const TpPassSeconds tp = exposed_tp_seconds(stage, communication.tp_seconds[rank][replica]);
-      // MoE all-to-alls, half in each pass, as critical_path prices them.
-      const double ep = communication.ep_seconds.empty() ? 0.0 : communication.ep_seconds[static_cast<size_t>(rank)];
-      // The exposed cp ring passes, split as critical_path splits them.
-      const double cp = cp_ring_seconds_of(config, communication, rank, replica);
-      forward_seconds_.push_back((stage.forward_compute_seconds + tp.forward + 0.5 * ep + stage.cp_forward_share * cp) / chunks_);
-      backward_seconds_.push_back(
-          (stage.backward_compute_seconds + tp.backward + 0.5 * ep + (1 - stage.cp_forward_share) * cp) / chunks_);
-      if (exchange_in_ops_) {
-        // The boundary exchanges block both ranks (StackProfile::pipeline_exchange): the one with
-        // the previous rank at the forward's start, the one with the next at the backward's.
-        if (rank > 0) forward_seconds_.back() += communication.p2p_seconds[rank - 1][replica];
-        if (rank + 1 < pp_) backward_seconds_.back() += communication.p2p_seconds[rank][replica];
-      }
       programs_.push_back(pipeline_rank_program(pp_, rank, microbatches_, chunks_, work.pipeline_schedule));
       parameter_gather_seconds_.push_back(parameter_gather_share(config, training) * communication.dp_seconds[rank]);
     }
@@ -150,7 +138,7 @@ class ReplicaSimulation {
       const double ready = input_ready(rank, op);
       if (ready == kUnknown) return;
       const double start = std::max(rank_free_seconds_[rank], ready);
-      double end = start + (op.backward ? backward_seconds_[rank] : forward_seconds_[rank]);
+      double end = start + (op.backward ? pipe_.backward[rank] : pipe_.forward[rank]);
       if (!op.backward && op.microbatch == 0) {
         end = std::max(end, (op.chunk + 1) * parameter_gather_seconds_[rank] / chunks_);
       }
@@ -169,9 +157,7 @@ class ReplicaSimulation {
           const int to_rank = (stage - 1) % pp_;
           const int to_chunk = (stage - 1) / pp_;
           const bool wraps = to_chunk != op.chunk;
-          const double seconds = exchange_in_ops_ ? 0.0
-                                 : wraps          ? communication_.wraparound_p2p_seconds[replica_]
-                                                  : communication_.p2p_seconds[to_rank][replica_];
+          const double seconds = wraps ? pipe_.wraparound : pipe_.link[to_rank];
           send(EventKind::send_gradient, rank, op.chunk, op.microbatch, end, to_rank, seconds, gradient_arrival_,
                slot(to_rank, to_chunk, op.microbatch));
           if (to_rank != rank) worklist.push_back(to_rank);
@@ -180,9 +166,7 @@ class ReplicaSimulation {
         const int to_rank = (stage + 1) % pp_;
         const int to_chunk = (stage + 1) / pp_;
         const bool wraps = to_chunk != op.chunk;
-        const double seconds = exchange_in_ops_ ? 0.0
-                               : wraps          ? communication_.wraparound_p2p_seconds[replica_]
-                                                : communication_.p2p_seconds[rank][replica_];
+        const double seconds = wraps ? pipe_.wraparound : pipe_.link[rank];
         send(EventKind::send_activation, rank, op.chunk, op.microbatch, end, to_rank, seconds, activation_arrival_,
              slot(to_rank, to_chunk, op.microbatch));
         if (to_rank != rank) worklist.push_back(to_rank);
@@ -194,11 +178,8 @@ class ReplicaSimulation {
   int chunks_;
   int microbatches_;
   int replica_;
-  bool exchange_in_ops_;  // boundary exchanges priced in the ranks' ops, the links free
-  const CommunicationTimes& communication_;
   std::vector<ScheduleEvent>* events_;  // nullptr: nothing recorded
-  std::vector<double> forward_seconds_;
-  std::vector<double> backward_seconds_;
+  detail::ReplicaPipeline pipe_;         // per-chunk forward and backward of each rank, the links
   std::vector<double> parameter_gather_seconds_;  // of the rank's stage, from the iteration's start
   std::vector<std::vector<ScheduledOp>> programs_;
   std::vector<double> rank_free_seconds_;
