@@ -464,27 +464,24 @@ RankMap make_rank_map(const Cluster& cluster, const ParallelConfig& config, cons
   return map;
 }
 
-BoundaryMessages boundary_messages(const WorkProfile& work, double bytes) {
-  return {bytes, work.boundary_exchange.data_messages, work.boundary_exchange.small_messages};
-}
-
 double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
-                              const BoundaryMessages& messages, int from_stage, int to_stage, int replica,
-                              BoundaryPriceMemo* memo) {
+                              double message_bytes, const PipelineExchange& exchange, int from_stage, int to_stage,
+                              int replica, BoundaryPriceMemo* memo) {
   // Both directions averaged, the data messages and the latency-bound ones.
-  const auto exchange = [&](int sender, int receiver, int forward_flows, int backward_flows) {
+  const auto exchange_seconds = [&](int sender, int receiver, int forward_flows, int backward_flows) {
     const auto both_ways = [&](double bytes) {
       return 0.5 * (p2p_seconds(cluster, sender, receiver, bytes, forward_flows) +
                     p2p_seconds(cluster, receiver, sender, bytes, backward_flows));
     };
-    return messages.in_series * both_ways(messages.bytes) + (messages.small > 0 ? messages.small * both_ways(0) : 0.0);
+    return exchange.data_messages * both_ways(message_bytes) +
+           (exchange.small_messages > 0 ? exchange.small_messages * both_ways(0) : 0.0);
   };
   // One flow between two nodes while every other flow of the same two stages between the same two
   // nodes sends too.
   const auto price = [&](int sender, int receiver, int sender_node, int receiver_node) {
     const int forward_flows = concurrent_boundary_flows(cluster, config, map, sender_node, receiver_node, from_stage, to_stage);
     const int backward_flows = concurrent_boundary_flows(cluster, config, map, receiver_node, sender_node, to_stage, from_stage);
-    return exchange(sender, receiver, forward_flows, backward_flows);
+    return exchange_seconds(sender, receiver, forward_flows, backward_flows);
   };
   double slowest = 0;
   // The tp flows of a replica usually cross one node pair, where every rail-aligned flow costs the
@@ -498,7 +495,7 @@ double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& conf
     const int sender_node = node_of(cluster, sender);
     const int receiver_node = node_of(cluster, receiver);
     if (sender_node == receiver_node) {
-      slowest = std::max(slowest, exchange(sender, receiver, 1, 1));
+      slowest = std::max(slowest, exchange_seconds(sender, receiver, 1, 1));
       continue;
     }
     if (on_different_rails(cluster, local_of(cluster, sender), local_of(cluster, receiver))) {
@@ -955,8 +952,8 @@ CommunicationTimes communication_times(const Cluster& cluster, const ParallelCon
       // A boundary that carries nothing (to an idle nanotron rank) costs nothing, not a latency.
       if (s + 1 < config.pp && boundary_bytes(work, s) > 0)
         times.p2p_seconds[static_cast<size_t>(s)][static_cast<size_t>(d)] =
-            detail::stage_boundary_seconds(cluster, config, map, detail::boundary_messages(work, boundary_bytes(work, s)),
-                                           s, s + 1, d);
+            detail::stage_boundary_seconds(cluster, config, map, boundary_bytes(work, s), work.boundary_exchange, s,
+                                           s + 1, d);
       times.tp_seconds[static_cast<size_t>(s)][static_cast<size_t>(d)] =
           detail::tp_collective_seconds(cluster, config, map, stage, s, d);
     }
@@ -991,7 +988,7 @@ CommunicationTimes communication_times(const Cluster& cluster, const ParallelCon
     times.wraparound_p2p_seconds.resize(dp);
     for (int d = 0; d < config.dp_cp(); ++d)
       times.wraparound_p2p_seconds[static_cast<size_t>(d)] =
-          detail::stage_boundary_seconds(cluster, config, map, detail::boundary_messages(work, work.p2p_bytes_per_microbatch),
+          detail::stage_boundary_seconds(cluster, config, map, work.p2p_bytes_per_microbatch, work.boundary_exchange,
                                          config.pp - 1, 0, d);
   }
   return times;

@@ -48,25 +48,16 @@ class BoundaryPriceMemo {
   std::vector<std::pair<Key, double>> prices_;  // few per move: a linear scan beats hashing
 };
 
-// What one boundary exchange sends per micro-batch: `in_series` messages of `bytes` one after the
-// other and `small` latency-bound ones (WorkProfile::boundary_exchange; one message and none where
-// the activation and its gradient travel together).
-struct BoundaryMessages {
-  double bytes = 0;
-  int in_series = 1;
-  int small = 0;
-};
-BoundaryMessages boundary_messages(const WorkProfile& work, double bytes);
-
 // One activation message of DP replica `replica` from stage `from_stage` to stage `to_stage`
 // (the next stage, or for the interleaved schedule's wraparound the last stage to the first): the
 // slowest of its tp GPUs, each sending while every other flow between the same two stages and the
 // same two nodes sends too; forward and backward directions averaged, because the schedule sends
 // each micro-batch once each way. A stack that runs the exchange's messages in series
-// (BoundaryMessages) pays all of them at each hop.
+// (WorkProfile::boundary_exchange) pays all of them at each hop: its data messages of
+// `message_bytes` and its latency-bound ones.
 double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
-                              const BoundaryMessages& messages, int from_stage, int to_stage, int replica,
-                              BoundaryPriceMemo* memo = nullptr);
+                              double message_bytes, const PipelineExchange& exchange, int from_stage, int to_stage,
+                              int replica, BoundaryPriceMemo* memo = nullptr);
 
 // The TP collectives of one micro-batch (forward + backward) of stage `stage`, replica `replica`.
 double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,

@@ -189,10 +189,10 @@ double PlacementEvaluator::compute_entry(const EntryRef& entry) {
     case EntryRef::p2p:
       // As communication_times prices it: nothing to send, nothing to pay.
       if (boundary_bytes(work_, entry.stage) <= 0) return 0.0;
-      return stage_boundary_seconds(cluster_, config_, map_, boundary_messages(work_, boundary_bytes(work_, entry.stage)),
+      return stage_boundary_seconds(cluster_, config_, map_, boundary_bytes(work_, entry.stage), work_.boundary_exchange,
                                     entry.stage, entry.stage + 1, entry.replica, &boundary_prices_);
     case EntryRef::wraparound:
-      return stage_boundary_seconds(cluster_, config_, map_, boundary_messages(work_, work_.p2p_bytes_per_microbatch),
+      return stage_boundary_seconds(cluster_, config_, map_, work_.p2p_bytes_per_microbatch, work_.boundary_exchange,
                                     config_.pp - 1, 0, entry.replica, &boundary_prices_);
     case EntryRef::tp:
       return tp_collective_seconds(cluster_, config_, map_, stage, entry.stage, entry.replica);
