@@ -224,6 +224,13 @@ StackProfile nanotron_profile() {
   return profile;
 }
 
+// DeepSpeed's pipeline exchange, which Megatron-DeepSpeed runs too.
+const char* const deepspeed_pipeline_exchange_evidence =
+    "pipeline exchange: blocking sends and receives in series, the gradient and then the activation at the "
+    "backward step, the gradient and then the activation at the forward step (deepspeed/runtime/pipe/schedule.py "
+    "l.213-223; p2p.py l.48, 69 assert async_op False): both ranks of a boundary wait for both messages, in the "
+    "receiver's forward and the sender's backward";
+
 // DeepSpeed's ZeRO-1 collectives, which Megatron-DeepSpeed runs too.
 const char* const deepspeed_zero_one_evidence =
     "ZeRO-1 (stage_1_and_2.py): overlap_comm defaults off below stage 3 (deepspeed/runtime/zero/config.py "
@@ -315,10 +322,7 @@ StackProfile megatron_deepspeed_profile() {
       "back 4 + 2), against the fitted reference's 20 and 10",
       "pipeline: DeepSpeed's TrainSchedule, 1F1B with min(stages - stage, micro-batches) buffers and no "
       "interleaving (deepspeed/runtime/pipe/schedule.py l.189-257)",
-      "pipeline exchange: blocking sends and receives in series, the gradient and then the activation at the "
-      "backward step, the gradient and then the activation at the forward step (deepspeed/runtime/pipe/schedule.py "
-      "l.213-223; p2p.py l.48, 69 assert async_op False): both ranks of a boundary wait for both messages, in the "
-      "receiver's forward and the sender's backward",
+      deepspeed_pipeline_exchange_evidence,
       "pipeline messages with tp > 1: pipe_partitioned and grad_partitioned default on (deepspeed/runtime/"
       "config.py l.435-436; pipe/engine.py l.143-144; at @77b649d1 always, l.131-132): each TP rank sends its "
       "1/tp slice of the output (l.755-766) and of the input gradient (l.1090-1101); the receiver all-gathers "
@@ -349,8 +353,7 @@ StackProfile deepspeed_profile() {
       "allreduce_gradients); with a PipelineModule after all micro-batches (deepspeed/runtime/pipe/schedule.py "
       "l.238-241)",
       "pipeline: TrainSchedule, 1F1B without interleaving (deepspeed/runtime/pipe/schedule.py l.189-257)",
-      "pipeline exchange: blocking sends and receives in series (schedule.py l.213-223; p2p.py l.48, 69): both "
-      "ranks of a boundary wait for both messages",
+      deepspeed_pipeline_exchange_evidence,
       deepspeed_zero_one_evidence,
       deepspeed_bf16_accumulation_evidence,
       deepspeed_bf16_gradient_memory_evidence,
