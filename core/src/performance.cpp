@@ -954,12 +954,10 @@ IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile
     if (reduction > 0 && !gradient_reduction_overlapped(config, training)) {
       done = end + reduction;
     } else if (reduction > 0) {
-      // Where the boundary exchange blocks both ranks, the last backward begins with it, as the
-      // simulator runs it (fill_replica_pipeline).
-      const double exchange = work.boundary_exchange.blocks_both_ranks && stage + 1 < config.pp
-                                  ? communication.p2p_seconds[static_cast<size_t>(stage)][static_cast<size_t>(slowest.replica)]
-                                  : 0.0;
-      const double backward = work.stages[static_cast<size_t>(stage)].backward_compute_seconds / chunks + exchange;
+      // The stream starts with the last backward operation, as the simulator runs it: its compute
+      // with the exposed TP, expert and context-parallel communication and a blocking boundary
+      // exchange (fill_replica_pipeline).
+      const double backward = slowest_pipe.backward[static_cast<size_t>(stage)];
       double stream_free = 0;
       for (int chunk = chunks - 1; chunk >= 0; --chunk) {
         const double chunk_end = end - chunk * std::min(group, m) * slowest.times.cycle_seconds;

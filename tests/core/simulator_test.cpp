@@ -424,6 +424,23 @@ TEST(Simulator, OverlappedReductionStreamsDuringTheLastBackward) {
   EXPECT_DOUBLE_EQ(result.iteration_seconds, 15.5);
 }
 
+// The overlapped reduction starts with the last backward operation, exposed TP included: forward
+// 1 s + 1 s TP, backward 2 s + 1 s TP, so the backward runs 2-5 s and a 2.5 s reduction from 2 s
+// ends with it (a bucket's reduction cannot end before its last gradient). The closed form starts
+// the stream at the same moment; from the backward's compute alone (3 s) it would end at 5.5 s.
+TEST(Simulator, OverlappedReductionStartsWithTheBackwardsExposedTensorParallelTime) {
+  Pipeline pipeline({1}, {2}, 1, 0, 2);
+  pipeline.training.overlap_gradient_reduce = true;
+  pipeline.communication.tp_seconds = {{2, 2}};
+  pipeline.communication.dp_seconds = {2.5};
+  const auto result = pipeline.run();
+  expect_timeline(timeline(result, 0, 0, {B}), {{B, 0, 0, 2, 5}});
+  expect_timeline(timeline(result, 0, 0, {EventKind::dp_reduce}), {{EventKind::dp_reduce, -1, 0, 2, 5}});
+  EXPECT_DOUBLE_EQ(result.iteration_seconds, 5.0);
+  EXPECT_DOUBLE_EQ(critical_path(pipeline.config, pipeline.work, pipeline.communication, pipeline.training).iteration_seconds,
+                   5.0);
+}
+
 TEST(Simulator, ParameterGatherHoldsBackOnlyTheFirstForward) {
   Pipeline pipeline({1, 1}, {2, 2}, 3, 0, 2);
   pipeline.config.distributed_optimizer = true;
