@@ -540,16 +540,28 @@ std::vector<Row> megatron_2021_rows() {
 }
 
 // Published memory figures (../shared/ground_truth_data/ultrascale_dp_tp_scaling.csv, the Ultra-Scale
-// Playbook's nanotron runs on H100 80GB, sequence 4096): the 3B model's largest micro-batch per TP
-// degree without and with sequence parallelism, and the 1B model's memory under data parallelism.
-// The playbook does not print the models; the bench_cluster template its runs came from
-// (github.com/huggingface/bench_cluster bench_cluster/template/base_config.py @2e2b0263 and
-// create_configs.py @0144ad0b) gives the rest: Llama layers with multi-head attention (kv heads =
-// heads), tied embeddings, the GPT-2 tokenizer (50257), bf16 with fp32 gradient accumulation, ZeRO-1,
-// no recompute, flash attention, micro-batch 2; the 1B is create_configs.py's "llama-1B" (l.40-47 at
-// every commit since 7d7cd86, 2024-06-24): 24 layers of hidden 2048 / ffn 4096 / 32 heads, which
-// overrides base_config.py's ffn 8192 (1.11 B parameters with the tied embedding; ffn 8192 would be 1.71 B).
-// The 3B is not in the template: assumed hidden 3072, ffn 8192, 32 heads (TP 32 needs 32), 28 layers.
+// Playbook's nanotron runs on H100 80GB): the 3B model's largest micro-batch per TP degree without and
+// with sequence parallelism, and the 1B model's memory under data parallelism. The playbook does not
+// print the runs' configuration; the script that generated them does: scripts/scaling_benchmarks.py
+// on nanotron's nouamanetazi/ultrascale-playbook branch @e24d2483 (l.2: "Generates configs and SLURM
+// scripts for scaling benchmarks used in https://huggingface.co/spaces/nanotron/ultrascale-playbook";
+// its comment at l.352-361 lists the TP+SP chart's tokens/s to the hundredth), over
+// examples/config_tiny_llama_bench.yaml (@67c5ebb6, the nouamane/bench2 branch): bf16, fp32 gradient
+// accumulation, ZeRO stage 0, pp_engine 1f1b, no recompute (l.31, 55, 72, 77). From the script:
+//  - the models, (layers, hidden, heads, ffn) at l.306-307: 1B (16, 2048, 32, 8192), 3B (28, 3072,
+//    32, 8192); Llama layers with multi-head attention (NUM_KEY_VALUE_HEADS None, l.14), tied
+//    embeddings below an ffn of 10000 (l.78), sequence 4096 (l.372);
+//  - TP+SP is tp_mode REDUCE_SCATTER with tp_linear_async_communication, TP is ALL_REDUCE without it
+//    (l.88); tp_recompute_allgather is left unset, so nanotron's default of the time, on
+//    (config/parallelism_config.py l.37 @f6a7db37, the bench2 branch's base; since 9cc81bb6,
+//    2024-07-17): the column-parallel GEMMs save the sequence shard and re-gather it;
+//  - the 3B's vocabulary, 131072: the script's VOCAB_SIZES (l.376), and the only size that gives the
+//    3B's "3.57G" (l.307: 131072 x 3072 + 28 x (3 x 3072 x 8192 + 4 x 3072^2) = 3.574e9);
+//  - for the 1B DP runs the script's final state keeps no loop (each campaign rewrote it), so their
+//    vocabulary and micro-batch are create_config's defaults, vocab_size 32768 and micro_batch_size 1
+//    (l.42, 50), with its zero_stage 0 (l.44), which the figure confirms: it is the same at every dp,
+//    as sharded optimizer states could not be. memory_rows shows the script's other vocabularies and
+//    micro-batches beside them, not compared.
 // None of this is fitted.
 enum class MemoryMetric { peak_bytes, max_micro_batch };
 
@@ -568,8 +580,8 @@ struct MemoryRow {
   std::string excluded;  // why the row is shown but not compared
 };
 
-ModelSpec nanotron_llama(const std::string& name, int layers, int hidden, int ffn, int heads) {
-  ModelSpec model = gpt(name, layers, hidden, heads, 50257);
+ModelSpec nanotron_llama(const std::string& name, int layers, int hidden, int ffn, int heads, int vocab) {
+  ModelSpec model = gpt(name, layers, hidden, heads, vocab);
   model.ffn_hidden_size = ffn;
   model.ffn_kind = FfnKind::swiglu;
   model.norm_kind = NormKind::rmsnorm;
@@ -638,22 +650,18 @@ std::vector<MemoryRow> ultrascale_memory_rows() {
     row.published = std::stod(f[6]);
     if (f[0] == "dp_scaling") {
       row.source = "Ultra-Scale Playbook DP memory (nanotron 1B)";
-      row.model = nanotron_llama("1B", 24, 2048, 4096, 32);
-      row.config = config_of(row.model, 1, 1, degree, 2, 1);
-      row.config.distributed_optimizer = true;
-      row.training.global_batch_sequences = 2 * degree;
+      row.model = nanotron_llama("1B", 16, 2048, 8192, 32, 32768);
+      row.config = config_of(row.model, 1, 1, degree, 1, 1);
+      row.training.global_batch_sequences = degree;
       row.published *= units::gigabyte;
-      row.label = "1B dp" + std::to_string(degree) + " mbs2: peak memory PyTorch reserved";
+      row.label = "1B dp" + std::to_string(degree) + " mbs1, vocabulary 32768: peak memory PyTorch reserved";
     } else {
-      row.source = "Ultra-Scale Playbook TP largest batch (nanotron 3B, shape assumed)";
-      row.model = nanotron_llama("3B", 28, 3072, 8192, 32);
+      row.source = "Ultra-Scale Playbook TP largest batch (nanotron 3B)";
+      row.model = nanotron_llama("3B", 28, 3072, 8192, 32, 131072);
       row.config = config_of(row.model, degree, 1, degree, 1, 1);
       row.config.sequence_parallel = f[0] == "tp_sp_scaling";
-      // tp_recompute_allgather stays at the nanotron profile's default (off: the gathered inputs are
-      // kept, as the template's tp_linear_async_communication false runs on the bench_cluster
-      // branch), which gives tp 2-8 with SP within one sample; the published 40 and 100 at tp 16 and
-      // 32 cannot fit with the two gathered column-parallel inputs kept (2 x 4096 tokens x 3072 x 2
-      // bytes x 28 layers = 1.4 GB per sample), so those runs re-gathered and are under-predicted.
+      row.training.overlap_tensor_parallel_backward = row.config.sequence_parallel;  // tp_linear_async_communication
+      row.training.tensor_parallel_recompute_allgather = true;
       row.metric = MemoryMetric::max_micro_batch;
       row.label = "3B tp" + std::to_string(degree) + (row.config.sequence_parallel ? " sp" : "") + ": largest micro-batch";
     }
@@ -786,18 +794,25 @@ std::vector<TorchtitanSelectiveRun> torchtitan_selective_runs() {
   return runs;
 }
 
-// The 1B DP figure is the same to the hundredth of a GB from dp 8 to dp 256. The compared rows
-// assume the template's ZeRO-1, which shards the fp32 master weights and Adam's moments (12 bytes
-// per parameter: 1.6 GB apart between those two runs); without ZeRO every dp holds the same, as the
-// playbook says of this chart before it introduces ZeRO ("the memory usage per GPU stays constant
-// and is not affected by adding more DP ranks", vinjn/nanotron-ultrascale-playbook index.html
-// @924e4d0 l.800). That reading is shown beside them, not compared: which one ran is for the runs' logs.
-MemoryRow ultrascale_dp_memory_without_zero(const MemoryRow& smallest_dp) {
-  MemoryRow row = smallest_dp;
-  row.config.distributed_optimizer = false;
-  row.label = "1B dp" + std::to_string(row.config.dp) + " mbs2 without ZeRO: peak memory PyTorch reserved";
-  row.excluded = "the reading the figure's constancy over dp suggests (ZeRO-1 would be 1.6 GB lower at dp 256); not compared";
-  return row;
+// The 1B DP runs' vocabulary and micro-batch are create_config's defaults (see above). The other
+// vocabularies and micro-batches the script names (VOCAB_SIZES l.376 and its comment, 49152 and
+// 131072; MBS l.373-374) are shown beside them at dp 8, not compared: what the choice is worth.
+std::vector<MemoryRow> ultrascale_dp_memory_with_other_script_settings(const MemoryRow& smallest_dp) {
+  std::vector<MemoryRow> rows;
+  for (const int vocabulary : {32768, 49152, 131072}) {
+    for (const int micro_batch : {1, 2}) {
+      if (vocabulary == smallest_dp.model.vocab_size && micro_batch == smallest_dp.config.micro_batch) continue;
+      MemoryRow row = smallest_dp;
+      row.model.vocab_size = vocabulary;
+      row.config = config_of(row.model, 1, 1, row.config.dp, micro_batch, 1);
+      row.training.global_batch_sequences = static_cast<std::int64_t>(micro_batch) * row.config.dp;
+      row.label = "1B dp" + std::to_string(row.config.dp) + " mbs" + std::to_string(micro_batch) + ", vocabulary " +
+                  std::to_string(vocabulary) + ": peak memory PyTorch reserved";
+      row.excluded = "another setting the script names (the DP runs' own is not recorded); not compared";
+      rows.push_back(row);
+    }
+  }
+  return rows;
 }
 
 // Every published memory figure the report shows (excluded rows are shown, not compared).
@@ -806,7 +821,8 @@ std::vector<MemoryRow> memory_rows() {
   const auto after_dp_rows = std::find_if(rows.begin(), rows.end(), [](const MemoryRow& row) {
     return row.metric != MemoryMetric::peak_bytes;
   });
-  rows.insert(after_dp_rows, ultrascale_dp_memory_without_zero(rows.front()));
+  const std::vector<MemoryRow> other_settings = ultrascale_dp_memory_with_other_script_settings(rows.front());
+  rows.insert(after_dp_rows, other_settings.begin(), other_settings.end());
   for (MemoryRow& row : torchtitan_memory_rows()) rows.push_back(std::move(row));
   for (TorchtitanSelectiveRun& run : torchtitan_selective_runs()) rows.push_back(std::move(run.memory));
   for (MemoryRow& row : bigscience_memory_rows()) rows.push_back(std::move(row));
@@ -846,7 +862,8 @@ std::vector<Row> ultrascale_time_rows() {
       if (f[0] == "dp_scaling" && std::stoi(f[3]) == row.gpus) row.published = std::stod(f[4]);
     }
     const char* curve = nodes == 1 ? "" : nodes == 2 ? ", EFA pair" : nodes == 8 || nodes == 32 ? ", EFA curve fitted here" : ", EFA curve held out";
-    row.label = "1B dp" + std::to_string(row.gpus) + " mbs2 on " + std::to_string(nodes) + " node(s)" + curve;
+    row.label = "1B dp" + std::to_string(row.gpus) + " mbs" + std::to_string(row.config.micro_batch) + " on " +
+                std::to_string(nodes) + " node(s)" + curve;
     row.group = row.label;
     rows.push_back(row);
   }
