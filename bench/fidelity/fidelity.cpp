@@ -829,41 +829,59 @@ std::vector<MemoryRow> memory_rows() {
   return rows;
 }
 
-// The Ultra-Scale Playbook's 1B DP-scaling throughput (ultrascale_dp_tp_scaling.csv, the same runs
-// as the DP memory rows: nanotron, H100, bench_cluster's template), never fitted. The cluster is
-// AWS p5 on EFA as a site would describe it: the node measured as one
-// (ultrascale_collective_bandwidth_vs_nodes.csv: all-reduce bus bandwidth on 1 node), node pairs
-// as a pair measurement sees them (the same file on 2 nodes), and network kind efa, whose
-// contention curve (collective_scaling_of, core/src/cluster.cpp) prices the fall beyond a pair.
-// That curve was fitted on the file's 2, 8 and 32-node all-reduce medians; the labels say which
-// rows sit at those node counts and which were held out (4, 16). The 3B TP rows' throughput is
-// left out: the batch it was measured at is not published.
+// The Ultra-Scale Playbook's throughput (ultrascale_dp_tp_scaling.csv, the same runs as the memory
+// rows, configured as ultrascale_memory_rows says), never fitted: the 1B under DP, and the 3B under
+// TP with SP at the micro-batch each was measured at, which the generating script's comment gives
+// (scaling_benchmarks.py @e24d2483 l.352-361: (tp, mbs) = (2, 3), (4, 9), (8, 18), (16, 40),
+// (32, 90), beside these very tokens/s); the TP rows without SP are left out, their micro-batch is
+// not published. The cluster is AWS p5 on EFA as a site would describe it: the node measured as one
+// (ultrascale_collective_bandwidth_vs_nodes.csv: all-reduce bus bandwidth on 1 node), node pairs as
+// a pair measurement sees them (the same file on 2 nodes), and network kind efa, whose contention
+// curve (collective_scaling_of, core/src/cluster.cpp) prices the fall beyond a pair. That curve was
+// fitted on the file's 2, 8 and 32-node all-reduce medians; the DP labels say which rows sit at
+// those node counts and which were held out (4, 16).
 std::vector<Row> ultrascale_time_rows() {
   std::map<int, double> allreduce_bytes_per_second;  // nodes → median bus bandwidth
   const auto bandwidth = read_csv("ultrascale_collective_bandwidth_vs_nodes.csv");
   for (size_t i = 1; i < bandwidth.size(); ++i) {
     if (bandwidth[i][0] == "AllReduce") allreduce_bytes_per_second[std::stoi(bandwidth[i][1])] = std::stod(bandwidth[i][4]) * 1e9;
   }
+  const System p5{"H100-SXM", allreduce_bytes_per_second.at(1), allreduce_bytes_per_second.at(2), NetworkKind::efa};
+  const auto table = read_csv("ultrascale_dp_tp_scaling.csv");
+  const auto published = [&](const char* plot, int degree) {
+    for (const auto& f : table) {
+      if (f[0] == plot && std::stoi(f[3]) == degree) return std::stod(f[4]);
+    }
+    return 0.0;
+  };
+  const std::map<int, int> measured_micro_batch = {{2, 3}, {4, 9}, {8, 18}, {16, 40}, {32, 90}};
   std::vector<Row> rows;
   for (const MemoryRow& memory : ultrascale_memory_rows()) {
-    if (memory.metric != MemoryMetric::peak_bytes) continue;
+    const bool data_parallel = memory.metric == MemoryMetric::peak_bytes;
+    if (!data_parallel && !memory.config.sequence_parallel) continue;
     Row row;
-    row.source = "Ultra-Scale Playbook DP throughput (nanotron 1B, extra)";
     row.extra = true;
     row.metric = Metric::tokens_per_second_per_gpu;
     row.model = memory.model;
     row.training = memory.training;
     row.config = memory.config;
-    row.gpus = row.config.dp;
-    const int nodes = std::max(1, row.gpus / 8);
-    row.system = System{"H100-SXM", allreduce_bytes_per_second.at(1), allreduce_bytes_per_second.at(2), NetworkKind::efa};
-    const auto table = read_csv("ultrascale_dp_tp_scaling.csv");
-    for (const auto& f : table) {
-      if (f[0] == "dp_scaling" && std::stoi(f[3]) == row.gpus) row.published = std::stod(f[4]);
+    row.system = p5;
+    if (data_parallel) {
+      row.source = "Ultra-Scale Playbook DP throughput (nanotron 1B, extra)";
+      row.gpus = row.config.dp;
+      row.published = published("dp_scaling", row.gpus);
+    } else {
+      row.source = "Ultra-Scale Playbook TP+SP throughput (nanotron 3B, extra)";
+      row.gpus = row.config.tp;
+      row.config.micro_batch = measured_micro_batch.at(row.config.tp);
+      row.training.global_batch_sequences = row.config.micro_batch;
+      row.published = published("tp_sp_scaling", row.gpus);
     }
-    const char* curve = nodes == 1 ? "" : nodes == 2 ? ", EFA pair" : nodes == 8 || nodes == 32 ? ", EFA curve fitted here" : ", EFA curve held out";
-    row.label = "1B dp" + std::to_string(row.gpus) + " mbs" + std::to_string(row.config.micro_batch) + " on " +
-                std::to_string(nodes) + " node(s)" + curve;
+    const int nodes = std::max(1, row.gpus / 8);
+    const char* curve = !data_parallel ? "" : nodes == 1 ? "" : nodes == 2 ? ", EFA pair"
+                                            : nodes == 8 || nodes == 32 ? ", EFA curve fitted here" : ", EFA curve held out";
+    row.label = (data_parallel ? "1B dp" + std::to_string(row.gpus) : "3B tp" + std::to_string(row.gpus) + " sp") + " mbs" +
+                std::to_string(row.config.micro_batch) + " on " + std::to_string(nodes) + " node(s)" + curve;
     row.group = row.label;
     rows.push_back(row);
   }

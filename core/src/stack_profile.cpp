@@ -132,10 +132,6 @@ StackProfile nanotron_profile() {
   StackProfile profile = pytorch_layers_profile(Framework::nanotron, "github.com/huggingface/nanotron @2411b022, src/nanotron/");
   profile.overlap_gradient_reduce = true;
   profile.sharded_optimizer = ShardedOptimizerCollectives::all_reduce_and_gather_after_step;
-  // Every release (v0.1-v0.5) and the bench_cluster branch save the gathered input; main saves the
-  // shard only since 9cc81bb6 and only with tp_recompute_allgather on. The export writes the switch
-  // out, so main runs what is priced, and a plan for an older nanotron never under-counts its memory.
-  profile.tensor_parallel_recompute_allgather = false;
   // The activation and its gradient (2), each after its two metadata messages (4), and the
   // sequence mask's two metadata messages and data (3).
   profile.pipeline_exchange = {2, 7, true};
@@ -211,10 +207,11 @@ StackProfile nanotron_profile() {
       "looser than 'and'), whose fp32 hook raises NotImplementedError for ZeRO-1 (optim/gradient_accumulator.py "
       "l.354-355), so @2411b022 zero_stage=1 with dp > 1 does not start: the search keeps it off unless distopt "
       "is fixed on",
-      "sequence parallelism keeps each column-parallel input gathered (tp_recompute_allgather off, which the "
-      "export writes), as every release (v0.1-v0.5) and the bench_cluster branch do (parallel/tensor_parallel/"
-      "functional.py l.352-358 @a27e8fe8); main defaults to re-gathering in the backward since 9cc81bb6 "
-      "(2024-07-17, config/parallelism_config.py l.36): plan that with --engine tp-recompute-allgather=on",
+      "sequence parallelism re-gathers each column-parallel input in the backward, keeping the sequence shard, as "
+      "nanotron does by default since 9cc81bb6 (2024-07-17, config/parallelism_config.py l.36) and as the Ultra-Scale "
+      "Playbook's runs did; the export writes tp_recompute_allgather, a key only nanotron since 1e02a9ce "
+      "(2024-07-17) reads: the releases v0.1-v0.5 and the bench_cluster branch lack it and keep the gathered input "
+      "(parallel/tensor_parallel/functional.py l.352-358 @a27e8fe8), which --engine tp-recompute-allgather=off prices",
       "16-bit gradients (optimizer.accumulate_grad_in_fp32 false): priced as fp32 master weights, moments and an "
       "fp32 gradient copy held through the whole iteration, not read from that path's code (helpers.py l.390-407 "
       "builds no FP32GradientAccumulator there)",

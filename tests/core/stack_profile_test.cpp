@@ -103,10 +103,8 @@ TEST(StackProfile, EveryOtherStackCitesItsEvidence) {
 TEST(StackProfile, NanotronKeepsTheSiluOutputOfItsUnfusedSwiglu) {
   const ParallelConfig config = config_of(2, 1, 8);
   const double megatron = layer_activation_bytes(llama_1b(), training_for(Framework::megatron_core), config);
-  TrainingSpec nanotron_training = training_for(Framework::nanotron);
   // The SwiGLU alone: both re-gather their sequence-parallel inputs (the switch's own test is below).
-  nanotron_training.tensor_parallel_recompute_allgather = true;
-  const double nanotron = layer_activation_bytes(llama_1b(), nanotron_training, config);
+  const double nanotron = layer_activation_bytes(llama_1b(), training_for(Framework::nanotron), config);
   EXPECT_DOUBLE_EQ(nanotron - megatron, tokens * 8192 / 2 * 2 + attention_output_copy_bytes(2));
 }
 
@@ -121,7 +119,6 @@ TEST(StackProfile, NanotronKeepsTheAttentionOutputTwiceAboveOneSequence) {
     ParallelConfig config = config_of(2, 1, 8);
     config.micro_batch = micro_batch;
     TrainingSpec nanotron = training_for(Framework::nanotron);
-    nanotron.tensor_parallel_recompute_allgather = true;
     nanotron.overlap_tensor_parallel_backward = async_row_parallel;
     return layer_activation_bytes(llama_1b(), nanotron, config) -
            layer_activation_bytes(llama_1b(), training_for(Framework::megatron_core), config);
@@ -597,18 +594,18 @@ TEST(StackProfile, ZeroOneStacksGatherTheParametersAfterTheStep) {
 // nanotron's tp_recompute_allgather (config/parallelism_config.py @2411b022 l.36). Off, with
 // sequence parallelism, each layer keeps its two column-parallel inputs (QKV's and gate_up's, h
 // wide) gathered over the TP group instead of the rank's shard, and the backward gathers nothing
-// again; on (main's default, as Transformer Engine does) the reverse.
+// again; on (main's default since 9cc81bb6, as Transformer Engine does) the reverse.
 TEST(StackProfile, NanotronTpRecomputeAllgatherTradesMemoryForTheBackwardRegather) {
   const ModelSpec model = llama_1b();
   const int tp = 4;
   const ParallelConfig config = config_of(tp, 1, 2);
-  // The profile keeps the gathered inputs, as every release and the bench_cluster branch do
-  // (functional.py l.352-358 @a27e8fe8); main re-gathers only since 9cc81bb6, with the switch on.
-  TrainingSpec keep = training_for(Framework::nanotron);
-  ASSERT_FALSE(keep.tensor_parallel_recompute_allgather);
+  // The profile re-gathers, as nanotron does when the key is unset; the releases v0.1-v0.5 keep the
+  // gathered inputs (functional.py l.352-358 @a27e8fe8), which the switch's off prices.
+  TrainingSpec regather = training_for(Framework::nanotron);
+  ASSERT_TRUE(regather.tensor_parallel_recompute_allgather);
   EXPECT_TRUE(training_for(Framework::megatron_core).tensor_parallel_recompute_allgather);
-  TrainingSpec regather = keep;
-  regather.tensor_parallel_recompute_allgather = true;
+  TrainingSpec keep = regather;
+  keep.tensor_parallel_recompute_allgather = false;
   // 2 inputs x 8192 tokens x 2048 wide x (1 - 1/4) x 2 bytes = 50,331,648 bytes more per layer.
   const double kept_bytes = 2 * tokens * 2048 * (1 - 1.0 / tp) * 2;
   EXPECT_DOUBLE_EQ(kept_bytes, 50331648.0);
