@@ -639,6 +639,14 @@ TrainingSpec stack_training(Framework framework, Precision precision, int sequen
   return training;
 }
 
+// A 1B DP memory row's data parallelism, micro-batch (one per step) and label.
+void set_ultrascale_dp_layout(MemoryRow& row, int dp, int micro_batch) {
+  row.config = config_of(row.model, 1, 1, dp, micro_batch, 1);
+  row.training.global_batch_sequences = static_cast<std::int64_t>(micro_batch) * dp;
+  row.label = "1B dp" + std::to_string(dp) + " mbs" + std::to_string(micro_batch) + ", vocabulary " +
+              std::to_string(row.model.vocab_size) + ": peak memory PyTorch reserved";
+}
+
 std::vector<MemoryRow> ultrascale_memory_rows() {
   std::vector<MemoryRow> rows;
   auto table = read_csv("ultrascale_dp_tp_scaling.csv");
@@ -651,10 +659,8 @@ std::vector<MemoryRow> ultrascale_memory_rows() {
     if (f[0] == "dp_scaling") {
       row.source = "Ultra-Scale Playbook DP memory (nanotron 1B)";
       row.model = nanotron_llama("1B", 16, 2048, 8192, 32, 32768);
-      row.config = config_of(row.model, 1, 1, degree, 1, 1);
-      row.training.global_batch_sequences = degree;
+      set_ultrascale_dp_layout(row, degree, 1);
       row.published *= units::gigabyte;
-      row.label = "1B dp" + std::to_string(degree) + " mbs1, vocabulary 32768: peak memory PyTorch reserved";
     } else {
       row.source = "Ultra-Scale Playbook TP largest batch (nanotron 3B)";
       row.model = nanotron_llama("3B", 28, 3072, 8192, 32, 131072);
@@ -804,10 +810,7 @@ std::vector<MemoryRow> ultrascale_dp_memory_with_other_script_settings(const Mem
       if (vocabulary == smallest_dp.model.vocab_size && micro_batch == smallest_dp.config.micro_batch) continue;
       MemoryRow row = smallest_dp;
       row.model.vocab_size = vocabulary;
-      row.config = config_of(row.model, 1, 1, row.config.dp, micro_batch, 1);
-      row.training.global_batch_sequences = static_cast<std::int64_t>(micro_batch) * row.config.dp;
-      row.label = "1B dp" + std::to_string(row.config.dp) + " mbs" + std::to_string(micro_batch) + ", vocabulary " +
-                  std::to_string(vocabulary) + ": peak memory PyTorch reserved";
+      set_ultrascale_dp_layout(row, smallest_dp.config.dp, micro_batch);
       row.excluded = "another setting the script names (the DP runs' own is not recorded); not compared";
       rows.push_back(row);
     }
