@@ -295,6 +295,13 @@ TEST(ClusterAssembly, NvswitchNodesUseTheNvlinkMatrix) {
   EXPECT_EQ(assembled->cluster.nics_per_node, 1);  // no NIC in the file, no priors.rails
   EXPECT_EQ(assembled->cluster.gpu.name, "V100-SXM2-32GB");
   EXPECT_DOUBLE_EQ(assembled->cluster.intra_node[1].at(3, 12).bandwidth_bytes_per_second, 150e9 * 0.8);
+  // What hwloc counted is the board; a site's board_gpus, for uninspected nodes, neither changes
+  // nor refuses it.
+  SiteConfig misdescribed;
+  misdescribed.priors.board_gpus = 8;
+  auto inspected = assemble_cluster(input, misdescribed);
+  ASSERT_TRUE(inspected.ok()) << inspected.error().message;
+  EXPECT_DOUBLE_EQ(inspected->cluster.intra_node[1].at(3, 12).bandwidth_bytes_per_second, 150e9 * 0.8);
 }
 
 // Two nodes of 8 H100 SXM as the CLI on a login node assembles them: no NVIDIA GPU inspected.
@@ -318,6 +325,44 @@ TEST(ClusterAssembly, GpuModelAndCountComeFromTheRequestOrTheSiteWithoutLocalGpu
   EXPECT_DOUBLE_EQ(assembled->cluster.intra_node[0].at(0, 1).bandwidth_bytes_per_second, 450e9 * 0.8);
   EXPECT_NE(assembled->links_assumed.back().find("NVSwitch all-to-all (GPU catalog)"), std::string::npos)
       << assembled->links_assumed.back();
+}
+
+// A job on part of a node, as the CLI on a login node assembles it: the board's size, not the
+// job's GPU count, decides how its GPUs are wired (priors.board_gpus).
+Result<AssembledCluster> login_node_partial(const std::string& gpu, int job_gpus_per_node, int board_gpus) {
+  const NodeInspection none = inspect("mpibind-tioga-4xMI250X-xgmi-slingshot.xml");
+  AssemblyInput input;
+  input.node_names = {"n1"};
+  input.local = &none;
+  input.gpus_per_node = job_gpus_per_node;
+  return assemble_cluster(input, site_with("gpu: " + gpu + "\npriors:\n  board_gpus: " + std::to_string(board_gpus) + "\n"));
+}
+
+TEST(ClusterAssembly, PartOfAnEightGpuNvswitchBoardIsPricedOnTheNvswitch) {
+  // 4 GPUs of an 8-GPU HGX H100: every pair through the NVSwitches at the full 18 × 25 GB/s. NCCL's
+  // ring on 2 to 8 GPUs of one 8× H100 SXM node measures 365-370 GB/s of bus bandwidth whatever the
+  // count (NVIDIA/nccl issue #1455, NCCL_ALGO=RING): 450 × 0.8 = 360.
+  auto eight = login_node_partial("H100-SXM", 4, 8);
+  ASSERT_TRUE(eight.ok()) << eight.error().message;
+  EXPECT_DOUBLE_EQ(eight->cluster.intra_node[0].at(0, 3).bandwidth_bytes_per_second, 450e9 * 0.8);
+  EXPECT_NE(eight->links_assumed.back().find("boards of 8 GPUs are NVSwitch all-to-all"), std::string::npos)
+      << eight->links_assumed.back();
+  // Unset, the board is the job's 4 GPUs: the 4-GPU HGX H100, each pair on a third of the links.
+  auto four = login_node_partial("H100-SXM", 4, 0);
+  ASSERT_TRUE(four.ok()) << four.error().message;
+  EXPECT_DOUBLE_EQ(four->cluster.intra_node[0].at(0, 3).bandwidth_bytes_per_second, 450e9 / 3 * 0.8);
+  // 2 GPUs of a 4-GPU HGX A100 (JUWELS Booster, Perlmutter) still share 4 of their 12 links, not all 12.
+  auto pair_of_four = login_node_partial("A100-40GB", 2, 4);
+  ASSERT_TRUE(pair_of_four.ok()) << pair_of_four.error().message;
+  EXPECT_DOUBLE_EQ(pair_of_four->cluster.intra_node[0].at(0, 1).bandwidth_bytes_per_second, 300e9 / 3 * 0.8);
+  EXPECT_NE(pair_of_four->links_assumed.back().find("over the 3 other GPUs of its board"), std::string::npos)
+      << pair_of_four->links_assumed.back();
+  // A board smaller than the job is a site-file mistake.
+  auto smaller = login_node_partial("H100-SXM", 8, 4);
+  ASSERT_FALSE(smaller.ok());
+  EXPECT_EQ(smaller.error().message,
+            "site.yaml: priors.board_gpus is 4 but the job has 8 GPUs per node; set it to the GPUs one node's board holds "
+            "(0: as many as the job uses)");
 }
 
 TEST(ClusterAssembly, LoginNodePricesNvswitchTensorParallelismByItsMessages) {

@@ -109,6 +109,7 @@ TEST(SiteConfig, ErrorsNameFileLineKeyAndFix) {
       {"priors:\n  nic_gbit_per_s: fast\n", "s.yaml:2: key 'priors.nic_gbit_per_s' must be a number from 1 to 1000000 (got 'fast')"},
       {"priors:\n  nic_gbit_per_s: .nan\n", "s.yaml:2: key 'priors.nic_gbit_per_s' must be a number"},
       {"priors:\n  rails: 2.5\n", "s.yaml:2: key 'priors.rails' must be an integer from 0 to 64"},
+      {"priors:\n  board_gpus: 65\n", "s.yaml:2: key 'priors.board_gpus' must be an integer from 0 to 64 (got '65')"},
       {"priors:\n  switch_level_factors: [1, 2]\n", "s.yaml:2: key 'priors.switch_level_factors' must hold factors in (0, 1]"},
       {"memory: 3\n", "s.yaml:1: key 'memory' must be a mapping of keys (safety_margin_gib,"},
       {"links:\n  fresh_for_hours: -1\n", "s.yaml:2: key 'links.fresh_for_hours' must be a number of at least 0 (got '-1')"},

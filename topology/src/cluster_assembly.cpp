@@ -91,10 +91,20 @@ struct IntraNodePrior {
   std::string source;
 };
 
+// How many GPUs one node's board holds, which decides its fabric: what hwloc counted on this node,
+// else the site's priors.board_gpus, else the job's GPUs per node. A job on 4 GPUs of an 8-GPU HGX
+// H100 talks over its NVSwitches, one on a 4-GPU HGX H100 over a third of each GPU's links; only
+// the site can tell the CLI on a login node which it has.
+int board_gpus(const AssemblyInput& input, const SiteConfig& site, int gpus) {
+  const int local_gpus = input.local ? static_cast<int>(input.local->gpus.size()) : 0;
+  return local_gpus > 0 ? local_gpus : site.priors.board_gpus > 0 ? site.priors.board_gpus : gpus;
+}
+
 IntraNodePrior intra_node_prior(const AssemblyInput& input, const SiteConfig& site, const std::string& gpu_model,
                                 int gpus) {
   const LinkPriors& priors = site.priors;
-  const BoardFabric board = board_fabric(gpu_model, gpus);
+  const int board_size = board_gpus(input, site, gpus);
+  const BoardFabric board = board_fabric(gpu_model, board_size);
   const Link pcie{board.pcie_bytes_per_second * priors.attained_fraction, priors.intra_node_latency_seconds, false};
   IntraNodePrior prior{LinkMatrix(gpus, pcie), ""};
   const auto all_pairs_at = [&](double nominal_bytes_per_second) {
@@ -122,15 +132,15 @@ IntraNodePrior intra_node_prior(const AssemblyInput& input, const SiteConfig& si
   } else if (local_gpus == 0 && board.fabric == IntraNodeFabric::nvswitch) {
     // Nothing inspected (a login node): the node is what the vendor builds for this GPU.
     all_pairs_at(board.pair_bytes_per_second);
-    prior.source = gpu_model + " boards of " + std::to_string(gpus) + " GPUs are NVSwitch all-to-all (GPU catalog): " +
+    prior.source = gpu_model + " boards of " + std::to_string(board_size) + " GPUs are NVSwitch all-to-all (GPU catalog): " +
                    gb_per_s(board.pair_bytes_per_second * priors.attained_fraction) + " between any two";
   } else if (board.gpu_nvlink_bytes_per_second > 0 && gpus > 1) {
-    // Without NVSwitch, an SXM module's links are split among its peers (4×A100: 4 links per pair).
-    const double per_pair = board.gpu_nvlink_bytes_per_second / (gpus - 1);
-    all_pairs_at(per_pair);
+    // Without NVSwitch, an SXM module's links are split among its peers on the board (4×A100: 4
+    // links per pair), however many of them the job uses.
+    all_pairs_at(board.pair_bytes_per_second);
     prior.source = gpu_model + " is an SXM module (always NVLink-connected; hwloc without NVML cannot show it): "
-                   "its NVLink split evenly over " + std::to_string(gpus - 1) + " peers (" +
-                   gb_per_s(per_pair * priors.attained_fraction) + ")";
+                   "its NVLink split evenly over the " + std::to_string(board_size - 1) + " other GPUs of its board (" +
+                   gb_per_s(board.pair_bytes_per_second * priors.attained_fraction) + ")";
   } else {
     prior.source = "PCIe (" + gb_per_s(pcie.bandwidth_bytes_per_second) + ")";
   }
@@ -209,6 +219,11 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
     if (local_gpus > 0 && cluster.gpus_per_node > local_gpus)
       return Error{"the job asks for " + std::to_string(cluster.gpus_per_node) + " GPUs per node but this node has " +
                    std::to_string(local_gpus) + "; request at most " + std::to_string(local_gpus)};
+    if (local_gpus == 0 && site.priors.board_gpus > 0 && cluster.gpus_per_node > site.priors.board_gpus)
+      return Error{(site.source.empty() ? std::string("the site's") : site.source + ":") + " priors.board_gpus is " +
+                   std::to_string(site.priors.board_gpus) + " but the job has " +
+                   std::to_string(cluster.gpus_per_node) + " GPUs per node; set it to the GPUs one node's board holds (0: "
+                   "as many as the job uses)"};
     const double matrix_bytes = (static_cast<double>(nodes) * nodes +
                                  static_cast<double>(nodes) * cluster.gpus_per_node * cluster.gpus_per_node) *
                                 sizeof(Link);

@@ -311,6 +311,7 @@ std::optional<Error> read_site(const StrictReader& reader, const YAML::Node& roo
                            {"inter_node_latency_us", reader.number(inter_latency_us, 0, 1e6)},
                            {"intra_node_gb_per_s", reader.number(intra_gb, 0, 1e6)},
                            {"intra_node_latency_us", reader.number(intra_latency_us, 0, 1e6)},
+                           {"board_gpus", reader.integer(priors.board_gpus, 0, 64)},
                            {"topology_conf", reader.string(priors.topology_conf)},
                            {"switch_level_factors", factors_reader},
                            {"fabric", reader.choice(priors.rail_only, {{"rail-optimized", false}, {"rail-only", true}})},

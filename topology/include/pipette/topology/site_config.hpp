@@ -33,6 +33,9 @@ struct LinkPriors {
   double inter_node_latency_seconds = 10e-6;
   double intra_node_bandwidth_bytes_per_second = 0;  // 0: from the hardware (NVLink / NVSwitch / PCIe)
   double intra_node_latency_seconds = 3e-6;
+  // GPUs on one node's board (an HGX/DGX baseboard), where hwloc cannot count them (the CLI on a
+  // login node); 0: as many as the job uses per node. Decides the fabric a partial node is priced on.
+  int board_gpus = 0;
   std::string topology_conf;                // Slurm topology.conf ("" = none)
   std::vector<double> switch_level_factors = {1.0, 0.75, 0.5};  // by level of the lowest common switch
   // How the rails meet (RailFabric in core/cluster.hpp). rail-optimized: a fat tree whose leaves
