@@ -276,11 +276,35 @@ class NodeRing {
   bool same_locals_everywhere_ = false;
 };
 
-// The ring through g GPUs of one node, `local_gpu_at(k)` the k-th in rank order.
+// The links a ring through g GPUs of one node runs on, `local_gpu_at(k)` the k-th in rank order.
+// NCCL builds a ring as several channels, each taking its bandwidth from every link it crosses,
+// and searches until the channels together reach a GPU's summed NVLink bandwidth
+// (github.com/NVIDIA/nccl @5067397c src/graph/search.cc: followPath l.81-121, getTotalBw
+// l.30-38, the stop at nChannels · bw ≥ totalBw l.1198). Behind NVSwitches every channel leaves a
+// GPU on the same links, and a pair's figure is already that whole bandwidth: the ring runs at its
+// slowest consecutive pair. Where every pair is wired directly (Cluster::intra_node_full_mesh), the
+// channels spread over the g − 1 links each GPU has to the others: on a uniform mesh each of the
+// (g − 1)! directed rings through all g carries an equal share and every link is full, so the ring
+// runs at g − 1 times its slowest pair.
 template <typename LocalGpuAt>
-RingBottleneck intra_node_ring(const LinkMatrix& links, int g, LocalGpuAt local_gpu_at) {
+void add_ring_links(RingBottleneck& bottleneck, const LinkMatrix& links, int g, bool full_mesh, LocalGpuAt local_gpu_at) {
+  if (!full_mesh) {
+    for (int k = 0; k < g; ++k) bottleneck.add(links.at(local_gpu_at(k), local_gpu_at((k + 1) % g)));
+    return;
+  }
+  for (int a = 0; a < g; ++a)
+    for (int b = 0; b < g; ++b)
+      if (a != b) bottleneck.add(links.at(local_gpu_at(a), local_gpu_at(b)));
+}
+
+// How many of its links a ring of g GPUs uses at once (add_ring_links).
+double ring_links_in_use(int g, bool full_mesh) { return full_mesh && g > 2 ? g - 1.0 : 1.0; }
+
+template <typename LocalGpuAt>
+RingBottleneck intra_node_ring(const Cluster& cluster, int node, int g, LocalGpuAt local_gpu_at) {
   RingBottleneck bottleneck;
-  for (int k = 0; k < g; ++k) bottleneck.add(links.at(local_gpu_at(k), local_gpu_at((k + 1) % g)));
+  add_ring_links(bottleneck, cluster.intra_node[static_cast<size_t>(node)], g, cluster.intra_node_full_mesh, local_gpu_at);
+  bottleneck.bandwidth_bytes_per_second *= ring_links_in_use(g, cluster.intra_node_full_mesh);
   return bottleneck;
 }
 
@@ -303,17 +327,17 @@ CollectiveCost intra_node_cost(const Cluster& cluster, const NodeRing& ring) {
     // several of these rings per move).
     const int g = ring.gpus_on(0);
     RingBottleneck all;
-    for (int i = 0; i < ring.node_count() && g > 1; ++i) {
-      const LinkMatrix& links = cluster.intra_node[static_cast<size_t>(ring.node(i))];
-      for (int k = 0; k < g; ++k) all.add(links.at(ring.local_gpu(i, k), ring.local_gpu(i, (k + 1) % g)));
-    }
+    for (int i = 0; i < ring.node_count() && g > 1; ++i)
+      add_ring_links(all, cluster.intra_node[static_cast<size_t>(ring.node(i))], g, cluster.intra_node_full_mesh,
+                     [&](int k) { return ring.local_gpu(i, k); });
+    all.bandwidth_bytes_per_second *= ring_links_in_use(g, cluster.intra_node_full_mesh);
     return single_node_ring_cost(g, all);
   }
   CollectiveCost cost;
   for (int i = 0; i < ring.node_count(); ++i) {
     const int g = ring.gpus_on(i);
-    const CollectiveCost node_cost = single_node_ring_cost(
-        g, intra_node_ring(cluster.intra_node[static_cast<size_t>(ring.node(i))], g, [&](int k) { return ring.local_gpu(i, k); }));
+    const CollectiveCost node_cost =
+        single_node_ring_cost(g, intra_node_ring(cluster, ring.node(i), g, [&](int k) { return ring.local_gpu(i, k); }));
     cost.seconds_per_payload_byte = std::max(cost.seconds_per_payload_byte, node_cost.seconds_per_payload_byte);
     cost.latency_seconds = std::max(cost.latency_seconds, node_cost.latency_seconds);
   }
@@ -522,7 +546,7 @@ double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& confi
   for (int t = 1; t < config.tp && one_node; ++t) one_node = node_of(cluster, gpu_of(t)) == node;
   CollectiveCost cost;
   if (one_node) {  // the usual case, priced without building the group
-    cost = single_node_ring_cost(config.tp, intra_node_ring(cluster.intra_node[static_cast<size_t>(node)], config.tp,
+    cost = single_node_ring_cost(config.tp, intra_node_ring(cluster, node, config.tp,
                                                             [&](int t) { return local_of(cluster, gpu_of(t)); }));
   } else {
     const NodeRing ring(cluster, gpus_of_tp_group(config, map, stage, replica));
@@ -815,7 +839,9 @@ double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& confi
   if (ep > 1) {
     // One all-to-all: every member sends ep_bytes_per_peer to each other member at once. Inside a
     // node the sends to its peers share the sender's NVLink/PCIe port (NVSwitch gives one GPU its
-    // pair bandwidth to all peers together, not to each), so they add up. Between nodes every
+    // pair bandwidth to all peers together, not to each), so they add up; where every pair is
+    // wired directly (Cluster::intra_node_full_mesh) each send has its own links and the slowest
+    // one decides. Between nodes every
     // member on node A sends to every member on node B; a node's sends to all other nodes leave
     // through its rails, which every GPU of A sending out of A at the same time shares (not only
     // this group's members there: inter_node_senders_of_stage counts them). As for every other
@@ -871,7 +897,8 @@ double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& confi
         for (const int peer : members) {
           if (peer == member) continue;
           const Link& link = links.at(local, local_of(cluster, gpus[static_cast<size_t>(peer)]));
-          intra += bytes / link.bandwidth_bytes_per_second;
+          const double send_seconds = bytes / link.bandwidth_bytes_per_second;
+          intra = cluster.intra_node_full_mesh ? std::max(intra, send_seconds) : intra + send_seconds;
           intra_latency = std::max(intra_latency, link.latency_seconds);
         }
         slowest = std::max(slowest, std::max(intra + intra_latency, inter));

@@ -115,6 +115,7 @@ BoardFabric board_fabric(std::string_view gpu_name, int gpus_per_node) {
   } else {
     board.fabric = IntraNodeFabric::nvlink_direct;
     board.pair_bytes_per_second = hardware->nvlink_bytes_per_second / (gpus_per_node - 1);
+    board.every_pair_wired = gpus_per_node <= 4;
   }
   return board;
 }

@@ -521,7 +521,8 @@ Cluster with_best_links(const Cluster& cluster, const NodeBestLinks& of_nodes) {
 // A's links to other nodes
 //   inter = Σ_o (n_o · bytes · max(S, R) / B_Ao + L_Ao) ≥ (ep − k) · bytes · max(k, R) / B_A + L_A;
 // (k = ep: no inter-node part); and with k ≥ 2, b_A, l_A the best of A's own GPU pairs,
-//   intra + intra latency = Σ over its k − 1 peers of bytes / b_link + the largest latency ≥ (k − 1) · bytes / b_A + l_A.
+//   intra + intra latency = Σ over its k − 1 peers of bytes / b_link + the largest latency ≥ (k − 1) · bytes / b_A + l_A
+// (on a full mesh, Cluster::intra_node_full_mesh, the largest of the k − 1 sends instead: ≥ bytes / b_A + l_A).
 // So the group costs at least a2a · floor(A), floor(A) = min over k of the larger of the two,
 // whatever k is. The groups partition the stage's ranks, so every node hosting a GPU of stage s
 // hosts a member of one of its groups, and ep_seconds[s] (the slowest group) ≥ a2a · floor(A)
@@ -562,8 +563,9 @@ void bound_all_to_all(const Cluster& cluster, const NodeBestLinks& best, const P
           const double inter = k < config.ep ? (config.ep - k) * bytes * std::max(k, rails) / inter_link.bandwidth_bytes_per_second +
                                                    inter_link.latency_seconds
                                              : 0.0;
+          const double sends_in_series = cluster.intra_node_full_mesh ? 1.0 : k - 1.0;
           const double intra =
-              k >= 2 ? (k - 1) * bytes / intra_link.bandwidth_bytes_per_second + intra_link.latency_seconds : 0.0;
+              k >= 2 ? sends_in_series * bytes / intra_link.bandwidth_bytes_per_second + intra_link.latency_seconds : 0.0;
           floor = std::min(floor, std::max(inter, intra));
         }
         floor_of_node[node] = floor;

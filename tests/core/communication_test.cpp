@@ -116,6 +116,31 @@ TEST(RingAllreduce, OneNodeIsTheNcclRingFormulaAtTheSlowestRingLink) {
   EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, {5}, 1e9), 0.0);
 }
 
+// On a board that wires every pair directly (4-GPU HGX A100: 4 NVLinks a pair) NCCL spreads a
+// ring's channels over every link among its GPUs until they carry a GPU's whole NVLink bandwidth
+// (nccl @5067397c src/graph/search.cc l.30-38, 81-121, 1198): a ring over g GPUs runs at g − 1
+// times its slowest pair. NVSwitch pairs are already the whole bandwidth, and stay one ring.
+TEST(RingAllreduce, FullMeshNodeRunsChannelsOverEveryLinkAmongTheRingsGpus) {
+  const Link pair{80 * gigabyte, 3 * microsecond, false};  // 4 links × 25 GB/s × 0.8
+  Cluster mesh = uniform_cluster(2, 4, 1, pair, fabric);
+  mesh.intra_node_full_mesh = true;
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(mesh, {0, 1, 2, 3}, 1e9), 2.0 * 3 / 4 * 1e9 / (3 * 80e9) + 6 * 3e-6);
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(mesh, {0, 1, 2}, 1e9), 2.0 * 2 / 3 * 1e9 / (2 * 80e9) + 4 * 3e-6);
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(mesh, {0, 1}, 1e9), 2.0 * 1 / 2 * 1e9 / 80e9 + 2 * 3e-6);
+  Cluster switched = mesh;
+  switched.intra_node_full_mesh = false;
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(switched, {0, 1, 2, 3}, 1e9), 2.0 * 3 / 4 * 1e9 / 80e9 + 6 * 3e-6);
+  // Every pair carries channels, not only the ring order's: a slow 0→2 sets the pace.
+  mesh.intra_node[0].at(0, 2) = Link{40 * gigabyte, 3 * microsecond, false};
+  EXPECT_DOUBLE_EQ(ring_allreduce_seconds(mesh, {0, 1, 2, 3}, 1e9), 2.0 * 3 / 4 * 1e9 / (3 * 40e9) + 6 * 3e-6);
+  // Across nodes the reduce-scatter and all-gather inside each node run on the mesh too.
+  Cluster two = uniform_cluster(2, 4, 1, pair, fabric);
+  const double switched_both = ring_allreduce_seconds(two, {0, 1, 2, 3, 4, 5, 6, 7}, 1e9);
+  two.intra_node_full_mesh = true;
+  EXPECT_NEAR(switched_both - ring_allreduce_seconds(two, {0, 1, 2, 3, 4, 5, 6, 7}, 1e9),
+              2.0 * 3 / 4 * 1e9 / 80e9 * (1 - 1.0 / 3), 1e-15);
+}
+
 TEST(RingAllreduce, AcrossNodesIsIntraReduceScatterInterRingIntraAllGather) {
   const Cluster cluster = uniform_cluster(2, 4, 4, nvlink, fabric);
   const double bytes = 1e9;

@@ -554,5 +554,32 @@ TEST(MoeSearch, AllToAllFloorIsALowerBoundForEveryPlacement) {
   EXPECT_EQ(best_links_above_placement, 4);
 }
 
+// Where every pair of a node's GPUs is wired directly (Cluster::intra_node_full_mesh) a member's
+// sends to its node peers run side by side, each on its own links: the floor takes one of them, not
+// k − 1 (which would put it above the price of ep 8 inside a node).
+TEST(MoeSearch, AllToAllFloorHoldsOnFullMeshNodes) {
+  const TrainingSpec training = training_of(256, 4096);
+  const ModelSpec moe = qwen3_235b();
+  Cluster mesh = h100_cluster(8);
+  mesh.intra_node_full_mesh = true;
+  mesh.nics_per_node = 1;
+  mesh.rails.rail_of_local_gpu.clear();
+  const NodeBestLinks best = best_links_of_nodes(mesh);
+  for (const ParallelConfig& config : {moe_layout(2, 2, 16, 8, 1), moe_layout(2, 2, 16, 16, 1)}) {
+    const WorkProfile work = profile_work(moe, training, mesh.gpu, config);
+    CommunicationTimes floor_only = communication_times(with_best_links(mesh, best), config, work, default_placement(config));
+    std::fill(floor_only.ep_seconds.begin(), floor_only.ep_seconds.end(), 0.0);
+    bound_all_to_all(mesh, best, config, work, floor_only);
+    std::mt19937_64 random(static_cast<std::uint64_t>(config.ep));
+    for (int sample = 0; sample < 12; ++sample) {
+      Placement placement = default_placement(config);
+      if (sample > 0) std::shuffle(placement.gpu_of_rank.begin(), placement.gpu_of_rank.end(), random);
+      const CommunicationTimes placed = communication_times(mesh, config, work, placement);
+      for (size_t s = 0; s < floor_only.ep_seconds.size(); ++s)
+        ASSERT_LE(floor_only.ep_seconds[s], placed.ep_seconds[s] * (1 + 1e-12)) << "ep " << config.ep << " sample " << sample;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pipette

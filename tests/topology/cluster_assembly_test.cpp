@@ -71,6 +71,39 @@ TEST(ClusterAssembly, WithoutACacheEveryLinkIsAPriorAndSaysSo) {
             std::string::npos)
       << assembled->links_assumed[0];
   EXPECT_NE(assembled->links_assumed.back().find("SXM module"), std::string::npos) << assembled->links_assumed.back();
+  // JUWELS Booster's 4 A100s have NVLinks between every two of them (4 a pair), no NVSwitch.
+  EXPECT_TRUE(cluster.intra_node_full_mesh);
+  EXPECT_NE(assembled->links_assumed.back().find("every pair has NVLinks of its own"), std::string::npos)
+      << assembled->links_assumed.back();
+}
+
+// Which nodes wire every pair of GPUs directly (Cluster::intra_node_full_mesh): not NVSwitch nodes,
+// not the POWER8 node whose NVLink matrix links GPUs in pairs (0-1, 2-3), not an 8-GPU V100 board
+// (the DGX-1's hybrid cube-mesh); the 4-GPU SXM boards the catalog knows, on a login node too.
+TEST(ClusterAssembly, FullMeshIsWhatHwlocOrTheBoardShows) {
+  const auto full_mesh = [](const NodeInspection* local, const std::string& site_text, int gpus_per_node) {
+    AssemblyInput input;
+    input.node_names = {"n1"};
+    input.local = local;
+    input.gpus_per_node = gpus_per_node;
+    auto assembled = assemble_cluster(input, site_with(site_text));
+    EXPECT_TRUE(assembled.ok()) << assembled.error().message;
+    return assembled.ok() && assembled->cluster.intra_node_full_mesh;
+  };
+  const NodeInspection dgx2 = inspect("hwloc-nvidia-dgx2-v100-nvswitch.xml");
+  const NodeInspection power8 = inspect("hwloc-power8-4gpu-nvlink.xml");
+  const NodeInspection none = inspect("mpibind-tioga-4xMI250X-xgmi-slingshot.xml");
+  EXPECT_FALSE(full_mesh(&dgx2, "", 16));
+  EXPECT_FALSE(full_mesh(&power8,
+                         "gpus:\n  - name: P100-SXM2-16GB\n    memory_gib: 16\n    peak_fp32_tflops: 10.6\n"
+                         "    peak_fp16_tflops: 21.2\n    peak_bf16_tflops: 0\n    hbm_gb_per_s: 732\n",
+                         4));
+  EXPECT_TRUE(full_mesh(&none, "gpu: A100-40GB\n", 4));
+  EXPECT_TRUE(full_mesh(&none, "gpu: H100-SXM\n", 4));
+  EXPECT_FALSE(full_mesh(&none, "gpu: H100-SXM\npriors:\n  board_gpus: 8\n", 4));
+  EXPECT_FALSE(full_mesh(&none, "gpu: H100-SXM\n", 8));
+  EXPECT_FALSE(full_mesh(&none, "gpu: V100-SXM2-32GB\n", 8));
+  EXPECT_FALSE(full_mesh(&none, "gpu: H100-PCIe\n", 4));
 }
 
 TEST(ClusterAssembly, MeasuredPairsReplacePriorsAndTheRestAreListed) {

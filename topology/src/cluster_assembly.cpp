@@ -89,7 +89,23 @@ CollectiveScaling scaling_from_curve(const std::vector<CollectiveBusBandwidth>& 
 struct IntraNodePrior {
   LinkMatrix links;
   std::string source;
+  bool full_mesh = false;  // Cluster::intra_node_full_mesh
 };
+
+// Whether every pair of the node's GPUs has NVLinks of its own: what hwloc shows (no NVSwitch and
+// an NVLink between every two GPUs), else the board the GPU catalog knows.
+bool every_pair_wired(const NodeInspection* local, const BoardFabric& board) {
+  const int local_gpus = local ? static_cast<int>(local->gpus.size()) : 0;
+  if (local_gpus > 0 && local->interconnect == GpuInterconnect::nvswitch) return false;
+  if (local_gpus > 0 && !local->nvlink_bandwidth_bytes_per_second.empty()) {
+    for (int from = 0; from < local_gpus; ++from)
+      for (int to = 0; to < local_gpus; ++to)
+        if (from != to && !(local->nvlink_bandwidth_bytes_per_second[static_cast<std::size_t>(from) * local_gpus + to] > 0))
+          return false;
+    return true;
+  }
+  return board.every_pair_wired;
+}
 
 // How many GPUs one node's board holds, which decides its fabric: what hwloc counted on this node,
 // else the site's priors.board_gpus, else the job's GPUs per node. A job on 4 GPUs of an 8-GPU HGX
@@ -106,7 +122,7 @@ IntraNodePrior intra_node_prior(const AssemblyInput& input, const SiteConfig& si
   const int board_size = board_gpus(input, site, gpus);
   const BoardFabric board = board_fabric(gpu_model, board_size);
   const Link pcie{board.pcie_bytes_per_second * priors.attained_fraction, priors.intra_node_latency_seconds, false};
-  IntraNodePrior prior{LinkMatrix(gpus, pcie), ""};
+  IntraNodePrior prior{LinkMatrix(gpus, pcie), "", every_pair_wired(input.local, board)};
   const auto all_pairs_at = [&](double nominal_bytes_per_second) {
     prior.links = LinkMatrix(gpus, Link{nominal_bytes_per_second * priors.attained_fraction, priors.intra_node_latency_seconds, false});
   };
@@ -258,6 +274,9 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
     // Priors everywhere first; measurements then replace (or, when stale, blend into) them.
     IntraNodePrior intra = intra_node_prior(input, site, cluster.gpu.name, cluster.gpus_per_node);
     cluster.intra_node.assign(static_cast<std::size_t>(nodes), intra.links);
+    cluster.intra_node_full_mesh = intra.full_mesh;
+    if (intra.full_mesh && cluster.gpus_per_node > 2)
+      intra.source += "; every pair has NVLinks of its own, so a ring over g GPUs runs at g - 1 times its slowest pair";
     // Without a switch tree every pair gets the first level's factor (no oversubscription assumed).
     cluster.inter_node = LinkMatrix(nodes, inter_node_prior(site, cluster.nics_per_node, 0));
     const bool per_level = input.switches != nullptr;

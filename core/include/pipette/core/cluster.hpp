@@ -119,6 +119,11 @@ struct Cluster {
   LinkMatrix inter_node;                    // nodes × nodes, rail-aligned flows (GPU i ↔ GPU i)
   RailFabric rails;
   CollectiveScaling collective_scaling;     // how collectives over many nodes fall (NetworkKind)
+  // Every pair of a node's GPUs has NVLinks of its own, no NVSwitch between them (4-GPU SXM
+  // boards). NCCL then spreads a ring's channels over every link among its GPUs, so intra_node's
+  // pair figures are each one link, not the GPU's whole bandwidth as behind NVSwitches
+  // (communication.cpp says how rings and all-to-alls use them).
+  bool intra_node_full_mesh = false;
 
   // The rail local GPU `local_gpu` sends on.
   int rail_of(int local_gpu) const {

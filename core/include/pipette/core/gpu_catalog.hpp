@@ -24,12 +24,16 @@ struct BoardFabric {
   double pair_bytes_per_second = 0;  // nominal, one direction, between any two GPUs of the node
   double pcie_bytes_per_second = 0;  // the GPU's PCIe x16 rate (what pairs without NVLink get)
   double gpu_nvlink_bytes_per_second = 0;  // one GPU's aggregate NVLink rate; 0 without NVLink
+  // Every pair of the board's GPUs has NVLinks of its own, no switch between them (Cluster::
+  // intra_node_full_mesh says what that does to a ring): the 4-GPU SXM boards, not the DGX-1's 8.
+  bool every_pair_wired = false;
 };
 // The fabric of a node with `gpus_per_node` GPUs of catalog model `gpu_name`:
 //  - 8-GPU SXM boards of A100, H100, H200 and B200 (HGX/DGX) are NVSwitch all-to-all: any pair at
 //    the GPU's full NVLink rate (A100 12 × 25 GB/s, H100/H200 18 × 25, B200 18 × 50);
-//  - 4-GPU SXM boards (HGX A100 4-GPU, Redstone) wire each pair directly with a third of the links,
-//    V100/P100 SXM2 (DGX-1 hybrid cube-mesh) likewise split theirs: nvlink_direct, evenly split;
+//  - 4-GPU SXM boards (HGX A100 4-GPU, Redstone) wire each pair directly with a third of the links
+//    (every_pair_wired), V100/P100 SXM2 (DGX-1 hybrid cube-mesh) split theirs over 4 of their 7
+//    peers, priced as evenly split: nvlink_direct;
 //  - PCIe cards (H100 PCIe, L40S, unknown GPUs) talk over PCIe.
 BoardFabric board_fabric(std::string_view gpu_name, int gpus_per_node);
 
