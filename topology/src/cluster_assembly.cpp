@@ -126,14 +126,12 @@ IntraNodePrior intra_node_prior(const AssemblyInput& input, const SiteConfig& si
   const auto all_pairs_at = [&](double nominal_bytes_per_second) {
     prior.links = LinkMatrix(gpus, Link{nominal_bytes_per_second * priors.attained_fraction, priors.intra_node_latency_seconds, false});
   };
+  const NodeInspection* local = input.local;
+  const int local_gpus = local ? static_cast<int>(local->gpus.size()) : 0;
   if (priors.intra_node_bandwidth_bytes_per_second > 0) {
     prior.links = LinkMatrix(gpus, Link{priors.intra_node_bandwidth_bytes_per_second, priors.intra_node_latency_seconds, false});
     prior.source = "the site's priors.intra_node_gb_per_s (" + gb_per_s(priors.intra_node_bandwidth_bytes_per_second) + ")";
-    return prior;
-  }
-  const NodeInspection* local = input.local;
-  const int local_gpus = local ? static_cast<int>(local->gpus.size()) : 0;
-  if (local && local_gpus == gpus && !local->nvlink_bandwidth_bytes_per_second.empty()) {
+  } else if (local && local_gpus == gpus && !local->nvlink_bandwidth_bytes_per_second.empty()) {
     for (int from = 0; from < gpus; ++from)
       for (int to = 0; to < gpus; ++to) {
         const double nvlink = local->nvlink_bandwidth_bytes_per_second[static_cast<std::size_t>(from) * gpus + to];
@@ -160,6 +158,8 @@ IntraNodePrior intra_node_prior(const AssemblyInput& input, const SiteConfig& si
   } else {
     prior.source = "PCIe (" + gb_per_s(pcie.bandwidth_bytes_per_second) + ")";
   }
+  if (prior.full_mesh && gpus > 2)
+    prior.source += "; every pair has NVLinks of its own, so a ring over g GPUs runs at g - 1 times its slowest pair";
   return prior;
 }
 
@@ -235,7 +235,8 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
     if (local_gpus > 0 && cluster.gpus_per_node > local_gpus)
       return Error{"the job asks for " + std::to_string(cluster.gpus_per_node) + " GPUs per node but this node has " +
                    std::to_string(local_gpus) + "; request at most " + std::to_string(local_gpus)};
-    if (local_gpus == 0 && site.priors.board_gpus > 0 && cluster.gpus_per_node > site.priors.board_gpus)
+    // Only the site's board_gpus can be smaller: hwloc's count was checked above.
+    if (board_gpus(input, site, cluster.gpus_per_node) < cluster.gpus_per_node)
       return Error{(site.source.empty() ? std::string("the site's") : site.source + ":") + " priors.board_gpus is " +
                    std::to_string(site.priors.board_gpus) + " but the job has " +
                    std::to_string(cluster.gpus_per_node) + " GPUs per node; set it to the GPUs one node's board holds (0: "
@@ -275,8 +276,6 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
     IntraNodePrior intra = intra_node_prior(input, site, cluster.gpu.name, cluster.gpus_per_node);
     cluster.intra_node.assign(static_cast<std::size_t>(nodes), intra.links);
     cluster.intra_node_full_mesh = intra.full_mesh;
-    if (intra.full_mesh && cluster.gpus_per_node > 2)
-      intra.source += "; every pair has NVLinks of its own, so a ring over g GPUs runs at g - 1 times its slowest pair";
     // Without a switch tree every pair gets the first level's factor (no oversubscription assumed).
     cluster.inter_node = LinkMatrix(nodes, inter_node_prior(site, cluster.nics_per_node, 0));
     const bool per_level = input.switches != nullptr;
