@@ -41,6 +41,9 @@
 
 namespace pipette {
 
+// add_ring_links says why.
+double ring_links_in_use(int g, bool full_mesh) { return full_mesh && g > 2 ? g - 1.0 : 1.0; }
+
 namespace {
 
 int node_of(const Cluster& cluster, int gpu) { return gpu / cluster.gpus_per_node; }
@@ -296,9 +299,6 @@ void add_ring_links(RingBottleneck& bottleneck, const LinkMatrix& links, int g, 
     for (int b = 0; b < g; ++b)
       if (a != b) bottleneck.add(links.at(local_gpu_at(a), local_gpu_at(b)));
 }
-
-// How many of its links a ring of g GPUs uses at once (add_ring_links).
-double ring_links_in_use(int g, bool full_mesh) { return full_mesh && g > 2 ? g - 1.0 : 1.0; }
 
 template <typename LocalGpuAt>
 RingBottleneck intra_node_ring(const Cluster& cluster, int node, int g, LocalGpuAt local_gpu_at) {

@@ -426,6 +426,18 @@ Plan make_plan(const ModelSpec& model, const TrainingSpec& training, const Clust
     }
   }
   if (unmeasured > listed) plan.links_assumed.push_back("... and " + std::to_string(unmeasured - listed) + " more node pairs");
+  // And the GPU pairs inside nodes, which every plan of more than one GPU per node talks over.
+  int nodes_on_priors = 0;
+  for (const LinkMatrix& links : cluster.intra_node) {
+    bool assumed = false;
+    for (int from = 0; from < cluster.gpus_per_node && !assumed; ++from)
+      for (int to = 0; to < cluster.gpus_per_node && !assumed; ++to) assumed = from != to && !links.at(from, to).measured;
+    nodes_on_priors += assumed;
+  }
+  if (nodes_on_priors > 0)
+    plan.links_assumed.push_back("GPU pairs inside " + std::to_string(nodes_on_priors) + " of " +
+                                 std::to_string(cluster.num_nodes()) + " nodes: " +
+                                 (cluster.intra_node_prior_source.empty() ? "priors" : cluster.intra_node_prior_source));
   return plan;
 }
 

@@ -731,6 +731,40 @@ TEST_F(PipetteCli, ExplainSaysWhetherCollectiveScalingIsMeasuredOrThePrior) {
       << measured.out;
 }
 
+// `explain` names the GPU pair each group inside a node talks over and, where no one measured it,
+// the prior it came from: on a JUWELS-like login-node site (4 A100s, every pair wired) a tp 4 plan
+// over 8 nodes prices its TP ring at 3 x the 80 GB/s pair (4 links x 25 GB/s nominal x 0.8 attained,
+// NCCL's channels over every link: communication.cpp). Before, a plan with node pairs of its own
+// printed only "NVLink / intra-node matrix" and never said where the 80 GB/s came from.
+TEST_F(PipetteCli, ExplainNamesTheGpuPairsInsideNodesAndWhereTheirFiguresCameFrom) {
+  const std::string site = path("site.yaml");
+  std::ofstream(site) << "gpu: A100-40GB\npriors:\n  rails: 4\n";
+  const Outcome run = pipette("explain --site '" + site + "' --model llama2-13b --num-nodes 8 --gpus-per-node 4 "
+                              "--global-batch 256 --seq 4096 --top 1 --fix tp=4,pp=2,dp=4");
+  ASSERT_EQ(run.status, 0) << run.err;
+  for (const char* row : {"TP group of stage 0  node001: GPUs 0 - 1  80.0 GB/s, 3.0 µs, ASSUMED; its ring runs over 3 links "
+                          "at once: 240.0 GB/s",
+                          "TP group of stage 1  node005: GPUs 0 - 1",
+                          "pipeline hop 0 -> 1  node001 - node005    80.0 GB/s, 10.0 µs, ASSUMED",
+                          "assumed: GPU pairs inside 8 of 8 nodes: A100-40GB is an SXM module",
+                          "every pair has NVLinks of its own"}) {
+    EXPECT_NE(run.out.find(row), std::string::npos) << row << "\n" << run.out;
+  }
+  EXPECT_EQ(run.out.find("NVLink / intra-node matrix"), std::string::npos) << run.out;
+  // The plan's JSON carries the same line: the links it uses that nobody measured.
+  const Outcome json = pipette("plan --site '" + site + "' --model llama2-13b --num-nodes 8 --gpus-per-node 4 "
+                               "--global-batch 256 --seq 4096 --top 1 --json --fix tp=4,pp=2,dp=4");
+  ASSERT_EQ(json.status, 0) << json.err;
+  const YAML::Node assumed = parse_json(json.out)["plans"][0]["links_assumed"];
+  ASSERT_TRUE(assumed.IsSequence());
+  EXPECT_NE(assumed[assumed.size() - 1].as<std::string>().find("GPU pairs inside 8 of 8 nodes"), std::string::npos);
+  // The bundled example measured its nodes inside: no such line, and the rows say "measured".
+  const Outcome measured = pipette("explain --model llama3-70b --num-nodes 4 --global-batch 64 --seq 4096 --top 1");
+  ASSERT_EQ(measured.status, 0) << measured.err;
+  EXPECT_NE(measured.out.find("TP group of stage 0  gpu"), std::string::npos) << measured.out;
+  EXPECT_EQ(measured.out.find("GPU pairs inside"), std::string::npos) << measured.out;
+}
+
 // `pipette calibrate` on the sample Megatron-LM log and table (tests/data/run-records/), then
 // `explain` with the calibration the site file names beside the built-in constants.
 TEST_F(PipetteCli, CalibrateWritesTheSiteCalibrationAndExplainShowsBoth) {

@@ -276,6 +276,7 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
     IntraNodePrior intra = intra_node_prior(input, site, cluster.gpu.name, cluster.gpus_per_node);
     cluster.intra_node.assign(static_cast<std::size_t>(nodes), intra.links);
     cluster.intra_node_full_mesh = intra.full_mesh;
+    cluster.intra_node_prior_source = intra.source;
     // Without a switch tree every pair gets the first level's factor (no oversubscription assumed).
     cluster.inter_node = LinkMatrix(nodes, inter_node_prior(site, cluster.nics_per_node, 0));
     const bool per_level = input.switches != nullptr;

@@ -19,8 +19,6 @@ Result<JobPlan> search_prepared_job(PreparedJob job) {
     if (!searched) return searched.error();
     JobPlan plan;
     plan.search = std::move(searched).value();
-    for (Plan& candidate : plan.search.plans)
-      if (candidate.links_assumed.empty()) candidate.links_assumed = job.links_assumed;
     plan.model = std::move(job.model);
     plan.training = std::move(job.training);
     plan.cluster = std::move(job.cluster);

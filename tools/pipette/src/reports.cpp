@@ -8,6 +8,7 @@
 #include "calibration_commands.hpp"
 #include "json_writer.hpp"
 #include "pipette/core/launch.hpp"
+#include "pipette/core/performance.hpp"
 #include "pipette/core/pipeline_blocks.hpp"
 #include "pipette/core/placement.hpp"
 #include "pipette/core/stack_profile.hpp"
@@ -419,59 +420,83 @@ std::string collective_scaling_text(const Cluster& cluster) {
          source + "\n";
 }
 
-// The slowest node-pair link each pipeline hop, each stage's DP group (dp x cp lanes: Megatron
-// reduces gradients over both) and each stage's cp rings use.
+// The slowest link each pipeline hop, each stage's DP group (dp x cp lanes: Megatron reduces
+// gradients over both), each stage's cp rings and TP groups use: across nodes the slowest node
+// pair, inside one node the slowest GPU pair (the plan's links_assumed say where unmeasured
+// figures came from).
 std::string links_report(const Plan& plan, const PlanningOutcome& outcome) {
   const Cluster& cluster = outcome.cluster;
   const ParallelConfig& config = plan.config;
-  const auto node_of = [&](int s, int d) {
-    return node_of_gpu(cluster, plan.placement.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {0, d, s}))]);
+  const auto gpu_at = [&](int t, int d, int s) {
+    return plan.placement.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, d, s}))];
   };
-  const auto slower = [&](int a, int b, int best_a, int best_b) {
-    if (best_a < 0) return true;
-    return cluster.inter_node.at(a, b).bandwidth_bytes_per_second <
-           cluster.inter_node.at(best_a, best_b).bandwidth_bytes_per_second;
+  const auto local_gpu = [&](int gpu) { return gpu % cluster.gpus_per_node; };
+  // The slowest of the pairs a row's group talks over; a pair across nodes outranks any inside one.
+  struct Slowest {
+    int gpu_a = -1, gpu_b = -1;
+    bool across_nodes = false;
+    Link link;
+  };
+  const auto link_between = [&](int a, int b) {
+    const int node_a = node_of_gpu(cluster, a), node_b = node_of_gpu(cluster, b);
+    return node_a != node_b ? cluster.inter_node.at(node_a, node_b)
+                            : cluster.intra_node[static_cast<size_t>(node_a)].at(local_gpu(a), local_gpu(b));
+  };
+  const auto consider = [&](Slowest& slowest, int a, int b) {
+    if (a == b) return;
+    const bool across = node_of_gpu(cluster, a) != node_of_gpu(cluster, b);
+    const Link link = link_between(a, b);
+    if (slowest.gpu_a < 0 || (across && !slowest.across_nodes) ||
+        (across == slowest.across_nodes && link.bandwidth_bytes_per_second < slowest.link.bandwidth_bytes_per_second))
+      slowest = {a, b, across, link};
   };
   std::string out = "links (node pairs of this job: " + std::to_string(outcome.links_measured) + " measured, " +
                     std::to_string(outcome.links_assumed) + " assumed from the site's priors):\n";
   TextTable table({{"used by", TextTable::Align::left},
-                   {"slowest node pair", TextTable::Align::left},
+                   {"slowest pair", TextTable::Align::left},
                    {"link", TextTable::Align::left}});
-  const auto add = [&](const std::string& what, int a, int b) {
-    if (a < 0) {
-      table.add_row({what, "inside one node", "NVLink / intra-node matrix"});
+  const auto add = [&](const std::string& what, const Slowest& slowest, const std::string& ring_note = "") {
+    if (slowest.gpu_a < 0) return;
+    const std::string& node_a = cluster.node_names[static_cast<size_t>(node_of_gpu(cluster, slowest.gpu_a))];
+    const std::string& node_b = cluster.node_names[static_cast<size_t>(node_of_gpu(cluster, slowest.gpu_b))];
+    if (slowest.across_nodes) {
+      table.add_row({what, node_a + " - " + node_b, link_text(slowest.link)});
       return;
     }
-    table.add_row({what, cluster.node_names[static_cast<size_t>(a)] + " - " + cluster.node_names[static_cast<size_t>(b)],
-                   link_text(cluster.inter_node.at(a, b))});
+    table.add_row({what, node_a + ": GPUs " + std::to_string(local_gpu(slowest.gpu_a)) + " - " + std::to_string(local_gpu(slowest.gpu_b)),
+                   link_text(slowest.link) + ring_note});
   };
   const int lanes = config.dp_cp();
   for (int s = 0; s + 1 < config.pp; ++s) {
-    int worst_a = -1, worst_b = -1;
-    for (int d = 0; d < lanes; ++d) {
-      const int a = node_of(s, d), b = node_of(s + 1, d);
-      if (a != b && slower(a, b, worst_a, worst_b)) worst_a = a, worst_b = b;
-    }
-    add("pipeline hop " + std::to_string(s) + " -> " + std::to_string(s + 1), worst_a, worst_b);
+    Slowest slowest;
+    for (int d = 0; d < lanes; ++d) consider(slowest, gpu_at(0, d, s), gpu_at(0, d, s + 1));
+    add("pipeline hop " + std::to_string(s) + " -> " + std::to_string(s + 1), slowest);
   }
-  if (lanes > 1) {
-    for (int s = 0; s < config.pp; ++s) {
-      int worst_a = -1, worst_b = -1;
-      for (int d = 0; d < lanes; ++d) {
-        const int a = node_of(s, d), b = node_of(s, (d + 1) % lanes);
-        if (a != b && slower(a, b, worst_a, worst_b)) worst_a = a, worst_b = b;
-      }
-      add("DP ring of stage " + std::to_string(s), worst_a, worst_b);
-    }
+  for (int s = 0; s < config.pp && lanes > 1; ++s) {
+    Slowest slowest;
+    for (int d = 0; d < lanes; ++d) consider(slowest, gpu_at(0, d, s), gpu_at(0, (d + 1) % lanes, s));
+    add("DP ring of stage " + std::to_string(s), slowest);
   }
   for (int s = 0; s < config.pp && config.cp > 1; ++s) {
-    int worst_a = -1, worst_b = -1;
-    for (int d = 0; d < lanes; ++d) {
-      const int next = lane_of(config, (d + 1) % config.cp, d / config.cp);  // the next rank of d's cp ring
-      const int a = node_of(s, d), b = node_of(s, next);
-      if (a != b && slower(a, b, worst_a, worst_b)) worst_a = a, worst_b = b;
-    }
-    add("cp ring of stage " + std::to_string(s), worst_a, worst_b);
+    Slowest slowest;
+    for (int d = 0; d < lanes; ++d)
+      consider(slowest, gpu_at(0, d, s), gpu_at(0, lane_of(config, (d + 1) % config.cp, d / config.cp), s));
+    add("cp ring of stage " + std::to_string(s), slowest);
+  }
+  // A TP group's collectives: its ring's consecutive pairs, or on a board that wires every pair,
+  // every pair of the group, whose ring then runs over g - 1 links at once (communication.cpp).
+  for (int s = 0; s < config.pp && config.tp > 1; ++s) {
+    Slowest slowest;
+    for (int d = 0; d < lanes; ++d)
+      for (int t = 0; t < config.tp; ++t)
+        for (int u = 0; u < config.tp; ++u)
+          if (u == (t + 1) % config.tp || cluster.intra_node_full_mesh) consider(slowest, gpu_at(t, d, s), gpu_at(u, d, s));
+    const double links_in_use = ring_links_in_use(config.tp, cluster.intra_node_full_mesh);
+    const std::string ring_note =
+        links_in_use > 1 ? strprintf("; its ring runs over %.0f links at once: %.1f GB/s", links_in_use,
+                                     links_in_use * slowest.link.bandwidth_bytes_per_second / units::gigabyte)
+                         : "";
+    add("TP group of stage " + std::to_string(s), slowest, slowest.across_nodes ? "" : ring_note);
   }
   out += table.render("  ");
   out += "  " + collective_scaling_text(cluster);

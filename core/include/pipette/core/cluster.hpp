@@ -124,6 +124,9 @@ struct Cluster {
   // pair figures are each one link, not the GPU's whole bandwidth as behind NVSwitches
   // (communication.cpp says how rings and all-to-alls use them).
   bool intra_node_full_mesh = false;
+  // Where intra_node's unmeasured pairs came from (the site's figure, hwloc, the GPU catalog), one
+  // sentence for reports; planning reads only the links.
+  std::string intra_node_prior_source;
 
   // The rail local GPU `local_gpu` sends on.
   int rail_of(int local_gpu) const {

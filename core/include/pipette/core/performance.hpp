@@ -153,6 +153,10 @@ double exposed_fsdp_seconds(const StageWork& stage, double dp_seconds);
 // pair sending at once (they share the node pair's rails).
 double p2p_seconds(const Cluster& cluster, int from_gpu, int to_gpu, double bytes, int concurrent_flows);
 
+// How many of its links a ring over g GPUs of one node uses at once: one where an NVSwitch or a
+// single path joins them, g - 1 on a board that wires every pair (Cluster::intra_node_full_mesh).
+double ring_links_in_use(int g, bool full_mesh);
+
 // Ring all-reduce (or reduce-scatter + all-gather) over the given GPUs, hierarchical when the
 // group spans nodes; α–β cost, bottleneck link.
 double ring_allreduce_seconds(const Cluster& cluster, const std::vector<int>& gpus, double bytes);
