@@ -229,6 +229,11 @@ bool gradient_reduction_overlapped(const ParallelConfig& config, const TrainingS
          !sharded_over_replicas(config, training, ShardedOptimizerCollectives::all_reduce_and_gather_after_step);
 }
 
+double overlapped_reduction_end(double start, double seconds, double backward_end, double backward_compute_seconds,
+                                double slowdown) {
+  return std::max(start + seconds, backward_end + slowdown * std::min(seconds, backward_compute_seconds));
+}
+
 double gradient_reduction_share(const ParallelConfig& config, const TrainingSpec& training) {
   if (config.fully_sharded) return 0.0;  // reduce-scattered with each micro-batch (exposed_fsdp_seconds)
   return parameter_gather_share(config, training) > 0 ? 0.5 : 1.0;
@@ -324,7 +329,9 @@ double simulate(const ParallelConfig& config, const WorkProfile& work, const Com
           backward_end = std::max(backward_end, replica.last_backward_end(stage, chunk));
         }
         const double start = std::max(available, stream_free);
-        stream_free = std::max(start + reduction_seconds / chunks, backward_end);
+        stream_free = overlapped_reduction_end(start, reduction_seconds / chunks, backward_end,
+                                               work.stages[stage].backward_compute_seconds / chunks,
+                                               work.stages[stage].overlapped_compute_slowdown);
         emit_for_every_replica(EventKind::dp_reduce, stage, chunk, start, stream_free);
       }
       stage_done = std::max(stage_done, stream_free);

@@ -44,6 +44,10 @@ struct StageWork {
   double fsdp_forward_share = 0;
   double fsdp_backward_share = 0;
   double fsdp_unhidden_share = 0;
+  // ComputeEfficiency::overlapped_compute_slowdown: what the compute beside this stage's
+  // overlapped collectives loses (the hidden TP share, FSDP's hidden gathers and reduce-scatters,
+  // an overlapped DP reduction: exposed_tp_seconds, exposed_fsdp_seconds, overlapped_reduction_end).
+  double overlapped_compute_slowdown = 0;
   // Mixture of experts (zero for dense stages): the stage's MoE layers; its all-to-alls per
   // micro-batch (dispatch and combine, forward and backward) and the bytes each rank sends each
   // peer of its ep group in one of them; the bytes all-gathered (and reduce-scattered) over the
@@ -125,6 +129,9 @@ struct ComputeEfficiency {
   // Per forward or backward pass of one model chunk for one micro-batch: posting and waiting for
   // its p2p messages and the schedule's own work. What makes many tiny interleaved chunks slower.
   double chunk_pass_overhead_seconds = 0;
+  // How much slower compute runs while a collective runs beside it: NCCL's kernels hold SMs (a
+  // block per channel) and HBM bandwidth that the GEMMs then lack. A prior, not fitted.
+  double overlapped_compute_slowdown = 0;
 };
 ComputeEfficiency fitted_compute_efficiency();
 WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, const GpuSpec& gpu,
@@ -135,7 +142,8 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
 double layer_forward_flops(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config);
 
 // A stage's TP collective time per micro-batch (CommunicationTimes::tp_seconds) as its forward and
-// backward passes see it: what runs hidden under the backward's GEMMs is not on them.
+// backward passes see it: what runs hidden under the backward's GEMMs is not on them, but slows
+// those GEMMs by overlapped_compute_slowdown of its time.
 struct TpPassSeconds {
   double forward = 0;
   double backward = 0;

@@ -137,7 +137,9 @@ struct TimeBreakdown {
   double pipeline_bubble_seconds = 0;    // critical-path time a stage waits with nothing to run
   double tp_communication_seconds = 0;   // TP collectives on the critical path
   double pp_communication_seconds = 0;   // exposed pipeline point-to-point
-  double dp_communication_seconds = 0;   // exposed (not overlapped) gradient reduction / param gather
+  // Exposed (not overlapped) gradient reduction / param gather, and the compute an overlapped
+  // reduction slows (overlapped_reduction_end).
+  double dp_communication_seconds = 0;
   double tied_embedding_seconds = 0;     // the tied word embedding's gradient all-reduce across pipeline ranks
   double optimizer_seconds = 0;
   double embedding_imbalance_seconds = 0;  // extra time of first/last stage for embedding and LM head

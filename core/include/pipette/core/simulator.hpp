@@ -46,7 +46,8 @@ struct SimulationResult {
 //    replica's stage s has finished its last backward and takes dp_seconds[s]. With
 //    training.overlap_gradient_reduce (Megatron enables gradient sync only for each chunk's last
 //    micro-batch) chunk c's share dp_seconds[s] / v streams from the start of that chunk's last
-//    backward and cannot end before that backward ends; the shares run one after the other.
+//    backward and cannot end before that backward ends, slowed while the two run together
+//    (overlapped_reduction_end); the shares run one after the other.
 //  - With the distributed optimizer and overlapped reduction (parameter_gather_share > 0) the
 //    reduction above is the gradient reduce-scatter, dp_seconds[s] · gradient_reduction_share, and
 //    the updated parameters' all-gather, dp_seconds[s] · parameter_gather_share, runs under the next iteration's first forward
@@ -109,6 +110,16 @@ double parameter_all_gather_share(const TrainingSpec& training);
 double gradient_reduction_share(const ParallelConfig& config, const TrainingSpec& training);
 double parameter_gather_after_step_share(const ParallelConfig& config, const TrainingSpec& training);
 bool gradient_reduction_overlapped(const ParallelConfig& config, const TrainingSpec& training);
+
+// When an overlapped gradient reduction of `seconds`, starting at `start`, is done beside a last
+// backward that would end at `backward_end` after `backward_compute_seconds` of compute: not before
+// the reduction has run, and not before that backward has ended, its compute slowed by `slowdown`
+// (StageWork::overlapped_compute_slowdown) for as long as the reduction runs beside it. Only the
+// stage's own end moves: the earlier stages' last backwards, which wait for its gradient, are not
+// delayed with it. The overlap is the shorter of the two, wherever the stream starts, so the end
+// never falls as the reduction or the backward starts later (the placement search's bounds need it).
+double overlapped_reduction_end(double start, double seconds, double backward_end, double backward_compute_seconds,
+                                double slowdown);
 
 // One pipeline rank's operations in execution order, as simulate_schedule runs them (all forward,
 // all backward: every forward, then the backwards in the same order; no interleaved form).
