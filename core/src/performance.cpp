@@ -641,7 +641,7 @@ double boundary_bytes(const WorkProfile& work, int from_stage) {
 TpPassSeconds exposed_tp_seconds(const StageWork& stage, double tp_seconds) {
   const double hidden = std::min(stage.tp_hideable_share * tp_seconds, stage.tp_overlap_window_seconds);
   return {stage.tp_forward_share * tp_seconds,
-          (1 - stage.tp_forward_share) * tp_seconds - hidden + stage.overlapped_compute_slowdown * hidden};
+          (1 - stage.tp_forward_share) * tp_seconds - hidden + stage.overlapped_compute_slowdown * hidden, hidden};
 }
 
 double model_flops_per_iteration(const ModelSpec& model, const TrainingSpec& training, AttentionFlops attention) {
@@ -1278,8 +1278,9 @@ TimeBreakdown critical_path(const ParallelConfig& config, const WorkProfile& wor
   time.recompute_seconds = m * busiest_work.recompute_seconds;
   // The exposed share itself, not busiest − compute: the difference rounds to −0 where nothing is
   // exposed (explain printed "-0.0 µs" for stages without layers).
-  time.tp_communication_seconds = m * exposed_tp_seconds(busiest_work, busiest_tp_seconds).total();
-  time.tp_hidden_seconds = m * busiest_tp_seconds - time.tp_communication_seconds;
+  const TpPassSeconds busiest_tp = exposed_tp_seconds(busiest_work, busiest_tp_seconds);
+  time.tp_communication_seconds = m * busiest_tp.total();
+  time.tp_hidden_seconds = m * busiest_tp.hidden;
   time.pipeline_bubble_seconds =
       std::max(0.0, without_links.times.total_seconds - time.compute_seconds - time.tp_communication_seconds -
                         time.ep_communication_seconds - time.cp_communication_seconds);

@@ -136,6 +136,7 @@ TEST(ProfileWork, BackwardTpCollectivesHideUnderTheGemmsTheyRunBeside) {
   const double fast = 0.5 * stage.tp_overlap_window_seconds;
   EXPECT_DOUBLE_EQ(exposed_tp_seconds(stage, fast).forward, fast * 24 / 49);
   EXPECT_NEAR(exposed_tp_seconds(stage, fast).backward, fast * 1 / 49 + slowdown * fast * 24 / 49, 1e-15);
+  EXPECT_DOUBLE_EQ(exposed_tp_seconds(stage, fast).hidden, fast * 24 / 49);
   // A slow link (TP across nodes): the GEMMs hide only their own duration.
   const double slow = 100 * stage.tp_overlap_window_seconds;
   EXPECT_NEAR(exposed_tp_seconds(stage, slow).total(),

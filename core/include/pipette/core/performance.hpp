@@ -146,7 +146,8 @@ double layer_forward_flops(const ModelSpec& model, const TrainingSpec& training,
 // those GEMMs by overlapped_compute_slowdown of its time.
 struct TpPassSeconds {
   double forward = 0;
-  double backward = 0;
+  double backward = 0;  // with what the hidden share slows the GEMMs it runs beside
+  double hidden = 0;    // the collectives' own time beside the backward's GEMMs, on neither pass
   double total() const { return forward + backward; }
 };
 TpPassSeconds exposed_tp_seconds(const StageWork& stage, double tp_seconds);
