@@ -973,9 +973,8 @@ IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile
       for (int chunk = chunks - 1; chunk >= 0; --chunk) {
         const double chunk_end = end - chunk * std::min(group, m) * slowest.times.cycle_seconds;
         const double start = std::max(chunk_end - backward, stream_free);
-        stream_free = overlapped_reduction_end(start, reduction / chunks, chunk_end,
-                                               work.stages[static_cast<size_t>(stage)].backward_compute_seconds / chunks,
-                                               work.stages[static_cast<size_t>(stage)].overlapped_compute_slowdown);
+        stream_free =
+            overlapped_reduction_end(start, reduction / chunks, chunk_end, work.stages[static_cast<size_t>(stage)], chunks);
       }
       done = stream_free;
     }

@@ -229,9 +229,9 @@ bool gradient_reduction_overlapped(const ParallelConfig& config, const TrainingS
          !sharded_over_replicas(config, training, ShardedOptimizerCollectives::all_reduce_and_gather_after_step);
 }
 
-double overlapped_reduction_end(double start, double seconds, double backward_end, double backward_compute_seconds,
-                                double slowdown) {
-  return std::max(start + seconds, backward_end + slowdown * std::min(seconds, backward_compute_seconds));
+double overlapped_reduction_end(double start, double seconds, double backward_end, const StageWork& stage, int chunks) {
+  return std::max(start + seconds, backward_end + stage.overlapped_compute_slowdown *
+                                                      std::min(seconds, stage.backward_compute_seconds / chunks));
 }
 
 double gradient_reduction_share(const ParallelConfig& config, const TrainingSpec& training) {
@@ -329,9 +329,7 @@ double simulate(const ParallelConfig& config, const WorkProfile& work, const Com
           backward_end = std::max(backward_end, replica.last_backward_end(stage, chunk));
         }
         const double start = std::max(available, stream_free);
-        stream_free = overlapped_reduction_end(start, reduction_seconds / chunks, backward_end,
-                                               work.stages[stage].backward_compute_seconds / chunks,
-                                               work.stages[stage].overlapped_compute_slowdown);
+        stream_free = overlapped_reduction_end(start, reduction_seconds / chunks, backward_end, work.stages[stage], chunks);
         emit_for_every_replica(EventKind::dp_reduce, stage, chunk, start, stream_free);
       }
       stage_done = std::max(stage_done, stream_free);

@@ -111,15 +111,15 @@ double gradient_reduction_share(const ParallelConfig& config, const TrainingSpec
 double parameter_gather_after_step_share(const ParallelConfig& config, const TrainingSpec& training);
 bool gradient_reduction_overlapped(const ParallelConfig& config, const TrainingSpec& training);
 
-// When an overlapped gradient reduction of `seconds`, starting at `start`, is done beside a last
-// backward that would end at `backward_end` after `backward_compute_seconds` of compute: not before
-// the reduction has run, and not before that backward has ended, its compute slowed by `slowdown`
-// (StageWork::overlapped_compute_slowdown) for as long as the reduction runs beside it. Only the
-// stage's own end moves: the earlier stages' last backwards, which wait for its gradient, are not
-// delayed with it. The overlap is the shorter of the two, wherever the stream starts, so the end
-// never falls as the reduction or the backward starts later (the placement search's bounds need it).
-double overlapped_reduction_end(double start, double seconds, double backward_end, double backward_compute_seconds,
-                                double slowdown);
+// When one chunk's share (`seconds`) of `stage`'s overlapped gradient reduction, starting at
+// `start`, is done beside that chunk's last backward, which would end at `backward_end` after its
+// compute (the stage's backward compute over `chunks`): not before the reduction has run, and not
+// before that backward has ended, its compute slowed by StageWork::overlapped_compute_slowdown for
+// as long as the reduction runs beside it. Only the stage's own end moves: the earlier stages' last
+// backwards, which wait for its gradient, are not delayed with it. The overlap is the shorter of
+// the two, wherever the stream starts, so the end never falls as the reduction or the backward
+// starts later (the placement search's bounds need it).
+double overlapped_reduction_end(double start, double seconds, double backward_end, const StageWork& stage, int chunks);
 
 // One pipeline rank's operations in execution order, as simulate_schedule runs them (all forward,
 // all backward: every forward, then the backwards in the same order; no interleaved form).
