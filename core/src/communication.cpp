@@ -49,6 +49,12 @@ namespace {
 int node_of(const Cluster& cluster, int gpu) { return gpu / cluster.gpus_per_node; }
 int local_of(const Cluster& cluster, int gpu) { return gpu % cluster.gpus_per_node; }
 
+// How much faster than a ring an all-reduce among GPUs of one node runs (NVLink SHARP, where the
+// node has it and the stack lets NCCL use it).
+double nvls_speedup(const Cluster& cluster, const StageWork& work) {
+  return work.nvls_all_reduce ? cluster.nvls_all_reduce_speedup : 1.0;
+}
+
 // Bandwidth one of `flows` concurrent flows gets on a node pair.
 double flow_bandwidth_bytes_per_second(const Cluster& cluster, int from_node, int to_node, int flows) {
   const int rails = std::max(1, cluster.nics_per_node);
@@ -554,9 +560,11 @@ double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& confi
     cost = ring_allreduce_cost(cluster, ring, [own_flows](int, int) { return own_flows; });
   }
   // tp_bytes_per_microbatch counts bytes on the wire per GPU; an all-reduce of P bytes puts
-  // 2(t−1)/t · P there.
+  // 2(t−1)/t · P there. Inside a node NVLink SHARP may run the all-reduces faster than the ring.
   const double wire_bytes_per_payload_byte = 2.0 * (config.tp - 1) / config.tp;
-  return cost.seconds_per_payload_byte * (work.tp_bytes_per_microbatch / wire_bytes_per_payload_byte) +
+  const double all_reduce_speedup = one_node ? nvls_speedup(cluster, work) : 1.0;
+  const double ring_share = 1 - work.tp_all_reduce_share + work.tp_all_reduce_share / all_reduce_speedup;
+  return cost.seconds_per_payload_byte * ring_share * (work.tp_bytes_per_microbatch / wire_bytes_per_payload_byte) +
          cost.latency_seconds * work.tp_collectives_per_microbatch;
 }
 
@@ -697,7 +705,11 @@ double dense_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& 
   if (one_node_ring) {
     std::vector<int> tp_indices(static_cast<size_t>(config.tp));
     std::iota(tp_indices.begin(), tp_indices.end(), 0);
-    return reductions_on_one_node_ring(cluster, tp_indices, lanes, gpu_of, config.tp, work.gradient_bytes_per_gpu);
+    const double ring_seconds =
+        reductions_on_one_node_ring(cluster, tp_indices, lanes, gpu_of, config.tp, work.gradient_bytes_per_gpu);
+    bool one_node = work.dp_reduction_is_all_reduce;
+    for (int d = 1; d < lanes && one_node; ++d) one_node = node_of(cluster, gpu_of(0, d)) == node_of(cluster, gpu_of(0, 0));
+    return one_node ? ring_seconds / nvls_speedup(cluster, work) : ring_seconds;
   }
   std::vector<NodeRing> rings;
   rings.reserve(static_cast<size_t>(config.tp));

@@ -78,17 +78,30 @@ bool equal_ignoring_case(std::string_view a, std::string_view b) {
 // are always NVLink-connected. NVIDIA datasheets: DGX-1 (V100 SXM2: 6 links, hybrid cube-mesh), HGX
 // A100 (8-GPU: 6 NVSwitches; 4-GPU: direct, 4 links per pair), HGX H100/H200 (8-GPU: 4 NVSwitches,
 // 18 links), HGX B200 (8-GPU, NVLink5 through 2 NVSwitch chips, 1.8 TB/s bidirectional per GPU).
+//
+// NVLink SHARP (NVLS): the third-generation NVSwitch (HGX H100/H200) and its successor (HGX B200)
+// reduce in the switch, so an all-reduce sends and receives each byte once where a ring moves
+// 2(g−1)/g of them; A100's second-generation NVSwitch cannot. NCCL's own cost model
+// (github.com/NVIDIA/nccl @5067397c src/graph/tuning.cc l.138-144 nvlsEfficiency, l.307-318) prices
+// an NVLS all-reduce at 2 × the GPU's NVLink rate × that efficiency × (c − 1)/c over its c
+// channels, and a ring at the NVLink rate, and runs the faster; all-gathers and reduce-scatters
+// get (g − 1)/g of the rate from NVLS, less than a ring's, so NVLS does not help them. Channels:
+// 16 on Hopper, 24 on Blackwell inside one node (src/transport/nvls.cc l.155-157, 209-214).
 struct IntraNodeHardware {
   std::string_view model_prefix;
   double nvlink_bytes_per_second;
   bool nvswitch_on_8_gpu_board;
   double pcie_bytes_per_second;
+  double nvls_efficiency = 0;  // NCCL's nvlsEfficiency for the GPU's generation; 0 without NVLS
+  int nvls_channels = 0;
 };
 constexpr double kPcieGen3 = 16 * gb_per_second, kPcieGen4 = 32 * gb_per_second, kPcieGen5 = 64 * gb_per_second;
 constexpr IntraNodeHardware kIntraNodeHardware[] = {
     {"P100-SXM2", 4 * 20 * gb_per_second, false, kPcieGen3}, {"V100-SXM2", 6 * 25 * gb_per_second, false, kPcieGen3},
-    {"A100-", 12 * 25 * gb_per_second, true, kPcieGen4},     {"H100-SXM", 18 * 25 * gb_per_second, true, kPcieGen5},
-    {"H200", 18 * 25 * gb_per_second, true, kPcieGen5},      {"B200", 18 * 50 * gb_per_second, true, kPcieGen5},
+    {"A100-", 12 * 25 * gb_per_second, true, kPcieGen4},
+    {"H100-SXM", 18 * 25 * gb_per_second, true, kPcieGen5, 0.85, 16},
+    {"H200", 18 * 25 * gb_per_second, true, kPcieGen5, 0.85, 16},
+    {"B200", 18 * 50 * gb_per_second, true, kPcieGen5, 0.74, 24},
     {"H100-PCIe", 0, false, kPcieGen5},                      {"L40S", 0, false, kPcieGen4},
 };
 constexpr IntraNodeHardware kUnknownHardware = {"", 0, false, kPcieGen4};
@@ -112,6 +125,9 @@ BoardFabric board_fabric(std::string_view gpu_name, int gpus_per_node) {
   if (hardware->nvswitch_on_8_gpu_board && gpus_per_node > 4) {
     board.fabric = IntraNodeFabric::nvswitch;
     board.pair_bytes_per_second = hardware->nvlink_bytes_per_second;
+    if (hardware->nvls_channels > 1)
+      board.nvls_all_reduce_speedup = std::max(1.0, 2 * hardware->nvls_efficiency * (hardware->nvls_channels - 1) /
+                                                        hardware->nvls_channels);
   } else {
     board.fabric = IntraNodeFabric::nvlink_direct;
     board.pair_bytes_per_second = hardware->nvlink_bytes_per_second / (gpus_per_node - 1);

@@ -585,6 +585,12 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
       work_of_stage.tp_bytes_per_microbatch =
           exposed_share * all_reduce_equivalents * activation_message * 2.0 * (config.tp - 1) / config.tp;
       work_of_stage.tp_collectives_per_microbatch = all_reduces;
+      // With SP every collective of the layers, the embedding and the head is an all-gather or a
+      // reduce-scatter; without it all are all-reduces but the partitioned messages' gathers.
+      work_of_stage.tp_all_reduce_share =
+          sp || all_reduce_equivalents <= 0
+              ? 0.0
+              : 1 - (forward_gathers + backward_gathers) * gather_equivalents / all_reduce_equivalents;
       const double forward =
           stage_layers * issued_forward_per_layer + (held.embedding ? 1 : 0) + forward_gathers * gather_equivalents;
       // A middle stage without layers (pp > layers) issues no collective at all.
@@ -608,6 +614,13 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     const double expert_parameters = expert_parameters_on_stage(model, config, stage);
     work_of_stage.gradient_bytes_per_gpu = (parameters - expert_parameters) * gradient_bytes;
     work_of_stage.expert_gradient_bytes_per_gpu = expert_parameters * gradient_bytes;
+    work_of_stage.nvls_all_reduce = stack.nccl_nvls;
+    // A sharded optimizer reduce-scatters (Megatron's) unless the stack all-reduces the whole
+    // buffer (nanotron's and DeepSpeed's ZeRO-1); FSDP reduce-scatters.
+    work_of_stage.dp_reduction_is_all_reduce =
+        !config.fully_sharded &&
+        (!config.distributed_optimizer ||
+         training.sharded_optimizer == ShardedOptimizerCollectives::all_reduce_and_gather_after_step);
     if (config.fully_sharded && config.dp_cp() > 1 && parameters > 0) {
       // torchtitan's units (distributed/fsdp.py @b5bcd76c l.240-266): the embedding, each block, and
       // [norm, output], which is not resharded after the forward and so not gathered again for its

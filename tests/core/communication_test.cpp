@@ -547,6 +547,65 @@ TEST(CommunicationTimes, HandComputedTwoStageTwoReplicaLayout) {
   EXPECT_DOUBLE_EQ(times.dp_seconds[1], 4e9 / 200e9 + 2 * 2e-6);
 }
 
+// NCCL's NVLink SHARP all-reduce (src/graph/tuning.cc @5067397c l.307-318) inside a node: the
+// all-reduce share of the TP bytes and a one-node DP all-reduce run Cluster::nvls_all_reduce_speedup
+// times faster than the ring; all-gathers, reduce-scatters (SP, a distributed optimizer) and stacks
+// that turn NVLS off keep the ring.
+TEST(CommunicationTimes, NvlinkSharpSpeedsUpOnlyAllReducesInsideANode) {
+  Cluster cluster = uniform_cluster(2, 4, 2, nvlink, fabric);
+  cluster.nvls_all_reduce_speedup = 1.6;
+  const auto times_of = [&](double all_reduce_share, bool nvls, bool dp_all_reduce) {
+    WorkProfile work = two_stage_work();
+    for (StageWork& stage : work.stages) {
+      stage.tp_all_reduce_share = all_reduce_share;
+      stage.nvls_all_reduce = nvls;
+      stage.dp_reduction_is_all_reduce = dp_all_reduce;
+    }
+    return communication_times(cluster, layout_of(2, 2, 2), work, identity_placement(8));
+  };
+  const double latency = 10 * 2 * 2e-6;
+  EXPECT_DOUBLE_EQ(times_of(1, true, true).tp_seconds[0][0], 2e9 / 200e9 / 1.6 + latency);
+  EXPECT_DOUBLE_EQ(times_of(0.25, true, true).tp_seconds[0][0], 2e9 / 200e9 * (0.75 + 0.25 / 1.6) + latency);
+  EXPECT_DOUBLE_EQ(times_of(0, true, true).tp_seconds[0][0], 2e9 / 200e9 + latency);
+  EXPECT_DOUBLE_EQ(times_of(1, false, true).tp_seconds[0][0], 2e9 / 200e9 + latency);
+  // Stage 1's DP pairs {4,6} and {5,7} stay on node 1.
+  EXPECT_DOUBLE_EQ(times_of(1, true, true).dp_seconds[1], (4e9 / 200e9 + 2 * 2e-6) / 1.6);
+  EXPECT_DOUBLE_EQ(times_of(1, true, false).dp_seconds[1], 4e9 / 200e9 + 2 * 2e-6);
+  EXPECT_DOUBLE_EQ(times_of(1, false, true).dp_seconds[1], 4e9 / 200e9 + 2 * 2e-6);
+  // A TP group across nodes runs its all-reduce as rings; so does a DP group across nodes.
+  const ParallelConfig across = layout_of(8, 1, 1);
+  WorkProfile one_stage = two_stage_work();
+  one_stage.stages.resize(1);
+  one_stage.stages[0].nvls_all_reduce = true;
+  const double with = communication_times(cluster, across, one_stage, identity_placement(8)).tp_seconds[0][0];
+  one_stage.stages[0].nvls_all_reduce = false;
+  EXPECT_DOUBLE_EQ(with, communication_times(cluster, across, one_stage, identity_placement(8)).tp_seconds[0][0]);
+}
+
+// Which collectives profile_work counts as all-reduces: all of a layer's without SP, none with it;
+// Megatron-Bridge's performance runs turn NVLS off (stack_profile.cpp).
+TEST(ProfileWork, CountsTheAllReduceShareOfTheTensorParallelBytes) {
+  const ModelSpec model = testing::llama_like(4, 1024, 8, 8, 4096, 32000);
+  TrainingSpec training;
+  training.global_batch_sequences = 8;
+  training.sequence_length = 1024;
+  ParallelConfig config = layout_of(4, 1, 2);
+  const GpuSpec gpu = *find_gpu("H100-SXM");
+  EXPECT_DOUBLE_EQ(profile_work(model, training, gpu, config).stages[0].tp_all_reduce_share, 1.0);
+  config.sequence_parallel = true;
+  EXPECT_DOUBLE_EQ(profile_work(model, training, gpu, config).stages[0].tp_all_reduce_share, 0.0);
+  EXPECT_TRUE(profile_work(model, training, gpu, config).stages[0].nvls_all_reduce);
+  EXPECT_TRUE(profile_work(model, training, gpu, config).stages[0].dp_reduction_is_all_reduce);
+  config.distributed_optimizer = true;
+  EXPECT_FALSE(profile_work(model, training, gpu, config).stages[0].dp_reduction_is_all_reduce);
+  training.target.framework = Framework::nanotron;
+  apply_stack_profile(training);
+  EXPECT_TRUE(profile_work(model, training, gpu, config).stages[0].dp_reduction_is_all_reduce);  // ZeRO-1 all-reduces
+  training.target.framework = Framework::nemo;
+  apply_stack_profile(training);
+  EXPECT_FALSE(profile_work(model, training, gpu, config).stages[0].nvls_all_reduce);
+}
+
 // A boundary exchange run in series (StackProfile::pipeline_exchange) pays every message. nanotron:
 // the activation and its gradient one after the other, with four metadata messages and the
 // sequence mask's three (p2p.py @2411b022 l.207-288, 345-353; state.py run_communication): the

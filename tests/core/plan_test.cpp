@@ -154,6 +154,13 @@ TEST(GpuCatalog, BoardFabricIsWhatTheVendorBuilds) {
   EXPECT_EQ(board_fabric("L40S", 8).fabric, IntraNodeFabric::pcie);
   EXPECT_EQ(board_fabric("some-site-gpu", 8).fabric, IntraNodeFabric::pcie);
   EXPECT_EQ(board_fabric("h100-sxm", 8).fabric, IntraNodeFabric::nvswitch);
+  // NVLink SHARP (nccl @5067397c src/graph/tuning.cc l.138-144, 307-318; transport/nvls.cc
+  // l.155-157): 2 × nvlsEfficiency × (c − 1)/c. A100's NVSwitch cannot reduce in the switch.
+  EXPECT_DOUBLE_EQ(board_fabric("H100-SXM", 8).nvls_all_reduce_speedup, 2 * 0.85 * 15 / 16);
+  EXPECT_DOUBLE_EQ(board_fabric("H200", 8).nvls_all_reduce_speedup, 2 * 0.85 * 15 / 16);
+  EXPECT_DOUBLE_EQ(board_fabric("B200", 8).nvls_all_reduce_speedup, 2 * 0.74 * 23 / 24);
+  EXPECT_DOUBLE_EQ(board_fabric("A100-80GB", 8).nvls_all_reduce_speedup, 1.0);
+  EXPECT_DOUBLE_EQ(board_fabric("H100-SXM", 4).nvls_all_reduce_speedup, 1.0);
 }
 
 TEST(TrainingValidation, NamesTheField) {

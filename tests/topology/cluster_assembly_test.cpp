@@ -424,6 +424,51 @@ TEST(ClusterAssembly, LoginNodePricesNvswitchTensorParallelismByItsMessages) {
   EXPECT_NEAR(work.num_microbatches * times.tp_seconds[0][0], estimate, 0.2 * estimate);
 }
 
+// NVLink SHARP runs all-reduces inside an H100 node faster than a ring, and a measured pair is
+// what a ring attains; a prior stands for what the node's collectives attain (issue 14's ~360 GB/s
+// all-reduce), so the speedup applies only where every node's GPU pairs were measured.
+TEST(ClusterAssembly, NvlinkSharpSpeedsUpAllReducesOverMeasuredPairsOnly) {
+  auto login = login_node_h100_pair();
+  ASSERT_TRUE(login.ok()) << login.error().message;
+  EXPECT_DOUBLE_EQ(login->cluster.nvls_all_reduce_speedup, 1.0);
+
+  const NodeInspection none = inspect("mpibind-tioga-4xMI250X-xgmi-slingshot.xml");
+  const auto assembled_with = [&](const std::vector<std::string>& measured, const std::string& gpu) {
+    LinkCache cache;
+    for (const std::string& name : measured) {
+      NodeMeasurement node;
+      node.name = name;
+      node.measured_at_unix_seconds = kNow;
+      node.gpus = 8;
+      node.bandwidth_bytes_per_second.assign(64, 250e9);
+      node.latency_seconds.assign(64, 3e-6);
+      cache.nodes.push_back(node);
+    }
+    const LinkTable table = link_table_of(cache);
+    AssemblyInput input;
+    input.node_names = {"n1", "n2"};
+    input.local = &none;
+    input.gpus_per_node = 8;
+    input.cache = &table;
+    input.reference_time_unix_seconds = kNow;
+    return assemble_cluster(input, site_with("gpu: " + gpu + "\npriors:\n  rails: 8\n"));
+  };
+  auto both = assembled_with({"n1", "n2"}, "H100-SXM");
+  ASSERT_TRUE(both.ok()) << both.error().message;
+  EXPECT_DOUBLE_EQ(both->cluster.nvls_all_reduce_speedup, 2 * 0.85 * 15 / 16);
+  std::string notes;
+  for (const auto& note : both->notes) notes += note + "\n";
+  EXPECT_NE(notes.find("all-reduces inside a node: NVLink SHARP at 1.59x the ring its measured GPU pairs give"),
+            std::string::npos)
+      << notes;
+  auto one = assembled_with({"n1"}, "H100-SXM");
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  EXPECT_DOUBLE_EQ(one->cluster.nvls_all_reduce_speedup, 1.0);
+  auto a100 = assembled_with({"n1", "n2"}, "A100-80GB");
+  ASSERT_TRUE(a100.ok()) << a100.error().message;
+  EXPECT_DOUBLE_EQ(a100->cluster.nvls_all_reduce_speedup, 1.0);
+}
+
 TEST(ClusterAssembly, ErrorsSayWhatToFix) {
   Fixture f;
   const NodeInspection none = inspect("mpibind-tioga-4xMI250X-xgmi-slingshot.xml");

@@ -163,6 +163,16 @@ IntraNodePrior intra_node_prior(const AssemblyInput& input, const SiteConfig& si
   return prior;
 }
 
+// NVLink SHARP where the node's GPUs sit behind NVSwitches: as the catalog builds the board,
+// unless hwloc shows GPUs wired to each other directly (hwloc without NVML shows no NVLink at all,
+// which says nothing).
+double nvls_all_reduce_speedup(const AssemblyInput& input, const SiteConfig& site, const std::string& gpu_model, int gpus) {
+  const BoardFabric board = board_fabric(gpu_model, board_gpus(input, site, gpus));
+  const bool wired_directly = input.local != nullptr && !input.local->gpus.empty() &&
+                              input.local->interconnect == GpuInterconnect::nvlink;
+  return board.fabric == IntraNodeFabric::nvswitch && !wired_directly && gpus > 1 ? board.nvls_all_reduce_speedup : 1.0;
+}
+
 Link inter_node_prior(const SiteConfig& site, int rails, int switch_level) {
   const LinkPriors& priors = site.priors;
   double factor = 1.0;
@@ -411,6 +421,20 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
     if (out.measured_nodes < nodes)
       out.links_assumed.push_back(std::to_string(nodes - out.measured_nodes) + " of " + std::to_string(nodes) +
                                   " nodes: GPU-to-GPU links inside the node assumed from " + intra.source);
+    // A measured pair (pipette-probe's send/recv) is what a ring attains, and NVLink SHARP runs an
+    // all-reduce faster than that. A prior stands for what the node's collectives attain (issue
+    // 14's ~360 GB/s on H100 boards is an all-reduce's bus bandwidth) and prices all of them alike.
+    if (out.measured_nodes == nodes) {
+      cluster.nvls_all_reduce_speedup = nvls_all_reduce_speedup(input, site, cluster.gpu.name, cluster.gpus_per_node);
+      if (cluster.nvls_all_reduce_speedup > 1) {
+        char text[240];
+        std::snprintf(text, sizeof text,
+                      "all-reduces inside a node: NVLink SHARP at %.2fx the ring its measured GPU pairs give (%s's "
+                      "NVSwitches, NCCL's cost model), where the stack leaves NCCL_NVLS_ENABLE on",
+                      cluster.nvls_all_reduce_speedup, cluster.gpu.name.c_str());
+        out.notes.push_back(text);
+      }
+    }
 
     if (const std::string problem = validate(cluster); !problem.empty()) return Error{"assembled cluster is invalid: " + problem};
     return out;

@@ -124,6 +124,12 @@ struct Cluster {
   // pair figures are each one link, not the GPU's whole bandwidth as behind NVSwitches
   // (communication.cpp says how rings and all-to-alls use them).
   bool intra_node_full_mesh = false;
+  // An all-reduce among GPUs of one node runs this many times faster than a ring over intra_node's
+  // links where the stack lets NCCL use NVLink SHARP (StageWork::nvls_all_reduce): the board's
+  // BoardFabric::nvls_all_reduce_speedup behind NVSwitches that reduce in the switch, else 1.
+  // intra_node holds what a ring (or a pair measurement) attains, which all-gathers and
+  // reduce-scatters keep.
+  double nvls_all_reduce_speedup = 1;
   // Where intra_node's unmeasured pairs came from (the site's figure, hwloc, the GPU catalog), one
   // sentence for reports; planning reads only the links.
   std::string intra_node_prior_source;

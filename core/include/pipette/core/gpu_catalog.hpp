@@ -27,6 +27,10 @@ struct BoardFabric {
   // Every pair of the board's GPUs has NVLinks of its own, no switch between them (Cluster::
   // intra_node_full_mesh says what that does to a ring): the 4-GPU SXM boards, not the DGX-1's 8.
   bool every_pair_wired = false;
+  // How much faster NCCL's NVLink SHARP algorithm (NVLS) runs an all-reduce among GPUs of one node
+  // than a ring over the same links (Cluster::nvls_all_reduce_speedup); 1 where the board's
+  // NVSwitches cannot reduce in the switch.
+  double nvls_all_reduce_speedup = 1;
 };
 // The fabric of a node with `gpus_per_node` GPUs of catalog model `gpu_name`:
 //  - 8-GPU SXM boards of A100, H100, H200 and B200 (HGX/DGX) are NVSwitch all-to-all: any pair at

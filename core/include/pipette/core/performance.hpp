@@ -28,6 +28,11 @@ struct StageWork {
                                          // the share not hidden under GEMMs
   int tp_collectives_per_microbatch = 0; // all-reduce equivalents, for latency: each costs 2(t−1) ring
                                          // steps; a reduce-scatter + all-gather pair (SP) counts once
+  // The share of tp_bytes_per_microbatch that all-reduces carry (the rest: all-gathers and
+  // reduce-scatters), and whether the stack lets NCCL run all-reduces inside a node with NVLink
+  // SHARP (StackProfile::nccl_nvls; Cluster::nvls_all_reduce_speedup says where it helps).
+  double tp_all_reduce_share = 1;
+  bool nvls_all_reduce = false;
   // How the stage's TP collective time falls on its passes (exposed_tp_seconds): the share issued in
   // the forward pass, the share the backward issues asynchronously beside a GEMM (hidden up to
   // tp_overlap_window_seconds, the backward GEMM time of one micro-batch they can run under), the
@@ -36,6 +41,7 @@ struct StageWork {
   double tp_hideable_share = 0;
   double tp_overlap_window_seconds = 0;
   double gradient_bytes_per_gpu = 0;     // what this stage's DP reduction moves per GPU (expert gradients excluded)
+  bool dp_reduction_is_all_reduce = true;  // not a reduce-scatter (+ all-gather) of a sharded optimizer or FSDP
   // FSDP (ParallelConfig::fully_sharded): the collectives of one micro-batch as shares of the stage's
   // dp_seconds (a ring all-reduce of gradient_bytes_per_gpu): those the forward's compute can hide
   // (the blocks' parameter all-gathers), those the backward's can (the all-gathers again and the

@@ -109,6 +109,9 @@ struct StackProfile {
   // Whether the stack's fp8 recipes keep the GEMM weights as fp8 and all-gather them in fp8
   // (TrainingSpec::fp8_parameters); meaningless for other precisions.
   bool fp8_parameters = false;
+  // Whether NCCL may run all-reduces inside a node with NVLink SHARP (NCCL_NVLS_ENABLE, NCCL's
+  // default 2: wherever the node supports it; Cluster::nvls_all_reduce_speedup).
+  bool nccl_nvls = true;
   // SwiGLU MLP, per token: ffn-wide (f/t) tensors kept for the backward (fused: fc1's 2f output and
   // the f-wide product, 3; an unfused silu(gate) * up also keeps the f-wide SiLU output, 4) and
   // ffn-wide elements read or written by the activation in the forward (fused: reads 2f, writes f,
