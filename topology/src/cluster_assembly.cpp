@@ -422,8 +422,9 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
       out.links_assumed.push_back(std::to_string(nodes - out.measured_nodes) + " of " + std::to_string(nodes) +
                                   " nodes: GPU-to-GPU links inside the node assumed from " + intra.source);
     // A measured pair (pipette-probe's send/recv) is what a ring attains, and NVLink SHARP runs an
-    // all-reduce faster than that. A prior stands for what the node's collectives attain (issue
-    // 14's ~360 GB/s on H100 boards is an all-reduce's bus bandwidth) and prices all of them alike.
+    // all-reduce faster than that. A prior stays one figure for every collective of the node: issue
+    // 14 asks its NVSwitch example, all-reduces on the catalog's H100 board, to be priced at ~360
+    // GB/s, and no measurement on such a job says what its rings attain.
     if (out.measured_nodes == nodes) {
       cluster.nvls_all_reduce_speedup = nvls_all_reduce_speedup(input, site, cluster.gpu.name, cluster.gpus_per_node);
       if (cluster.nvls_all_reduce_speedup > 1) {
