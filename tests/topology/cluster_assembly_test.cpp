@@ -425,8 +425,8 @@ TEST(ClusterAssembly, LoginNodePricesNvswitchTensorParallelismByItsMessages) {
 }
 
 // NVLink SHARP runs all-reduces inside an H100 node faster than a ring, and a measured pair is
-// what a ring attains; a prior stands for what the node's collectives attain (issue 14's ~360 GB/s
-// all-reduce), so the speedup applies only where every node's GPU pairs were measured.
+// what a ring attains; a prior stays one figure for every collective (issue 14's NVSwitch example
+// above), so the speedup applies only where every node's GPU pairs were measured.
 TEST(ClusterAssembly, NvlinkSharpSpeedsUpAllReducesOverMeasuredPairsOnly) {
   auto login = login_node_h100_pair();
   ASSERT_TRUE(login.ok()) << login.error().message;
