@@ -186,12 +186,14 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   const double core_flops = 2 * score_elements * ((q + o) / a);  // QK^T (q/a wide) and attention·V (o/a wide)
   const StackProfile& stack = stack_profile(training.target.framework);
   if (training.attention == AttentionKernel::flash) {
-    // Causal flash attention skips the masked half; its backward recomputes the scores (2.5×). The
-    // fitted rate is Transformer Engine's cuDNN kernel at 128-wide heads; other kernels and head
-    // widths scale it (stack_profile.hpp).
-    const double kernel_speed = flash_attention_speed_vs_reference(stack.flash_kernel, q / a);
-    attention.forward = 0.5 * core_flops / (roofs.attention_flop_per_second * kernel_speed);
-    attention.backward = 2.5 * attention.forward;
+    // Causal flash attention skips the masked half; its backward recomputes the scores (2.5× the
+    // forward's FLOPs) at the kernel's backward rate. The fitted rate is Transformer Engine's cuDNN
+    // forward at 128-wide heads; other kernels, head widths and the backward scale it
+    // (stack_profile.hpp).
+    const FlashAttentionSpeed kernel_speed = flash_attention_speed_vs_reference(stack.flash_kernel, q / a);
+    const double forward_flops = 0.5 * core_flops;
+    attention.forward = forward_flops / (roofs.attention_flop_per_second * kernel_speed.forward);
+    attention.backward = 2.5 * forward_flops / (roofs.attention_flop_per_second * kernel_speed.backward);
   } else {
     // Megatron's unfused path: full s×s batched GEMMs, then scale-mask-softmax and dropout passes
     // over the score tensor (write scores, softmax read/write, dropout read/write + mask, read by

@@ -6,22 +6,32 @@
 
 namespace pipette {
 
-// FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608), "Attention forward speed" on H100 80GB SXM5
-// at sequence length 4k, TFLOP/s: cuDNN 363, 609, 483 and flash-attn 2 284, 368, 293 at head dims 64,
-// 128, 256. The attention fraction was fitted on rows whose heads are 128 wide (the NeMo DGX-H100
-// dense rows' Llama 3, GPT-3, Nemotron-4 15B and Mixtral), so speeds are relative to cuDNN at 128;
+// FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608) on H100 80GB SXM5 at sequence length 4k,
+// TFLOP/s. "Attention forward speed": cuDNN 363, 609, 483 and flash-attn 2 284, 368, 293 at head
+// dims 64, 128, 256. "Attention backward speed" (charted at 64 and 128 only): cuDNN 417, 499 and
+// flash-attn 2 279, 310; the backward of 256-wide heads keeps 128's backward-to-forward ratio. The
+// attention fraction was fitted on rows whose heads are 128 wide (the NeMo DGX-H100 dense rows'
+// Llama 3, GPT-3, Nemotron-4 15B and Mixtral), so speeds are relative to cuDNN's forward at 128;
 // between the measured widths they are interpolated linearly in the head width, beyond them held.
-double flash_attention_speed_vs_reference(FlashKernel kernel, double head_dim) {
+FlashAttentionSpeed flash_attention_speed_vs_reference(FlashKernel kernel, double head_dim) {
   struct Point {
-    double head_dim, cudnn, flash_attn_2;
+    double head_dim;
+    FlashAttentionSpeed cudnn, flash_attn_2;  // TFLOP/s
   };
-  static constexpr Point measured[] = {{64, 363, 284}, {128, 609, 368}, {256, 483, 293}};
-  const auto speed = [&](const Point& p) { return (kernel == FlashKernel::cudnn_fused ? p.cudnn : p.flash_attn_2) / 609.0; };
+  static constexpr Point measured[] = {{64, {363, 417}, {284, 279}},
+                                       {128, {609, 499}, {368, 310}},
+                                       {256, {483, 483 * 499.0 / 609}, {293, 293 * 310.0 / 368}}};
+  constexpr double reference = 609;  // cuDNN's forward at 128
+  const auto speed = [&](const Point& p) {
+    const FlashAttentionSpeed& tflops = kernel == FlashKernel::cudnn_fused ? p.cudnn : p.flash_attn_2;
+    return FlashAttentionSpeed{tflops.forward / reference, tflops.backward / reference};
+  };
   if (head_dim <= measured[0].head_dim) return speed(measured[0]);
   for (size_t i = 1; i < std::size(measured); ++i) {
     if (head_dim <= measured[i].head_dim) {
       const double position = (head_dim - measured[i - 1].head_dim) / (measured[i].head_dim - measured[i - 1].head_dim);
-      return speed(measured[i - 1]) + position * (speed(measured[i]) - speed(measured[i - 1]));
+      const FlashAttentionSpeed low = speed(measured[i - 1]), high = speed(measured[i]);
+      return {low.forward + position * (high.forward - low.forward), low.backward + position * (high.backward - low.backward)};
     }
   }
   return speed(std::end(measured)[-1]);

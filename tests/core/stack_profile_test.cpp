@@ -161,9 +161,10 @@ ExtraSeconds extra_seconds_over_megatron(Framework framework) {
 
 // What one layer of those stages adds when it moves `extra_bytes` more in its forward (twice that
 // in the backward) and runs its attention at flash-attn 2's rate instead of cuDNN's: at head dim
-// 64 they run at 284 and 363 of cuDNN's 609 TFLOP/s at head dim 128, the fitted rate, so the
-// causal core (QK^T and attention·V over 32 heads) takes 609/284 instead of 609/363 of its time
-// at the fitted rate, and its backward 2.5 times that.
+// 64 their forwards run at 284 and 363 of cuDNN's 609 TFLOP/s forward at head dim 128, the fitted
+// rate, and their backwards at 279 and 417, so the causal core (QK^T and attention·V over 32
+// heads) takes 609/284 instead of 609/363 of its time at the fitted rate, and its backward (2.5
+// times the forward's FLOPs) 609/279 instead of 609/417.
 ExtraSeconds extra_per_layer(double extra_bytes) {
   const GpuSpec& gpu = *find_gpu("H100-SXM");
   const ComputeEfficiency efficiency = fitted_compute_efficiency();
@@ -171,7 +172,8 @@ ExtraSeconds extra_per_layer(double extra_bytes) {
   const double core_flops = 2 * (2 * 32 * 4096.0 * 4096) * (2 * 2048.0 / 32);
   const double fitted_forward = 0.5 * core_flops / (efficiency.attention_fraction * gpu.peak_bf16_flop_per_second);
   const double attention_forward = fitted_forward * (609.0 / 284 - 609.0 / 363);
-  return {seconds + attention_forward, 2 * seconds + 2.5 * attention_forward};
+  const double attention_backward = 2.5 * fitted_forward * (609.0 / 279 - 609.0 / 417);
+  return {seconds + attention_forward, 2 * seconds + attention_backward};
 }
 
 // torchtitan's eager SwiGLU, w2(F.silu(w1(x)) * w3(x)) (models/common/feed_forward.py @b5bcd76c
@@ -546,17 +548,27 @@ TEST(StackProfile, DeepSpeedPipelinesSendTheirTensorSlicedOverTensorParallelRank
   EXPECT_DOUBLE_EQ(work_of(Framework::megatron_deepspeed, no_tp).stages[0].tp_bytes_per_microbatch, 0.0);
 }
 
-// FlashAttention-3's H100 forward figures (arXiv 2407.08608) at 4k tokens, relative to cuDNN with
-// 128-wide heads, where the attention fraction was fitted: the fitted models stay exactly as they were.
+// FlashAttention-3's H100 forward and backward figures (arXiv 2407.08608, "Attention forward speed"
+// and "Attention backward speed") at 4k tokens, relative to cuDNN's forward with 128-wide heads,
+// where the attention fraction was fitted: the fitted models' forwards stay as they were, their
+// backwards run at cuDNN's 499 of 609.
 TEST(StackProfile, FlashKernelsRunAtTheirMeasuredShareOfTheFittedRate) {
-  EXPECT_EQ(flash_attention_speed_vs_reference(FlashKernel::cudnn_fused, 128), 1.0);
-  EXPECT_DOUBLE_EQ(flash_attention_speed_vs_reference(FlashKernel::cudnn_fused, 64), 363.0 / 609);
-  EXPECT_DOUBLE_EQ(flash_attention_speed_vs_reference(FlashKernel::cudnn_fused, 192), (1 + 483.0 / 609) / 2);
-  EXPECT_DOUBLE_EQ(flash_attention_speed_vs_reference(FlashKernel::flash_attn_2, 64), 284.0 / 609);
-  EXPECT_DOUBLE_EQ(flash_attention_speed_vs_reference(FlashKernel::flash_attn_2, 128), 368.0 / 609);
-  EXPECT_DOUBLE_EQ(flash_attention_speed_vs_reference(FlashKernel::flash_attn_2, 96), (284.0 + 368.0) / 2 / 609);
-  EXPECT_DOUBLE_EQ(flash_attention_speed_vs_reference(FlashKernel::flash_attn_2, 32), 284.0 / 609);
-  EXPECT_DOUBLE_EQ(flash_attention_speed_vs_reference(FlashKernel::flash_attn_2, 512), 293.0 / 609);
+  const auto forward = [](FlashKernel kernel, double head_dim) { return flash_attention_speed_vs_reference(kernel, head_dim).forward; };
+  const auto backward = [](FlashKernel kernel, double head_dim) { return flash_attention_speed_vs_reference(kernel, head_dim).backward; };
+  EXPECT_EQ(forward(FlashKernel::cudnn_fused, 128), 1.0);
+  EXPECT_DOUBLE_EQ(backward(FlashKernel::cudnn_fused, 128), 499.0 / 609);
+  EXPECT_DOUBLE_EQ(forward(FlashKernel::cudnn_fused, 64), 363.0 / 609);
+  EXPECT_DOUBLE_EQ(backward(FlashKernel::cudnn_fused, 64), 417.0 / 609);  // faster than its forward at 64
+  EXPECT_DOUBLE_EQ(forward(FlashKernel::cudnn_fused, 192), (1 + 483.0 / 609) / 2);
+  EXPECT_DOUBLE_EQ(backward(FlashKernel::cudnn_fused, 256), 483.0 / 609 * 499 / 609);  // 128's ratio, uncharted
+  EXPECT_DOUBLE_EQ(forward(FlashKernel::flash_attn_2, 64), 284.0 / 609);
+  EXPECT_DOUBLE_EQ(backward(FlashKernel::flash_attn_2, 64), 279.0 / 609);
+  EXPECT_DOUBLE_EQ(forward(FlashKernel::flash_attn_2, 128), 368.0 / 609);
+  EXPECT_DOUBLE_EQ(backward(FlashKernel::flash_attn_2, 128), 310.0 / 609);
+  EXPECT_DOUBLE_EQ(forward(FlashKernel::flash_attn_2, 96), (284.0 + 368.0) / 2 / 609);
+  EXPECT_DOUBLE_EQ(backward(FlashKernel::flash_attn_2, 96), (279.0 + 310.0) / 2 / 609);
+  EXPECT_DOUBLE_EQ(forward(FlashKernel::flash_attn_2, 32), 284.0 / 609);
+  EXPECT_DOUBLE_EQ(forward(FlashKernel::flash_attn_2, 512), 293.0 / 609);
   // nanotron calls flash-attn 2; torchtitan's FlexAttention is priced at its rate (the profile's assumption).
   EXPECT_EQ(stack_profile(Framework::nanotron).flash_kernel, FlashKernel::flash_attn_2);
   EXPECT_EQ(stack_profile(Framework::torchtitan).flash_kernel, FlashKernel::flash_attn_2);

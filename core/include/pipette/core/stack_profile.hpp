@@ -67,10 +67,15 @@ enum class SelectiveRecompute {
   every_other_linear,
 };
 
-// The kernel's attention throughput at a head width (elements per head of Q and K) relative to the
-// rate the attention fraction was fitted at: the reference stack's cuDNN fused attention with heads
-// 128 wide. Narrower and wider heads run slower in both kernels.
-double flash_attention_speed_vs_reference(FlashKernel kernel, double head_dim);
+// The kernel's attention throughput at a head width (elements per head of Q and K), forward and
+// backward, relative to the rate the attention fraction was fitted at: the reference stack's cuDNN
+// fused attention forward with heads 128 wide. Narrower and wider heads run slower in both kernels;
+// the backward (which recomputes the scores) runs at its own rate, below the forward's at 128.
+struct FlashAttentionSpeed {
+  double forward = 1;
+  double backward = 1;
+};
+FlashAttentionSpeed flash_attention_speed_vs_reference(FlashKernel kernel, double head_dim);
 
 // How one stage boundary's exchange runs per micro-batch: the activation going down and, for an
 // earlier micro-batch, the gradient coming up. Megatron-core and torchtitan post both together
