@@ -102,7 +102,8 @@ const char* to_string(EngineSource source) {
 const std::vector<std::string>& engine_keys() {
   static const std::vector<std::string> keys = {"precision",       "attention",       "fp8-params",
                                                 "fp32-grads",      "dp-overlap",      "tp-overlap",
-                                                "tp-comm-overlap", "tp-recompute-allgather", "pp-schedule"};
+                                                "tp-comm-overlap", "tp-recompute-allgather", "pp-schedule",
+                                                "nvls"};
   return keys;
 }
 
@@ -188,6 +189,9 @@ ResolvedEngine apply_engine_overrides(TrainingSpec& training, const EngineOverri
          "engine.py @2411b022 l.175-232); Pipette prices and exports " + std::string(to_string(framework)) +
              "'s pipeline as 1F1B");
   }
+  // NCCL_NVLS_ENABLE, which the job's environment (or the site's) sets and every stack runs as set:
+  // described, not exported.
+  switch_setting("nvls", training.nccl_nvls, site.nvls, job.nvls, false);
   // Switches that need another setting.
   const auto source_of = [&](const char* key) {
     for (const EngineSetting& setting : resolved.settings)

@@ -616,7 +616,7 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     const double expert_parameters = expert_parameters_on_stage(model, config, stage);
     work_of_stage.gradient_bytes_per_gpu = (parameters - expert_parameters) * gradient_bytes;
     work_of_stage.expert_gradient_bytes_per_gpu = expert_parameters * gradient_bytes;
-    work_of_stage.nvls_all_reduce = stack.nccl_nvls;
+    work_of_stage.nvls_all_reduce = training.nccl_nvls;
     // A sharded optimizer reduce-scatters (Megatron's) unless the stack all-reduces the whole
     // buffer (nanotron's and DeepSpeed's ZeRO-1); FSDP reduce-scatters.
     work_of_stage.dp_reduction_is_all_reduce =

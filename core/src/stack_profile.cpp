@@ -55,10 +55,12 @@ StackProfile reference_profile(Framework framework) {
   // fp8_param_gather = True (training/mixed_precision.py @067f987d l.231-302); only its blockwise
   // presets keep 16-bit weights (l.384, 400). Megatron-LM's --fp8-param-gather is off unless given.
   if (framework == Framework::nemo) profile.fp8_parameters = true;
-  // Megatron-Bridge's performance scripts turn NVLink SHARP off ("NCCL_NVLS_ENABLE": "0", "Disable
-  // NVLink SHARP to save memory": scripts/performance/utils/executors.py l.42 @v0.2.0, l.43
-  // @v0.4.0; its recipes' env_vars, e.g. perf_recipes/gpt_oss/h100/gpt_oss.py @067f987d), except
-  // with NCCL user buffers (setup_experiment.py l.339-340 @v0.4.0), which Pipette does not price.
+  // Megatron-Bridge's launch and performance scripts turn NVLink SHARP off ("NCCL_NVLS_ENABLE": "0",
+  // "Disable NVLink SHARP to save memory": scripts/performance/utils/executors.py l.42 @v0.2.0, l.43
+  // @v0.4.0; its recipes' env_vars, e.g. perf_recipes/gpt_oss/h100/gpt_oss.py @067f987d;
+  // scripts/training/launch_with_sbatch.sh l.82 @067f987d), except with NCCL user buffers
+  // (setup_experiment.py l.339-340 @v0.4.0), which Pipette does not price. The engine's nvls switch
+  // says otherwise for a job that runs it.
   if (framework == Framework::nemo) profile.nccl_nvls = false;
   return profile;
 }
@@ -424,6 +426,7 @@ void apply_stack_profile(TrainingSpec& training) {
   training.overlap_gradient_reduce = profile.overlap_gradient_reduce;
   training.sharded_optimizer = profile.sharded_optimizer;
   training.tensor_parallel_recompute_allgather = profile.tensor_parallel_recompute_allgather;
+  training.nccl_nvls = profile.nccl_nvls;
   training.fp8_parameters = profile.fp8_parameters && training.precision == Precision::fp8;
 }
 

@@ -844,6 +844,28 @@ TEST_F(PipetteCli, EngineSwitchesShowTheirSourceAndReachTheExport) {
   expect_one_line_error(pipette(planning("simulate") + " --precision fp9"), 1, "precision must be fp32, fp16, bf16 or fp8");
 }
 
+// The bundled example's GPU pairs are measured (a ring's rate), so its H100 nodes run all-reduces
+// with NVLink SHARP at 2 x 0.85 x 15/16 of that (NCCL @5067397c src/graph/tuning.cc l.138-144,
+// 307-318) unless the job turns NCCL_NVLS_ENABLE off: TP without sequence parallelism all-reduces,
+// with it all-gathers and reduce-scatters, which keep the ring.
+TEST_F(PipetteCli, NvlinkSharpSpeedsUpTheAllReducesOfAMeasuredNode) {
+  const auto tp_seconds = [&](const std::string& sp, const std::string& engine) {
+    const Outcome plan = pipette(
+        "plan --json --top 1 --model llama3-8b --num-nodes 1 --global-batch 32 --seq 4096 --fix "
+        "tp=8,pp=1,dp=1,mbs=1,vpp=1,recompute=none,distopt=off,sp=" + sp + engine);
+    EXPECT_EQ(plan.status, 0) << plan.err;
+    return parse_json(plan.out)["plans"][0]["time"]["tp_communication_seconds"].as<double>();
+  };
+  const double on = tp_seconds("off", ""), off = tp_seconds("off", " --engine nvls=off");
+  // The bandwidth term shrinks 1.59 times, the latency term does not (1.41 times in all here).
+  EXPECT_GT(off / on, 1.3);
+  EXPECT_LT(off / on, 2 * 0.85 * 15 / 16);
+  EXPECT_DOUBLE_EQ(tp_seconds("on", ""), tp_seconds("on", " --engine nvls=off"));
+  const Outcome explain = pipette("explain --top 1 --model llama3-8b --num-nodes 1 --global-batch 32 --seq 4096 --framework nemo");
+  ASSERT_EQ(explain.status, 0) << explain.err;
+  EXPECT_NE(explain.out.find("nvls                    off    stack default"), std::string::npos) << explain.out;
+}
+
 // nanotron's own default engine, afab, asked for by the engine's pp-schedule: the plan holds every
 // micro-batch (the loss rank each one's softmax too), the export asks nanotron for it, and any other
 // stack refuses it in one line.

@@ -18,7 +18,7 @@ namespace {
 TEST(EngineOverrides, EveryKeyAndValueParses) {
   auto all = parse_engine_overrides(
       " precision=fp8, attention=unfused,fp32-grads=off,dp-overlap=false,tp-overlap=1,tp-comm-overlap=on,"
-      "tp-recompute-allgather=0,pp-schedule=afab ");
+      "tp-recompute-allgather=0,pp-schedule=afab,nvls=off ");
   ASSERT_TRUE(all.ok()) << all.error().message;
   EXPECT_EQ(all->precision, Precision::fp8);
   EXPECT_EQ(all->attention, AttentionKernel::unfused);
@@ -28,6 +28,7 @@ TEST(EngineOverrides, EveryKeyAndValueParses) {
   EXPECT_EQ(all->tp_comm_overlap, true);
   EXPECT_EQ(all->tp_recompute_allgather, false);
   EXPECT_EQ(all->pipeline_schedule, PipelineSchedule::all_forward_all_backward);
+  EXPECT_EQ(all->nvls, false);
   EXPECT_EQ(parse_engine_overrides("pp-schedule=1f1b")->pipeline_schedule, PipelineSchedule::one_forward_one_backward);
   for (const auto& [text, precision] : std::vector<std::pair<std::string, Precision>>{
            {"precision=fp32", Precision::fp32}, {"precision=fp16", Precision::fp16}, {"precision=bf16", Precision::bf16}})
@@ -46,8 +47,9 @@ TEST(EngineOverrides, BadInputIsOneLineNamingTheKeyAndTheAcceptedValues) {
       {"tp-comm-overlap=2", "tp-comm-overlap must be on or off"},
       {"tp-recompute-allgather=no", "tp-recompute-allgather must be on or off"},
       {"pp-schedule=gpipe", "pp-schedule must be 1f1b or afab (got \"gpipe\")"},
+      {"nvls=2", "nvls must be on or off (got \"2\")"},
       {"overlap-grad-reduce=on", "unknown key \"overlap-grad-reduce\"; keys are precision, attention, fp8-params, fp32-grads, "
-                                 "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather, pp-schedule"},
+                                 "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather, pp-schedule, nvls"},
       {"dp-overlap", "expected key=value"},
       {"dp-overlap=on,,tp-overlap=on", "empty item"},
       {"dp-overlap=on,dp-overlap=off", "dp-overlap is given twice; keep one"},
@@ -218,8 +220,31 @@ TEST_F(EngineSources, StackThenSiteThenJob) {
     EXPECT_EQ(job->training.overlap_tensor_parallel_communication, stack.overlap_tensor_parallel_communication) << framework;
     EXPECT_EQ(job->training.tensor_parallel_recompute_allgather, stack.tensor_parallel_recompute_allgather) << framework;
     EXPECT_EQ(job->training.fp8_parameters, stack.fp8_parameters) << framework;
+    EXPECT_EQ(job->training.nccl_nvls, stack.nccl_nvls) << framework;
     for (const EngineSetting& setting : job->engine) EXPECT_EQ(setting.source, EngineSource::stack) << setting.key;
   }
+}
+
+// nvls: NCCL's default is on; Megatron-Bridge's launch and performance scripts set NCCL_NVLS_ENABLE=0
+// (scripts/performance/utils/executors.py l.43 @v0.4.0, scripts/training/launch_with_sbatch.sh l.82
+// @067f987d), so nemo's default is off. Any stack runs either; nothing is exported.
+TEST_F(EngineSources, NvlinkSharpFollowsTheStackSiteAndJob) {
+  const auto planned = [&](const char* framework, const char* engine, const SiteConfig& site) {
+    request_.framework = framework;
+    request_.engine = engine;
+    auto job = prepare_job(request_, site);
+    EXPECT_TRUE(job.ok()) << framework << " " << engine << ": " << job.error().message;
+    return job.ok() ? source_of(*job, "nvls") + (job->training.nccl_nvls ? " (priced on)" : " (priced off)") : "refused";
+  };
+  const SiteConfig none;
+  EXPECT_EQ(planned("megatron-core", "", none), "on from stack default (priced on)");
+  EXPECT_EQ(planned("nanotron", "", none), "on from stack default (priced on)");
+  EXPECT_EQ(planned("torchtitan", "", none), "on from stack default (priced on)");
+  EXPECT_EQ(planned("nemo", "", none), "off from stack default (priced off)");
+  EXPECT_EQ(planned("nemo", "nvls=on", none), "on from job (priced on)");
+  SiteConfig off = *parse_site_config("defaults:\n  engine:\n    nvls: off\n", "s.yaml");
+  EXPECT_EQ(planned("megatron-core", "", off), "off from site (priced off)");
+  EXPECT_EQ(planned("deepspeed", "nvls=on", off), "on from job (priced on)");
 }
 
 // fp8-params: Megatron-Bridge's fp8 presets keep fp8 weights (training/mixed_precision.py

@@ -431,7 +431,7 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
         char text[240];
         std::snprintf(text, sizeof text,
                       "all-reduces inside a node: NVLink SHARP at %.2fx the ring its measured GPU pairs give (%s's "
-                      "NVSwitches, NCCL's cost model), where the stack leaves NCCL_NVLS_ENABLE on",
+                      "NVSwitches, NCCL's cost model), where the engine's nvls switch is on",
                       cluster.nvls_all_reduce_speedup, cluster.gpu.name.c_str());
         out.notes.push_back(text);
       }

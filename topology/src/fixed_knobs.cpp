@@ -141,6 +141,7 @@ std::optional<std::string> set_engine_override(EngineOverrides& overrides, const
   if (key == "tp-comm-overlap") return boolean(overrides.tp_comm_overlap);
   if (key == "tp-recompute-allgather") return boolean(overrides.tp_recompute_allgather);
   if (key == "fp8-params") return boolean(overrides.fp8_parameters);
+  if (key == "nvls") return boolean(overrides.nvls);
   if (key == "pp-schedule") {
     for (const PipelineSchedule schedule :
          {PipelineSchedule::one_forward_one_backward, PipelineSchedule::all_forward_all_backward}) {

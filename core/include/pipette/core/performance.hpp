@@ -29,8 +29,8 @@ struct StageWork {
   int tp_collectives_per_microbatch = 0; // all-reduce equivalents, for latency: each costs 2(t−1) ring
                                          // steps; a reduce-scatter + all-gather pair (SP) counts once
   // The share of tp_bytes_per_microbatch that all-reduces carry (the rest: all-gathers and
-  // reduce-scatters), and whether the stack lets NCCL run all-reduces inside a node with NVLink
-  // SHARP (StackProfile::nccl_nvls; Cluster::nvls_all_reduce_speedup says where it helps).
+  // reduce-scatters), and whether the job lets NCCL run all-reduces inside a node with NVLink
+  // SHARP (TrainingSpec::nccl_nvls; Cluster::nvls_all_reduce_speedup says where it helps).
   double tp_all_reduce_share = 1;
   bool nvls_all_reduce = false;
   // How the stage's TP collective time falls on its passes (exposed_tp_seconds): the share issued in

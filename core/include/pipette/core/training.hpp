@@ -96,6 +96,10 @@ struct TrainingSpec {
   // input whole and re-gathers nothing (false: nanotron's switch off, and every nanotron release
   // v0.1-v0.5: parallel/tensor_parallel/functional.py @a27e8fe8 l.352-358; @2411b022 l.464-545).
   bool tensor_parallel_recompute_allgather = true;
+  // Whether the job's NCCL may run all-reduces inside a node with NVLink SHARP (NCCL_NVLS_ENABLE:
+  // NCCL's default 2 uses it wherever the node supports it; Cluster::nvls_all_reduce_speedup says
+  // where that is).
+  bool nccl_nvls = true;
   // Megatron's --fp8-param-gather (Megatron-Bridge's fp8 recipes set it, training/mixed_precision.py
   // @067f987d): the GEMM weights live as fp8 tensors (a byte and its transpose) instead of 16-bit
   // weights beside Transformer Engine's cached fp8 casts, and the distributed optimizer all-gathers
