@@ -55,6 +55,15 @@ double nvls_speedup(const Cluster& cluster, const StageWork& work) {
   return work.nvls_all_reduce ? cluster.nvls_all_reduce_speedup : 1.0;
 }
 
+// Whether the `members` GPUs gpu_of(0), gpu_of(1), ... all sit on one node.
+template <typename GpuOf>
+bool on_one_node(const Cluster& cluster, int members, GpuOf gpu_of) {
+  const int node = node_of(cluster, gpu_of(0));
+  for (int m = 1; m < members; ++m)
+    if (node_of(cluster, gpu_of(m)) != node) return false;
+  return true;
+}
+
 // Bandwidth one of `flows` concurrent flows gets on a node pair.
 double flow_bandwidth_bytes_per_second(const Cluster& cluster, int from_node, int to_node, int flows) {
   const int rails = std::max(1, cluster.nics_per_node);
@@ -547,12 +556,10 @@ double tp_collective_seconds(const Cluster& cluster, const ParallelConfig& confi
                              const StageWork& work, int stage, int replica) {
   if (config.tp <= 1) return 0;
   const auto gpu_of = [&](int t) { return map.gpu_of_rank[static_cast<size_t>(rank_of_position(config, {t, replica, stage}))]; };
-  const int node = node_of(cluster, gpu_of(0));
-  bool one_node = true;
-  for (int t = 1; t < config.tp && one_node; ++t) one_node = node_of(cluster, gpu_of(t)) == node;
+  const bool one_node = on_one_node(cluster, config.tp, gpu_of);
   CollectiveCost cost;
   if (one_node) {  // the usual case, priced without building the group
-    cost = single_node_ring_cost(config.tp, intra_node_ring(cluster, node, config.tp,
+    cost = single_node_ring_cost(config.tp, intra_node_ring(cluster, node_of(cluster, gpu_of(0)), config.tp,
                                                             [&](int t) { return local_of(cluster, gpu_of(t)); }));
   } else {
     const NodeRing ring(cluster, gpus_of_tp_group(config, map, stage, replica));
@@ -707,9 +714,9 @@ double dense_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& 
     std::iota(tp_indices.begin(), tp_indices.end(), 0);
     const double ring_seconds =
         reductions_on_one_node_ring(cluster, tp_indices, lanes, gpu_of, config.tp, work.gradient_bytes_per_gpu);
-    bool one_node = work.dp_reduction_is_all_reduce;
-    for (int d = 1; d < lanes && one_node; ++d) one_node = node_of(cluster, gpu_of(0, d)) == node_of(cluster, gpu_of(0, 0));
-    return one_node ? ring_seconds / nvls_speedup(cluster, work) : ring_seconds;
+    const bool one_node_all_reduce =
+        work.dp_reduction_is_all_reduce && on_one_node(cluster, lanes, [&](int d) { return gpu_of(0, d); });
+    return one_node_all_reduce ? ring_seconds / nvls_speedup(cluster, work) : ring_seconds;
   }
   std::vector<NodeRing> rings;
   rings.reserve(static_cast<size_t>(config.tp));
@@ -832,10 +839,7 @@ std::vector<int> inter_node_senders_of_stage(const Cluster& cluster, const Paral
       return map.gpu_of_rank[static_cast<size_t>(
           rank_of_expert_position(config, stage, {group % config.etp, e, group / config.etp}))];
     };
-    const int first_node = node_of(cluster, gpu_of_member(0));
-    bool spans_nodes = false;
-    for (int e = 1; e < config.ep && !spans_nodes; ++e) spans_nodes = node_of(cluster, gpu_of_member(e)) != first_node;
-    if (!spans_nodes) continue;
+    if (on_one_node(cluster, config.ep, gpu_of_member)) continue;
     for (int e = 0; e < config.ep; ++e) ++senders[static_cast<size_t>(node_of(cluster, gpu_of_member(e)))];
   }
   return senders;

@@ -90,6 +90,10 @@ struct IntraNodePrior {
   LinkMatrix links;
   std::string source;
   bool full_mesh = false;  // Cluster::intra_node_full_mesh
+  // What the board's NVSwitches give an all-reduce (BoardFabric::nvls_all_reduce_speedup): as the
+  // catalog builds the board, unless hwloc shows GPUs wired to each other directly (hwloc without
+  // NVML shows no NVLink at all, which says nothing). Used where the pairs are measured.
+  double nvls_all_reduce_speedup = 1;
 };
 
 // Whether every pair of the node's GPUs has NVLinks of its own: what hwloc shows (no NVSwitch and
@@ -123,6 +127,10 @@ IntraNodePrior intra_node_prior(const AssemblyInput& input, const SiteConfig& si
   const BoardFabric board = board_fabric(gpu_model, board_size);
   const Link pcie{board.pcie_bytes_per_second * priors.attained_fraction, priors.intra_node_latency_seconds, false};
   IntraNodePrior prior{LinkMatrix(gpus, pcie), "", every_pair_wired(input.local, board)};
+  const bool wired_directly = input.local != nullptr && !input.local->gpus.empty() &&
+                              input.local->interconnect == GpuInterconnect::nvlink;
+  if (board.fabric == IntraNodeFabric::nvswitch && !wired_directly && gpus > 1)
+    prior.nvls_all_reduce_speedup = board.nvls_all_reduce_speedup;
   const auto all_pairs_at = [&](double nominal_bytes_per_second) {
     prior.links = LinkMatrix(gpus, Link{nominal_bytes_per_second * priors.attained_fraction, priors.intra_node_latency_seconds, false});
   };
@@ -161,16 +169,6 @@ IntraNodePrior intra_node_prior(const AssemblyInput& input, const SiteConfig& si
   if (prior.full_mesh && gpus > 2)
     prior.source += "; every pair has NVLinks of its own, so a ring over g GPUs runs at g - 1 times its slowest pair";
   return prior;
-}
-
-// NVLink SHARP where the node's GPUs sit behind NVSwitches: as the catalog builds the board,
-// unless hwloc shows GPUs wired to each other directly (hwloc without NVML shows no NVLink at all,
-// which says nothing).
-double nvls_all_reduce_speedup(const AssemblyInput& input, const SiteConfig& site, const std::string& gpu_model, int gpus) {
-  const BoardFabric board = board_fabric(gpu_model, board_gpus(input, site, gpus));
-  const bool wired_directly = input.local != nullptr && !input.local->gpus.empty() &&
-                              input.local->interconnect == GpuInterconnect::nvlink;
-  return board.fabric == IntraNodeFabric::nvswitch && !wired_directly && gpus > 1 ? board.nvls_all_reduce_speedup : 1.0;
 }
 
 Link inter_node_prior(const SiteConfig& site, int rails, int switch_level) {
@@ -426,7 +424,7 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
     // 14 asks its NVSwitch example, all-reduces on the catalog's H100 board, to be priced at ~360
     // GB/s, and no measurement on such a job says what its rings attain.
     if (out.measured_nodes == nodes) {
-      cluster.nvls_all_reduce_speedup = nvls_all_reduce_speedup(input, site, cluster.gpu.name, cluster.gpus_per_node);
+      cluster.nvls_all_reduce_speedup = intra.nvls_all_reduce_speedup;
       if (cluster.nvls_all_reduce_speedup > 1) {
         char text[240];
         std::snprintf(text, sizeof text,
