@@ -7,12 +7,13 @@
 //    one flow cannot use more than its own rail, many flows cannot use more than all of them.
 //  - NCCL's ring all-reduce costs 2(n−1)/n · bytes / bandwidth + 2(n−1) · α. A ring runs at its
 //    slowest link and pays its slowest step's latency on every step.
-//  - Across nodes NCCL's rings are hierarchical in effect: reduce-scatter inside each node, one
-//    inter-node ring per local GPU over the node ring (each carrying 1/g of the data), all-gather
-//    inside each node. The node ring runs at its slowest node pair, so a ring over more nodes sees
-//    a worse bottleneck and more latency steps. That is the mechanism behind the fall of bus
-//    bandwidth with node count in ground_truth_data/ultrascale_collective_bandwidth_vs_nodes.csv;
-//    a model with one nominal inter-node bandwidth cannot reproduce it.
+//  - Across nodes NCCL's ring is one flat ring through every member, nodes consecutive, built as
+//    sub-rings (channels), one per local GPU, each leaving a node through its own rail. It is
+//    pipelined: NVLink and the NICs carry their shares at once and the slower paces the ring
+//    (flat_ring_cost). The node ring runs at its slowest node pair, so a ring over more nodes sees
+//    a worse bottleneck and more latency steps: one source of the fall of bus bandwidth with node
+//    count in ground_truth_data/ultrascale_collective_bandwidth_vs_nodes.csv, which a model with
+//    one nominal inter-node bandwidth cannot reproduce.
 //  - Pairs, measured or assumed, do not show what a collective over many nodes meets on a shared
 //    fabric (contention across its tiers, the slowest of many fluctuating hops at every step). How
 //    much that costs depends on the fabric (flat on NVIDIA's InfiniBand, steep on AWS EFA), so it
@@ -117,10 +118,6 @@ struct CollectiveCost {
   double seconds_per_payload_byte = 0;
   double latency_seconds = 0;
   double seconds(double payload_bytes) const { return payload_bytes * seconds_per_payload_byte + latency_seconds; }
-  // Phases that run one after another.
-  CollectiveCost operator+(const CollectiveCost& next) const {
-    return {seconds_per_payload_byte + next.seconds_per_payload_byte, latency_seconds + next.latency_seconds};
-  }
 };
 
 struct RingBottleneck {
@@ -132,8 +129,8 @@ struct RingBottleneck {
   }
 };
 
-// A group of GPUs seen as NCCL's hierarchical ring: its nodes in order of first appearance (the
-// node ring follows rank order) and, per node, the local GPUs in rank order.
+// A group of GPUs seen as NCCL's ring: its nodes in order of first appearance (the node ring
+// follows rank order) and, per node, the local GPUs in rank order.
 class NodeRing {
  public:
   // Linear when every node's members are consecutive in rank order (the usual case), O(n log n)
@@ -329,10 +326,10 @@ CollectiveCost single_node_ring_cost(int g, const RingBottleneck& links) {
   return {2.0 * (g - 1) / g / links.bandwidth_bytes_per_second, 2.0 * (g - 1) * links.latency_seconds};
 }
 
-// Single node: the plain ring. Across nodes: reduce-scatter inside every node at once before the
-// inter-node phase and all-gather after it, together one intra-node ring all-reduce's traffic
-// and steps. Nodes run in parallel; the slowest bandwidth and latency are taken separately (they
-// differ only on mixed nodes).
+// A ring all-reduce inside each of the ring's nodes, at the slowest node: the plain ring on one
+// node; across nodes the NVLink side of the flat ring (flat_ring_cost scales it to the ring's
+// share), with NCCL's intra-node steps. The slowest bandwidth and latency are taken separately
+// (they differ only on mixed nodes).
 CollectiveCost intra_node_cost(const Cluster& cluster, const NodeRing& ring) {
   if (ring.same_count_everywhere() && ring.node_count() > 0) {
     // The usual case: one g on every node, and a node's cost falls as its bottleneck bandwidth
@@ -427,9 +424,36 @@ CollectiveCost inter_node_cost(const Cluster& cluster, const NodeRing& ring, Flo
   return cost;
 }
 
+// NCCL's ring over a group that spans nodes is one flat ring through all n members, nodes
+// consecutive, and it is pipelined: every hop forwards a chunk at every step, so NVLink and the
+// NICs carry their traffic at the same time and the slower of the two paces the ring. Of each
+// member's 2(n − 1)/n · P, the share its sub-ring sends over a NIC is 1/subrings (one node exit
+// per sub-ring per node), the rest leaves over NVLink: the NVLink share is intra_node_cost's
+// figure (2(g − 1)/g · P at the node's ring rate) times (n − 1)/n, and the NIC share is
+// inter_node_cost's (2(N − 1)/N · P / subrings at the flow's rate) scaled from N to n steps. So
+// the bus bandwidth of a ring across nodes is the lower of the node's ring rate · g/(g − 1) and
+// the NICs' rate, whatever the node count: NVIDIA's 192 GB/s for DGX A100 rings of 2 and more
+// nodes (8 x ~24 GB/s HDR) and 365.84 GB/s on 4 HGX H100 nodes (8 x 46-48 GB/s NDR;
+// ground_truth_data/nccl_bandwidth_measurements.csv). A reduce-scatter inside each node, an
+// inter-node ring of the shards and an all-gather after it, one phase after the other, would
+// price those at 148 and 221 GB/s; NCCL's own cost model, too, prices a ring's bus bandwidth as
+// its channels times one channel's bottleneck, not as phases (src/graph/tuning.cc l.306, 324
+// @5067397c). The latencies add, each step at its own link's, as NCCL's own
+// model prices a ring: 2(N − 1) inter-node steps for an all-reduce (src/graph/tuning.cc
+// l.411-412 @5067397c). Its intra-node steps are counted as one node's ring, 2(g − 1): NCCL's ring
+// counts 2(n − N), but where that would matter, latency-bound all-reduces over many nodes, NCCL
+// picks its tree, which it prices at 2(g − 1) intra-node steps and 2 log2 N inter-node ones (l.416).
+CollectiveCost flat_ring_cost(const NodeRing& ring, const CollectiveCost& intra, const CollectiveCost& inter) {
+  if (ring.node_count() < 2) return intra;
+  const double n = ring.size(), nodes = ring.node_count();
+  const double nvlink = intra.seconds_per_payload_byte * (n - 1) / n;
+  const double network = inter.seconds_per_payload_byte * ((n - 1) / n) / ((nodes - 1) / nodes);
+  return {std::max(nvlink, network), intra.latency_seconds + inter.latency_seconds};
+}
+
 template <typename FlowsOnEdge>
 CollectiveCost ring_allreduce_cost(const Cluster& cluster, const NodeRing& ring, FlowsOnEdge flows_on_edge) {
-  return intra_node_cost(cluster, ring) + inter_node_cost(cluster, ring, flows_on_edge);
+  return flat_ring_cost(ring, intra_node_cost(cluster, ring), inter_node_cost(cluster, ring, flows_on_edge));
 }
 
 std::vector<int> gpus_of_tp_group(const ParallelConfig& config, const detail::RankMap& map, int stage, int replica) {
@@ -605,7 +629,7 @@ double reductions_on_one_node_ring(const Cluster& cluster, const std::vector<int
   const bool first_on_one_rail = !rails_matter || !intra_phase || first.on_one_rail_throughout(cluster);
   const auto flows_on_edge = [flows](int, int) { return flows; };
   // With one GPU per node, a group's ring crosses rails where its neighbours' rails differ; where
-  // that happens hop for hop as in group 0's ring, its inter-node phase costs the same.
+  // that happens hop for hop as in group 0's ring, its NIC side costs the same.
   // Each member's rail is read once per group and group 0's hops once per call: the expert
   // reductions of an MoE stage ask this for every (etp, ep) position on every move.
   const auto rail_at = [&](int k, int m) { return cluster.rail_of(local_of(cluster, gpu_of(k, m))); };
@@ -633,7 +657,7 @@ double reductions_on_one_node_ring(const Cluster& cluster, const std::vector<int
   for (const int k : groups) {
     if (k == groups.front() || !(intra_phase || rails_matter)) {
       const CollectiveCost intra = intra_phase ? intra_node_cost(cluster, first) : CollectiveCost{};
-      slowest = std::max(slowest, (intra + inter).seconds(bytes));
+      slowest = std::max(slowest, flat_ring_cost(first, intra, inter).seconds(bytes));
       continue;
     }
     if (!intra_phase && crosses_rails_as_first(k)) {
@@ -647,7 +671,7 @@ double reductions_on_one_node_ring(const Cluster& cluster, const std::vector<int
     const bool same_inter = !rails_matter || (first_on_one_rail && ring.on_one_rail_throughout(cluster));
     const CollectiveCost own_inter = same_inter ? inter : inter_node_cost(cluster, ring, flows_on_edge);
     const CollectiveCost intra = intra_phase ? intra_node_cost(cluster, ring) : CollectiveCost{};
-    slowest = std::max(slowest, (intra + own_inter).seconds(bytes));
+    slowest = std::max(slowest, flat_ring_cost(ring, intra, own_inter).seconds(bytes));
   }
   return slowest;
 }

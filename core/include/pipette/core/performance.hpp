@@ -172,8 +172,8 @@ double p2p_seconds(const Cluster& cluster, int from_gpu, int to_gpu, double byte
 // single path joins them, g - 1 on a board that wires every pair (Cluster::intra_node_full_mesh).
 double ring_links_in_use(int g, bool full_mesh);
 
-// Ring all-reduce (or reduce-scatter + all-gather) over the given GPUs, hierarchical when the
-// group spans nodes; α–β cost, bottleneck link.
+// Ring all-reduce (or reduce-scatter + all-gather) over the given GPUs, one flat pipelined ring
+// when the group spans nodes; α–β cost, bottleneck link.
 double ring_allreduce_seconds(const Cluster& cluster, const std::vector<int>& gpus, double bytes);
 
 struct CommunicationTimes {
