@@ -376,11 +376,13 @@ double expected_slowest_of_assumed_pairs(int pairs, double spread_sigma) {
   return std::exp(spread_sigma * standard_normal_quantile(0.625 / (pairs + 0.25)));
 }
 
-// Inter-node all-reduce of each GPU's 1/subrings shard over the node ring, at its slowest node
-// pair (assumed pairs at their expected slowest) times the fabric's contention factor for the
-// ring's node count (CollectiveScaling: pair figures, measured or assumed, cannot show a many-node
-// collective's contention, so it applies on top of both). `flows_on_edge(from_node, to_node)`: how many flows share that node pair while this ring
-// runs (its own sub-rings plus those of concurrent collectives).
+// The NIC side of the flat ring (flat_ring_cost): each of the ring's n members sends 1/subrings of
+// its 2(n − 1)/n · P over its rail, at the node ring's slowest node pair (assumed pairs at their
+// expected slowest) times the fabric's contention factor for the ring's node count
+// (CollectiveScaling: pair figures, measured or assumed, cannot show a many-node collective's
+// contention, so it applies on top of both), and pays the 2(N − 1) inter-node steps' latency.
+// `flows_on_edge(from_node, to_node)`: how many flows share that node pair while this ring runs
+// (its own sub-rings plus those of concurrent collectives).
 template <typename FlowsOnEdge>
 CollectiveCost inter_node_cost(const Cluster& cluster, const NodeRing& ring, FlowsOnEdge flows_on_edge) {
   CollectiveCost cost;
@@ -418,9 +420,9 @@ CollectiveCost inter_node_cost(const Cluster& cluster, const NodeRing& ring, Flo
                slowest_assumed_flow_bytes_per_second *
                    expected_slowest_of_assumed_pairs(assumed_pairs, scaling.assumed_pair_spread_sigma)) *
       scaling.bandwidth_factor(nodes);
-  const double steps = 2.0 * (nodes - 1);
-  cost.seconds_per_payload_byte = steps / nodes / subrings / slowest_flow_bytes_per_second;
-  cost.latency_seconds = steps * slowest_latency_seconds;
+  const double members = ring.size();
+  cost.seconds_per_payload_byte = 2.0 * (members - 1) / members / subrings / slowest_flow_bytes_per_second;
+  cost.latency_seconds = 2.0 * (nodes - 1) * slowest_latency_seconds;
   return cost;
 }
 
@@ -428,9 +430,8 @@ CollectiveCost inter_node_cost(const Cluster& cluster, const NodeRing& ring, Flo
 // consecutive, and it is pipelined: every hop forwards a chunk at every step, so NVLink and the
 // NICs carry their traffic at the same time and the slower of the two paces the ring. Of each
 // member's 2(n − 1)/n · P, the share its sub-ring sends over a NIC is 1/subrings (one node exit
-// per sub-ring per node), the rest leaves over NVLink: the NVLink share is intra_node_cost's
-// figure (2(g − 1)/g · P at the node's ring rate) times (n − 1)/n, and the NIC share is
-// inter_node_cost's (2(N − 1)/N · P / subrings at the flow's rate) scaled from N to n steps. So
+// per sub-ring per node), inter_node_cost's figure; the rest leaves over NVLink: intra_node_cost's
+// figure (2(g − 1)/g · P at the node's ring rate) times (n − 1)/n. So
 // the bus bandwidth of a ring across nodes is the lower of the node's ring rate · g/(g − 1) and
 // the NICs' rate, whatever the node count: NVIDIA's 192 GB/s for DGX A100 rings of 2 and more
 // nodes (8 x ~24 GB/s HDR) and 365.84 GB/s on 4 HGX H100 nodes (8 x 46-48 GB/s NDR;
@@ -445,10 +446,9 @@ CollectiveCost inter_node_cost(const Cluster& cluster, const NodeRing& ring, Flo
 // picks its tree, which it prices at 2(g − 1) intra-node steps and 2 log2 N inter-node ones (l.416).
 CollectiveCost flat_ring_cost(const NodeRing& ring, const CollectiveCost& intra, const CollectiveCost& inter) {
   if (ring.node_count() < 2) return intra;
-  const double n = ring.size(), nodes = ring.node_count();
+  const double n = ring.size();
   const double nvlink = intra.seconds_per_payload_byte * (n - 1) / n;
-  const double network = inter.seconds_per_payload_byte * ((n - 1) / n) / ((nodes - 1) / nodes);
-  return {std::max(nvlink, network), intra.latency_seconds + inter.latency_seconds};
+  return {std::max(nvlink, inter.seconds_per_payload_byte), intra.latency_seconds + inter.latency_seconds};
 }
 
 template <typename FlowsOnEdge>

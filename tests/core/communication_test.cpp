@@ -4,7 +4,6 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
@@ -143,6 +142,14 @@ TEST(RingAllreduce, FullMeshNodeRunsChannelsOverEveryLinkAmongTheRingsGpus) {
               2.0 * 3 / 4 * 1e9 / 80e9 * 7 / 8 * (1 - 1.0 / 3), 1e-15);
 }
 
+// Bus bandwidth of a ring all-reduce over the first `nodes` nodes' GPUs, as nccl-tests reports it.
+double bus_bandwidth(const Cluster& cluster, int nodes, double bytes) {
+  std::vector<int> gpus(static_cast<size_t>(cluster.gpus_per_node * nodes));
+  for (size_t g = 0; g < gpus.size(); ++g) gpus[g] = static_cast<int>(g);
+  const double n = static_cast<double>(gpus.size());
+  return 2 * (n - 1) / n * bytes / ring_allreduce_seconds(cluster, gpus, bytes);
+}
+
 // NCCL's ring across nodes is one flat ring through all n GPUs, pipelined: of each GPU's
 // 2(n − 1)/n of the payload its sub-ring sends 1/subrings over a NIC and the rest over NVLink, at
 // the same time, and the slower pays. The latencies are NCCL's intra- and inter-node steps.
@@ -169,18 +176,12 @@ TEST(RingAllreduce, AcrossNodesIsOneFlatRingPacedByNvlinkOrTheNics) {
 // latency is negligible.
 TEST(RingAllreduce, AcrossNodesReachesNvidiasPublishedRingBandwidth) {
   const double bytes = 8 * units::gibibyte;
-  const auto bus_bandwidth_over = [&](const Cluster& cluster, int nodes) {
-    std::vector<int> gpus(static_cast<size_t>(8 * nodes));
-    std::iota(gpus.begin(), gpus.end(), 0);
-    const double n = static_cast<double>(gpus.size());
-    return 2 * (n - 1) / n * bytes / ring_allreduce_seconds(cluster, gpus, bytes);
-  };
   const Cluster dgx_a100 = uniform_cluster(16, 8, 8, Link{235 * gigabyte, 3 * microsecond, true},
                                            Link{8 * 24 * gigabyte, 6 * microsecond, true});
-  for (const int nodes : {2, 4, 16}) EXPECT_NEAR(bus_bandwidth_over(dgx_a100, nodes) / (192 * gigabyte), 1.0, 0.02) << nodes;
+  for (const int nodes : {2, 4, 16}) EXPECT_NEAR(bus_bandwidth(dgx_a100, nodes, bytes) / (192 * gigabyte), 1.0, 0.02) << nodes;
   const Cluster hgx_h100 = uniform_cluster(4, 8, 8, Link{367.61 * gigabyte, 3 * microsecond, true},
                                            Link{8 * 47 * gigabyte, 6 * microsecond, true});
-  EXPECT_NEAR(bus_bandwidth_over(hgx_h100, 4) / (365.84 * gigabyte), 1.0, 0.04);
+  EXPECT_NEAR(bus_bandwidth(hgx_h100, 4, bytes) / (365.84 * gigabyte), 1.0, 0.04);
 }
 
 TEST(RingAllreduce, MembersOfANodeAreGroupedWhereverTheyStandInRankOrder) {
@@ -401,13 +402,6 @@ TEST(EfaContention, FactorReproducesTheAllReduceCurveOnHeldOutNodeCounts) {
     for (const int nodes : {4, 8, 32}) EXPECT_NEAR(error(collective, nodes), 0.0, 0.05) << collective << " " << nodes;
   EXPECT_EQ(efa.bandwidth_factor(2), 1.0);  // a pair is what a pair measurement saw
   EXPECT_EQ(collective_scaling_of(NetworkKind::infiniband).bandwidth_factor(64), 1.0);
-}
-
-double bus_bandwidth(const Cluster& cluster, int nodes, double bytes) {
-  std::vector<int> gpus(static_cast<size_t>(cluster.gpus_per_node * nodes));
-  for (size_t g = 0; g < gpus.size(); ++g) gpus[g] = static_cast<int>(g);
-  const double n = static_cast<double>(gpus.size());
-  return 2 * (n - 1) / n * bytes / ring_allreduce_seconds(cluster, gpus, bytes);
 }
 
 // The whole ring on AWS p5 (8x H100, ~480 GB/s NVLink bus bandwidth; 32x100 Gb/s EFA = 400 GB/s
