@@ -113,11 +113,14 @@ FlowPrice inter_node_flow(const Cluster& cluster, int from_node, int from_local,
   return price;
 }
 
-// Cost of an all-reduce over a fixed group as a function of the payload: payload · per_byte + latency.
+// Cost of an all-reduce over a fixed group as a function of the payload: payload · per_byte + latency;
+// a payload cut into several collectives (a bucketed gradient reduction) pays each one's latency.
 struct CollectiveCost {
   double seconds_per_payload_byte = 0;
   double latency_seconds = 0;
-  double seconds(double payload_bytes) const { return payload_bytes * seconds_per_payload_byte + latency_seconds; }
+  double seconds(double payload_bytes, int collectives = 1) const {
+    return payload_bytes * seconds_per_payload_byte + collectives * latency_seconds;
+  }
 };
 
 struct RingBottleneck {
@@ -617,7 +620,7 @@ bool same_node_ring(const Cluster& cluster, int members, GpuOf gpu_of, int a, in
 // group to group instead of built for each.
 template <typename GpuOf>
 double reductions_on_one_node_ring(const Cluster& cluster, const std::vector<int>& groups, int members, GpuOf gpu_of,
-                                   int sharing_groups, double bytes) {
+                                   int sharing_groups, double bytes, int collectives) {
   std::vector<int> first_gpus(static_cast<size_t>(members));
   for (int m = 0; m < members; ++m) first_gpus[static_cast<size_t>(m)] = gpu_of(groups.front(), m);
   NodeRing first(cluster, first_gpus);
@@ -657,11 +660,11 @@ double reductions_on_one_node_ring(const Cluster& cluster, const std::vector<int
   for (const int k : groups) {
     if (k == groups.front() || !(intra_phase || rails_matter)) {
       const CollectiveCost intra = intra_phase ? intra_node_cost(cluster, first) : CollectiveCost{};
-      slowest = std::max(slowest, flat_ring_cost(first, intra, inter).seconds(bytes));
+      slowest = std::max(slowest, flat_ring_cost(first, intra, inter).seconds(bytes, collectives));
       continue;
     }
     if (!intra_phase && crosses_rails_as_first(k)) {
-      slowest = std::max(slowest, inter.seconds(bytes));
+      slowest = std::max(slowest, inter.seconds(bytes, collectives));
       continue;
     }
     // The same nodes in the same order as the first group: its ring becomes this one (what the rest of
@@ -671,7 +674,7 @@ double reductions_on_one_node_ring(const Cluster& cluster, const std::vector<int
     const bool same_inter = !rails_matter || (first_on_one_rail && ring.on_one_rail_throughout(cluster));
     const CollectiveCost own_inter = same_inter ? inter : inter_node_cost(cluster, ring, flows_on_edge);
     const CollectiveCost intra = intra_phase ? intra_node_cost(cluster, ring) : CollectiveCost{};
-    slowest = std::max(slowest, flat_ring_cost(ring, intra, own_inter).seconds(bytes));
+    slowest = std::max(slowest, flat_ring_cost(ring, intra, own_inter).seconds(bytes, collectives));
   }
   return slowest;
 }
@@ -713,13 +716,15 @@ class ConcurrentEdgeFlows {
 
 // The slowest of `rings` all-reducing `bytes` each at the same time: the sub-rings of every ring
 // crossing a node pair share its rails.
-double slowest_concurrent_allreduce_seconds(const Cluster& cluster, const std::vector<NodeRing>& rings, double bytes) {
+double slowest_concurrent_allreduce_seconds(const Cluster& cluster, const std::vector<NodeRing>& rings, double bytes,
+                                            int collectives) {
   ConcurrentEdgeFlows edges(cluster);
   for (const NodeRing& ring : rings) edges.add(ring);
   edges.merge();
   const auto flows_on_edge = [&edges](int from, int to) { return edges.flows(from, to); };
   double slowest = 0;
-  for (const NodeRing& ring : rings) slowest = std::max(slowest, ring_allreduce_cost(cluster, ring, flows_on_edge).seconds(bytes));
+  for (const NodeRing& ring : rings)
+    slowest = std::max(slowest, ring_allreduce_cost(cluster, ring, flows_on_edge).seconds(bytes, collectives));
   return slowest;
 }
 
@@ -737,7 +742,8 @@ double dense_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& 
     std::vector<int> tp_indices(static_cast<size_t>(config.tp));
     std::iota(tp_indices.begin(), tp_indices.end(), 0);
     const double ring_seconds =
-        reductions_on_one_node_ring(cluster, tp_indices, lanes, gpu_of, config.tp, work.gradient_bytes_per_gpu);
+        reductions_on_one_node_ring(cluster, tp_indices, lanes, gpu_of, config.tp, work.gradient_bytes_per_gpu,
+                                    work.gradient_reduction_collectives);
     const bool one_node_all_reduce =
         work.dp_reduction_is_all_reduce && on_one_node(cluster, lanes, [&](int d) { return gpu_of(0, d); });
     return one_node_all_reduce ? ring_seconds / nvls_speedup(cluster, work) : ring_seconds;
@@ -745,7 +751,7 @@ double dense_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& 
   std::vector<NodeRing> rings;
   rings.reserve(static_cast<size_t>(config.tp));
   for (int t = 0; t < config.tp; ++t) rings.emplace_back(cluster, gpus_of_dp_group(config, map, stage, t));
-  return slowest_concurrent_allreduce_seconds(cluster, rings, work.gradient_bytes_per_gpu);
+  return slowest_concurrent_allreduce_seconds(cluster, rings, work.gradient_bytes_per_gpu, work.gradient_reduction_collectives);
 }
 
 // The expert gradients' reduction: every (etp, ep) position of the stage reduces its experts'
@@ -784,7 +790,8 @@ double expert_dp_reduction_seconds(const Cluster& cluster, const ParallelConfig&
     for (int k = first; k < groups; ++k)
       if (first_of[static_cast<size_t>(k)] == first) members.push_back(k);
     slowest = std::max(slowest, reductions_on_one_node_ring(cluster, members, edp, gpu_of, groups,
-                                                            work.expert_gradient_bytes_per_gpu));
+                                                            work.expert_gradient_bytes_per_gpu,
+                                                            work.expert_gradient_reduction_collectives));
   }
   return slowest;
 }

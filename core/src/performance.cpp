@@ -1,6 +1,7 @@
 #include "pipette/core/performance.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -385,6 +386,38 @@ double mean_active_weight_elements_per_layer(const ModelSpec& model) {
   return (1 - moe_share) * weight_elements_per_layer(model) + moe_share * active_weight_elements_per_moe_layer(model);
 }
 
+// The collectives a stage's gradient reduction is issued in and the share of each model chunk's
+// reduction that waits for its backward to end (StageWork), as the stack's buckets
+// (StackProfile::gradient_buckets) cut the stage's dense and expert parameters. `first_parameters`:
+// the stage's first parameters, which the backward reaches last (the word embedding's shard on the
+// first stage): their bucket is at least that large.
+void set_gradient_buckets(StageWork& work, const TrainingSpec& training, const ParallelConfig& config, int stage,
+                          double dense_parameters, double expert_parameters, double first_parameters) {
+  if (config.dp_cp() <= 1 || config.fully_sharded) return;
+  const GradientBuckets& buckets = stack_profile(training.target.framework).gradient_buckets;
+  const int chunks = effective_virtual_stages(config);
+  const bool overlapped = gradient_reduction_overlapped(config, training);
+  const double bucket = std::max(buckets.parameters, buckets.parameters_per_dp_rank * config.dp_cp());
+  const auto bucketed = [&](int chunk) {
+    return overlapped && bucket > 0 && (!buckets.first_stage_first_chunk_only || (stage == 0 && chunk == 0));
+  };
+  const auto collectives_of = [&](double parameters) {
+    int collectives = 0;
+    for (int chunk = 0; chunk < chunks; ++chunk)
+      collectives += bucketed(chunk) ? std::max(1, static_cast<int>(std::ceil(parameters / chunks / bucket))) : 1;
+    return collectives;
+  };
+  work.gradient_reduction_collectives = collectives_of(dense_parameters);
+  work.expert_gradient_reduction_collectives = collectives_of(expert_parameters);
+  const double chunk_parameters = dense_parameters / chunks;
+  const auto tail_share = [&](int chunk, double last_bucket_parameters) {
+    if (!bucketed(chunk) || !(chunk_parameters > 0)) return 1.0;
+    return std::min(1.0, last_bucket_parameters / chunk_parameters);
+  };
+  work.first_chunk_gradient_tail_share = tail_share(0, std::max(bucket, first_parameters));
+  work.later_chunk_gradient_tail_share = tail_share(1, bucket);
+}
+
 }  // namespace
 
 double layer_forward_flops(const ModelSpec& model, const TrainingSpec& training, const ParallelConfig& config) {
@@ -616,6 +649,8 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     const double expert_parameters = expert_parameters_on_stage(model, config, stage);
     work_of_stage.gradient_bytes_per_gpu = (parameters - expert_parameters) * gradient_bytes;
     work_of_stage.expert_gradient_bytes_per_gpu = expert_parameters * gradient_bytes;
+    set_gradient_buckets(work_of_stage, training, config, stage, parameters - expert_parameters, expert_parameters,
+                         held.embedding ? word_embedding_shard_parameters(model, config) : 0.0);
     work_of_stage.nvls_all_reduce = training.nccl_nvls;
     // A sharded optimizer reduce-scatters (Megatron's) unless the stack all-reduces the whole
     // buffer (nanotron's and DeepSpeed's ZeRO-1); FSDP reduce-scatters.
@@ -989,7 +1024,7 @@ IterationEnd iteration_end_after(const ParallelConfig& config, const WorkProfile
         const double chunk_end = end - chunk * std::min(group, m) * slowest.times.cycle_seconds;
         const double start = std::max(chunk_end - backward, stream_free);
         stream_free =
-            overlapped_reduction_end(start, reduction / chunks, chunk_end, work.stages[static_cast<size_t>(stage)], chunks);
+            overlapped_reduction_end(start, reduction / chunks, chunk_end, work.stages[static_cast<size_t>(stage)], chunk, chunks);
       }
       done = stream_free;
     }

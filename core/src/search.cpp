@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/launch.hpp"
@@ -496,20 +497,24 @@ void rank_close_calls_by_simulation(const ModelSpec& model, const TrainingSpec& 
   if (plans.empty()) return;
   double best_seconds = plans.front().time.iteration_seconds;
   for (const Plan& plan : plans) best_seconds = std::min(best_seconds, plan.time.iteration_seconds);
-  std::vector<std::pair<double, size_t>> order;  // (ranking time, index)
+  // (outside the close calls, ranking time, index): a plan beyond the band keeps its place behind
+  // every close call, whatever the close calls' simulated times, so that two kinds of time are
+  // never compared.
+  std::vector<std::tuple<bool, double, size_t>> order;
   for (size_t index = 0; index < plans.size(); ++index) {
     const Plan& plan = plans[index];
     double seconds = plan.time.iteration_seconds;
-    if (seconds <= best_seconds * (1 + kCloseCallFraction)) {
+    const bool close_call = seconds <= best_seconds * (1 + kCloseCallFraction);
+    if (close_call) {
       const WorkProfile work = profile_work(model, training, cluster.gpu, plan.config, efficiency);
       const CommunicationTimes communication = communication_times(cluster, plan.config, work, plan.placement);
       seconds = simulated_iteration_seconds(plan.config, work, communication, training);
     }
-    order.emplace_back(seconds, index);
+    order.emplace_back(!close_call, seconds, index);
   }
   std::stable_sort(order.begin(), order.end());
   std::vector<Plan> ranked;
-  for (const auto& [seconds, index] : order) ranked.push_back(std::move(plans[index]));
+  for (const auto& [beyond, seconds, index] : order) ranked.push_back(std::move(plans[index]));
   plans = std::move(ranked);
 }
 

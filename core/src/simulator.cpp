@@ -229,9 +229,15 @@ bool gradient_reduction_overlapped(const ParallelConfig& config, const TrainingS
          !sharded_over_replicas(config, training, ShardedOptimizerCollectives::all_reduce_and_gather_after_step);
 }
 
-double overlapped_reduction_end(double start, double seconds, double backward_end, const StageWork& stage, int chunks) {
-  return std::max(start + seconds, backward_end + stage.overlapped_compute_slowdown *
-                                                      std::min(seconds, stage.backward_compute_seconds / chunks));
+double gradient_tail_share(const StageWork& stage, int chunk) {
+  return chunk == 0 ? stage.first_chunk_gradient_tail_share : stage.later_chunk_gradient_tail_share;
+}
+
+double overlapped_reduction_end(double start, double seconds, double backward_end, const StageWork& stage, int chunk,
+                                int chunks) {
+  const double tail = gradient_tail_share(stage, chunk) * seconds;
+  const double beside_backward = std::min(seconds - tail, stage.backward_compute_seconds / chunks);
+  return std::max(start + seconds, backward_end + stage.overlapped_compute_slowdown * beside_backward + tail);
 }
 
 double gradient_reduction_share(const ParallelConfig& config, const TrainingSpec& training) {
@@ -329,7 +335,7 @@ double simulate(const ParallelConfig& config, const WorkProfile& work, const Com
           backward_end = std::max(backward_end, replica.last_backward_end(stage, chunk));
         }
         const double start = std::max(available, stream_free);
-        stream_free = overlapped_reduction_end(start, reduction_seconds / chunks, backward_end, work.stages[stage], chunks);
+        stream_free = overlapped_reduction_end(start, reduction_seconds / chunks, backward_end, work.stages[stage], chunk, chunks);
         emit_for_every_replica(EventKind::dp_reduce, stage, chunk, start, stream_free);
       }
       stage_done = std::max(stage_done, stream_free);

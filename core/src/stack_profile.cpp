@@ -62,6 +62,15 @@ StackProfile reference_profile(Framework framework) {
   // (setup_experiment.py l.339-340 @v0.4.0), which Pipette does not price. The engine's nvls switch
   // says otherwise for a job that runs it.
   if (framework == Framework::nemo) profile.nccl_nvls = false;
+  // Megatron-core's DDP with --overlap-grad-reduce: buckets of max(40M, 1M · dp·cp) parameters
+  // (training/training.py @d98e8a64 l.2179-2194 resolve_ddp_bucket_size), filled in backward order
+  // (core/distributed/param_and_grad_buffer.py l.955-997), on the first pipeline stage's first model
+  // chunk only: later chunks and pipeline ranks > 0 are one bucket each (training.py l.2504-2515;
+  // core/distributed/distributed_data_parallel.py l.160-171). Megatron-Bridge wraps its chunks the
+  // same way (tests/unit_tests/models/test_model_instantiation.py l.242-246 @067f987d); its
+  // CommOverlapConfig raises the bucket to 128 Mi parameters where a recipe sets one
+  // (training/comm_overlap.py l.576-577), which only changes how many latencies the buckets pay.
+  profile.gradient_buckets = {40e6, 1e6, true};
   return profile;
 }
 
@@ -148,6 +157,9 @@ StackProfile torchtitan_profile() {
 StackProfile nanotron_profile() {
   StackProfile profile = pytorch_layers_profile(Framework::nanotron, "github.com/huggingface/nanotron @2411b022, src/nanotron/");
   profile.overlap_gradient_reduce = true;
+  // PyTorch DDP's buckets of bucket_cap_mb (nanotron's ddp_bucket_cap_mb, 25: config/config.py
+  // l.313, trainer.py l.1156-1161) count the 16-bit .grad bytes: 25 MiB / 2 bytes.
+  profile.gradient_buckets = {25.0 * 1024 * 1024 / 2, 0, false};
   profile.sharded_optimizer = ShardedOptimizerCollectives::all_reduce_and_gather_after_step;
   // The activation and its gradient (2), each after its two metadata messages (4), and the
   // sequence mask's two metadata messages and data (3).
@@ -184,7 +196,10 @@ StackProfile nanotron_profile() {
       "TP backward collectives: synchronous, tp_linear_async_communication defaults to false "
       "(config/parallelism_config.py l.47-48; bench_cluster's template sets false)",
       "DP reduction without ZeRO: async bucketed all-reduce under the backward from the DDP fp32-accumulation "
-      "hook (optim/gradient_accumulator.py l.383-386; helpers.py l.446 registers it)",
+      "hook (optim/gradient_accumulator.py l.383-386; helpers.py l.446 registers it), one all_reduce_coalesced of "
+      "the fp32 buffers per DDP bucket of 25 MB of 16-bit gradients (ddp_bucket_cap_mb, config/config.py l.313; "
+      "trainer.py l.1156-1161): every bucket pays a collective's latency, and the last, which holds the word "
+      "embedding, is reduced after the backward has ended",
       "DP reduction with ZeRO-1 and fp32 accumulation: no DDP (trainer.py l.1084-1086 @c737f00f, 2025-04), so "
       "the whole fp32 gradient buffer is all-reduced after the last backward (trainer.py l.643-654 @2411b022, "
       "reduce_scatter=False; optim/gradient_accumulator.py l.155-156); nanotron issue #261 (2024-12-10): "

@@ -925,8 +925,12 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       const CommunicationTimes communication = communication_times(cluster, priced, work, plan->placement);
       const double overlapped_seconds = iteration_seconds(priced, work, communication, training);
       EXPECT_DOUBLE_EQ(overlapped_seconds, plan->time.iteration_seconds);
-      if (dp * cp > 1) {
+      // Megatron-core buckets only the first stage's first chunk (StackProfile::gradient_buckets):
+      // a later stage reduces after its backward either way and may set the pace.
+      if (dp * cp > 1 && pp == 1) {
         EXPECT_LT(overlapped_seconds, iteration_seconds(priced, work, communication, serial)) << c.model;
+      } else if (dp * cp > 1) {
+        EXPECT_LE(overlapped_seconds, iteration_seconds(priced, work, communication, serial)) << c.model;
       }
       // The engine's switches as priced: the userbuffers and the async TP backward only under
       // sequence parallelism (performance.cpp profile_work), the gradient bytes, the re-gather.

@@ -430,26 +430,38 @@ TEST(EfaContention, WholeRingFollowsTheCurveOnHeldOutNodeCounts) {
   EXPECT_LT(slower, 1 / collective_scaling_of(NetworkKind::efa).bandwidth_factor(64));
 }
 
+// dp = 64 over 8 nodes × 8 GPUs (tp = pp = 1): each GPU reduces 4 GB in `collectives` collectives,
+// and its flat ring moves 2 · 63/64 of them: 7/8 over NVLink, 1/8 (its sub-ring's node exit) over
+// its own rail, a pair's 1/8, in NCCL's 14 intra-node and 14 inter-node steps.
+struct Dp64Reduction {
+  static constexpr double gradient_bytes = 4e9;
+  static constexpr double ring_bytes = 2.0 * 63 / 64 * gradient_bytes;
+  ParallelConfig config;
+  WorkProfile work;
+  explicit Dp64Reduction(int collectives = 1) {
+    config.dp = 64;
+    work.num_microbatches = 1;
+    StageWork stage;
+    stage.gradient_bytes_per_gpu = gradient_bytes;
+    stage.gradient_reduction_collectives = collectives;
+    work.stages.push_back(stage);
+  }
+  // The bytes' time over NVLink at `intra` and pairs at `pair_bytes_per_second`, the slower side.
+  static double bandwidth_seconds(const Link& intra, double pair_bytes_per_second) {
+    return std::max(ring_bytes * 7 / 8 / intra.bandwidth_bytes_per_second, ring_bytes / 8 / (pair_bytes_per_second / 8));
+  }
+};
+
 // The InfiniBand kind prices DP as a flat ring over its pairs: a prior-only ring over 8 nodes at
 // the expected slowest of its 8 assumed pairs with σ = 0.8, no contention; a measured one at its
 // pairs. Hand-computed: dp = 64 over 8 nodes × 8 GPUs, 8 rails, tp = pp = 1.
 // Φ⁻¹(0.625 / 8.25) = −1.4342001596863794 (Python's statistics.NormalDist().inv_cdf).
 TEST(EfaContention, InfinibandPriorDpTimeIsAFlatRingOverItsPairs) {
   const Link intra{480 * gigabyte, 3 * microsecond, true};
-  ParallelConfig config;
-  config.dp = 64;
-  WorkProfile work;
-  work.num_microbatches = 1;
-  StageWork stage;
-  stage.gradient_bytes_per_gpu = 4e9;
-  work.stages.push_back(stage);
-  // Each GPU moves 2 · 63/64 of the bytes: 7/8 of it over NVLink, 1/8 (its sub-ring's node exit)
-  // over its own rail, a pair's 1/8; NCCL's 14 intra-node and 14 inter-node steps.
-  const double ring_bytes = 2.0 * 63 / 64 * 4e9;
+  const auto [config, work] = Dp64Reduction();
   const double latency_seconds = 14 * 3e-6 + 14 * 10e-6;
   const auto flat_ring_seconds = [&](double pair_bytes_per_second) {
-    return std::max(ring_bytes * 7 / 8 / intra.bandwidth_bytes_per_second, ring_bytes / 8 / (pair_bytes_per_second / 8)) +
-           latency_seconds;
+    return Dp64Reduction::bandwidth_seconds(intra, pair_bytes_per_second) + latency_seconds;
   };
   for (const bool measured : {false, true}) {
     Cluster cluster = uniform_cluster(8, 8, 8, intra, Link{400 * gigabyte, 10 * microsecond, measured});
@@ -467,6 +479,19 @@ TEST(EfaContention, InfinibandPriorDpTimeIsAFlatRingOverItsPairs) {
     EXPECT_NEAR(communication_times(cluster, config, work, identity_placement(64)).dp_seconds[0] /
                     flat_ring_seconds(400 * gigabyte * 0.35), 1.0, 1e-9);
   }
+}
+
+// A stage's reduction cut into buckets (StackProfile::gradient_buckets) pays the ring's latency once
+// per bucket; the bytes cost what they cost in one collective. The measured ring of
+// InfinibandPriorDpTimeIsAFlatRingOverItsPairs in 87 buckets, as nanotron's DDP cuts a 1.1B model's
+// gradients.
+TEST(GradientBuckets, EveryBucketPaysTheRingsLatency) {
+  const Link intra{480 * gigabyte, 3 * microsecond, true};
+  const auto [config, work] = Dp64Reduction(87);
+  const double latency_seconds = 14 * 3e-6 + 14 * 10e-6;
+  const Cluster cluster = uniform_cluster(8, 8, 8, intra, Link{400 * gigabyte, 10 * microsecond, true});
+  EXPECT_NEAR(communication_times(cluster, config, work, identity_placement(64)).dp_seconds[0] /
+                  (Dp64Reduction::bandwidth_seconds(intra, 400 * gigabyte) + 87 * latency_seconds), 1.0, 1e-9);
 }
 
 // Issue 14: a curve measured by pipette-probe --collectives replaces the prior's power law. At

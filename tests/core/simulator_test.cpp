@@ -467,6 +467,32 @@ TEST(Simulator, ComputeBesideAnOverlappedReductionRunsSlower) {
   expect_iteration(4.5);
 }
 
+// The last bucket of an overlapped reduction holds the gradients the backward produces last (the
+// word embedding's on the first stage): it is reduced after the backward ends. Forward 0-1 s,
+// backward 1-3 s, a 1.5 s reduction of which the last bucket is a quarter: the rest (1.125 s) runs
+// beside the backward and slows it by 0.2 x 1.125 s, then the last 0.375 s: 3.6 s. A stage that is
+// one bucket (Megatron-core's later stages) reduces after its backward, as without overlap. The
+// closed form agrees each time.
+TEST(Simulator, TheLastGradientBucketIsReducedAfterTheBackward) {
+  Pipeline pipeline({1}, {2}, 1, 0, 2);
+  pipeline.training.overlap_gradient_reduce = true;
+  pipeline.work.stages[0].overlapped_compute_slowdown = 0.2;
+  pipeline.communication.dp_seconds = {1.5};
+  const auto expect_iteration = [&](double seconds) {
+    EXPECT_DOUBLE_EQ(pipeline.run().iteration_seconds, seconds);
+    EXPECT_DOUBLE_EQ(critical_path(pipeline.config, pipeline.work, pipeline.communication, pipeline.training).iteration_seconds,
+                     seconds);
+  };
+  pipeline.work.stages[0].first_chunk_gradient_tail_share = 0.25;
+  expect_iteration(3.0 + 0.2 * 1.125 + 0.375);
+  pipeline.work.stages[0].first_chunk_gradient_tail_share = 1;
+  expect_iteration(4.5);
+  // A reduction longer than the backward still sets the end itself: 1 + 4 s.
+  pipeline.work.stages[0].first_chunk_gradient_tail_share = 0.25;
+  pipeline.communication.dp_seconds = {4};
+  expect_iteration(5.0);
+}
+
 TEST(Simulator, ParameterGatherHoldsBackOnlyTheFirstForward) {
   Pipeline pipeline({1, 1}, {2, 2}, 3, 0, 2);
   pipeline.config.distributed_optimizer = true;

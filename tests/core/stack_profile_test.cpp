@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/launch.hpp"
 #include "pipette/core/memory.hpp"
@@ -598,9 +600,66 @@ TEST(StackProfile, ZeroOneStacksGatherTheParametersAfterTheStep) {
   communication.dp_seconds = {0.2};
   const TimeBreakdown sharded = critical_path(config, work, communication, training);
   config.distributed_optimizer = false;
-  const TimeBreakdown replicated = critical_path(config, work, communication, training);
+  const WorkProfile ddp_work = profile_work(llama_1b(), training, gpu, config, fitted_compute_efficiency());
+  const TimeBreakdown replicated = critical_path(config, ddp_work, communication, training);
   EXPECT_NEAR(sharded.dp_communication_seconds, 0.2 + 0.05, 1e-12);
   EXPECT_LT(replicated.dp_communication_seconds, 0.2);  // DDP's all-reduce under the backward
+}
+
+// nanotron's DDP reduces in PyTorch's buckets of ddp_bucket_cap_mb = 25 MB of 16-bit gradients
+// (config/config.py @2411b022 l.313, trainer.py l.1156-1161), one all_reduce_coalesced each
+// (optim/gradient_accumulator.py l.383): 25 MiB / 2 bytes = 13,107,200 parameters a bucket, and the
+// last, with the tied word embedding (50257 x 2048 parameters), waits for the backward's end.
+// Under ZeRO-1 there is no DDP: one all-reduce of the whole buffer after the backward.
+TEST(GradientBuckets, NanotronReducesInDdpBucketsOfTwentyFiveMebibytes) {
+  const GpuSpec& gpu = *find_gpu("H100-SXM");
+  const TrainingSpec training = training_for(Framework::nanotron);
+  ParallelConfig config = config_of(1, 1, 8);
+  const double parameters = parameters_on_stage(llama_1b(), config, 0);
+  const StageWork ddp = profile_work(llama_1b(), training, gpu, config, fitted_compute_efficiency()).stages[0];
+  const double bucket = 25.0 * 1024 * 1024 / 2;
+  EXPECT_EQ(ddp.gradient_reduction_collectives, static_cast<int>(std::ceil(parameters / bucket)));
+  EXPECT_GT(ddp.gradient_reduction_collectives, 80);
+  EXPECT_DOUBLE_EQ(ddp.first_chunk_gradient_tail_share, 50257.0 * 2048 / parameters);
+  config.distributed_optimizer = true;
+  const StageWork zero_one = profile_work(llama_1b(), training, gpu, config, fitted_compute_efficiency()).stages[0];
+  EXPECT_EQ(zero_one.gradient_reduction_collectives, 1);
+  EXPECT_DOUBLE_EQ(zero_one.first_chunk_gradient_tail_share, 1.0);
+  // One replica reduces nothing.
+  const StageWork alone = profile_work(llama_1b(), training, gpu, config_of(1, 1, 1), fitted_compute_efficiency()).stages[0];
+  EXPECT_EQ(alone.gradient_reduction_collectives, 1);
+  EXPECT_EQ(alone.first_chunk_gradient_tail_share, 0.0);
+}
+
+// Megatron-core's buckets are max(40M, 1M x dp·cp) parameters (training/training.py @d98e8a64
+// l.2179-2194), on the first pipeline stage's first model chunk only: every other chunk, and every
+// chunk of a later stage, is one bucket reduced when its backward ends (training.py l.2504-2515,
+// core/distributed/distributed_data_parallel.py l.160-171). Without --overlap-grad-reduce every
+// chunk is one bucket.
+TEST(GradientBuckets, MegatronBucketsOnlyTheFirstStagesFirstChunk) {
+  const GpuSpec& gpu = *find_gpu("H100-SXM");
+  TrainingSpec training = training_for(Framework::megatron_core);
+  training.global_batch_sequences = 64;
+  ParallelConfig config = config_of(1, 2, 4);
+  config.virtual_stages = 2;
+  const WorkProfile work = profile_work(llama_1b(), training, gpu, config, fitted_compute_efficiency());
+  const auto dense_parameters = [&](int stage) { return parameters_on_stage(llama_1b(), config, stage); };
+  const double chunk = dense_parameters(0) / 2;
+  EXPECT_EQ(work.stages[0].gradient_reduction_collectives, static_cast<int>(std::ceil(chunk / 40e6)) + 1);
+  EXPECT_DOUBLE_EQ(work.stages[0].first_chunk_gradient_tail_share, 50257.0 * 2048 / chunk);
+  EXPECT_DOUBLE_EQ(work.stages[0].later_chunk_gradient_tail_share, 1.0);
+  EXPECT_EQ(work.stages[1].gradient_reduction_collectives, 2);
+  EXPECT_DOUBLE_EQ(work.stages[1].first_chunk_gradient_tail_share, 1.0);
+  EXPECT_DOUBLE_EQ(work.stages[1].later_chunk_gradient_tail_share, 1.0);
+  // Over 64 replicas a bucket holds 1M x 64 parameters: fewer collectives.
+  config.dp = 64;
+  training.global_batch_sequences = 1024;
+  const StageWork wide = profile_work(llama_1b(), training, gpu, config, fitted_compute_efficiency()).stages[0];
+  EXPECT_EQ(wide.gradient_reduction_collectives, static_cast<int>(std::ceil(chunk / 64e6)) + 1);
+  training.overlap_gradient_reduce = false;
+  const StageWork serial = profile_work(llama_1b(), training, gpu, config, fitted_compute_efficiency()).stages[0];
+  EXPECT_EQ(serial.gradient_reduction_collectives, 2);
+  EXPECT_DOUBLE_EQ(serial.first_chunk_gradient_tail_share, 1.0);
 }
 
 // nanotron's tp_recompute_allgather (config/parallelism_config.py @2411b022 l.36). Off, with

@@ -41,6 +41,16 @@ struct StageWork {
   double tp_hideable_share = 0;
   double tp_overlap_window_seconds = 0;
   double gradient_bytes_per_gpu = 0;     // what this stage's DP reduction moves per GPU (expert gradients excluded)
+  // How many collectives the stack cuts that reduction into, and the expert gradients' reduction
+  // (each pays a collective's latency: StackProfile::gradient_buckets). Of each model chunk's share
+  // of the reduction, the share in the bucket that waits for the chunk's backward to end: for chunk
+  // 0 (which holds the stage's first parameters, the word embedding on the first stage) and for the
+  // later chunks. 1: the chunk is one bucket, reduced after its backward; 0: nothing waits (the
+  // reduction streams beside the backward).
+  int gradient_reduction_collectives = 1;
+  int expert_gradient_reduction_collectives = 1;
+  double first_chunk_gradient_tail_share = 0;
+  double later_chunk_gradient_tail_share = 0;
   bool dp_reduction_is_all_reduce = true;  // not a reduce-scatter (+ all-gather) of a sharded optimizer or FSDP
   // FSDP (ParallelConfig::fully_sharded): the collectives of one micro-batch as shares of the stage's
   // dp_seconds (a ring all-reduce of gradient_bytes_per_gpu): those the forward's compute can hide

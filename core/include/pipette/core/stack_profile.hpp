@@ -95,6 +95,20 @@ struct PipelineExchange {
   bool blocks_both_ranks = false;   // the exchange is in the ranks' forward and backward
 };
 
+// How a stack issues a pipeline rank's gradient reduction when it overlaps it with the backward
+// (TrainingSpec::overlap_gradient_reduce): in buckets of parameters, each reduced by a collective of
+// its own as soon as the backward has produced all of its gradients, so that every bucket pays a
+// collective's latency and the last one, which holds the rank's first parameters (the word
+// embedding on the first stage), waits for the backward to end. parameters = 0: not bucketed, one
+// collective per model chunk, issued when the chunk's backward has ended.
+struct GradientBuckets {
+  double parameters = 0;
+  double parameters_per_dp_rank = 0;  // the bucket grows with dp·cp: max(parameters, this · dp·cp)
+  // Megatron-core buckets only the first pipeline stage's first model chunk; every other chunk is
+  // one bucket.
+  bool first_stage_first_chunk_only = false;
+};
+
 struct StackProfile {
   Framework framework = Framework::megatron_core;
   // What the stack runs unless told otherwise; apply_stack_profile copies them into the
@@ -106,6 +120,7 @@ struct StackProfile {
   FlashKernel flash_kernel = FlashKernel::cudnn_fused;
   bool overlap_tensor_parallel_backward = true;
   bool overlap_gradient_reduce = true;
+  GradientBuckets gradient_buckets;
   ShardedOptimizerCollectives sharded_optimizer = ShardedOptimizerCollectives::reduce_scatter_and_overlapped_gather;
   // With sequence parallelism, whether a column-parallel GEMM saves the rank's shard of its input
   // and all-gathers it again in the backward (Megatron, Transformer Engine) or saves the gathered
