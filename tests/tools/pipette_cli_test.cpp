@@ -731,6 +731,36 @@ TEST_F(PipetteCli, ExplainSaysWhetherCollectiveScalingIsMeasuredOrThePrior) {
       << measured.out;
 }
 
+// `explain` says how the stack cuts each stage's overlapped DP reduction (StackProfile::gradient_buckets):
+// nanotron's DDP buckets of 25 MB of 16-bit gradients cut bench_cluster's llama-1B, 1,109,690,368
+// parameters, into 85 collectives, and the last, its tied embedding's 50272 x 2048 (9.3%), follows
+// the backward. Megatron-core buckets only the first stage's first chunk: a later stage is one
+// collective a chunk. Under nanotron's ZeRO-1 nothing overlaps.
+TEST_F(PipetteCli, ExplainSaysHowTheGradientReductionIsBucketed) {
+  const std::string request =
+      " --model '" PIPETTE_SOURCE_DIR "/tests/data/models/bench-cluster-llama-1b.yaml' --num-nodes 2 --global-batch 64 --seq 4096";
+  const Outcome nanotron = pipette("explain" + request + " --framework nanotron --fix tp=1,pp=1,dp=16,mbs=1,vpp=1,"
+                                   "recompute=none,sp=off,distopt=off");
+  ASSERT_EQ(nanotron.status, 0) << nanotron.err;
+  EXPECT_NE(nanotron.out.find("  DP gradient reduction, overlapped with the last backward:\n    stage 0: 85 collectives "
+                              "(nanotron's buckets), the last 9.3% of it after the backward\n"),
+            std::string::npos)
+      << nanotron.out;
+  const Outcome megatron = pipette("explain" + request + " --fix tp=1,pp=2,dp=8,mbs=1,vpp=2,recompute=full,sp=off,distopt=on");
+  ASSERT_EQ(megatron.status, 0) << megatron.err;
+  EXPECT_NE(megatron.out.find("collectives: chunk 0 in megatron-core's buckets, the last "), std::string::npos) << megatron.out;
+  EXPECT_NE(megatron.out.find("of it after the backward; chunk 1 in one, after its own backward\n"), std::string::npos)
+      << megatron.out;
+  EXPECT_NE(megatron.out.find("    stage 1: one collective per model chunk (2), each after its chunk's backward\n"),
+            std::string::npos)
+      << megatron.out;
+  const Outcome zero_one = pipette("explain" + request + " --framework nanotron --fix tp=1,pp=1,dp=16,mbs=1,vpp=1,"
+                                   "recompute=none,sp=off,distopt=on");
+  ASSERT_EQ(zero_one.status, 0) << zero_one.err;
+  EXPECT_NE(zero_one.out.find("  DP gradient reduction: after each stage's backward, not overlapped\n"), std::string::npos)
+      << zero_one.out;
+}
+
 // `explain` names the GPU pair each group inside a node talks over and, where no one measured it,
 // the prior it came from: on a JUWELS-like login-node site (4 A100s, every pair wired) a tp 4 plan
 // over 8 nodes prices its TP ring at 3 x the 80 GB/s pair (4 links x 25 GB/s nominal x 0.8 attained,

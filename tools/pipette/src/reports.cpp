@@ -11,6 +11,7 @@
 #include "pipette/core/performance.hpp"
 #include "pipette/core/pipeline_blocks.hpp"
 #include "pipette/core/placement.hpp"
+#include "pipette/core/simulator.hpp"
 #include "pipette/core/stack_profile.hpp"
 #include "pipette/core/units.hpp"
 #include "pipette/topology/version.hpp"
@@ -420,6 +421,41 @@ std::string collective_scaling_text(const Cluster& cluster) {
          source + "\n";
 }
 
+// How the plan's stack issues each stage's DP gradient reduction (StackProfile::gradient_buckets):
+// in how many collectives, each paying a latency, and how much of the first model chunk's share
+// waits for the backward to end. Consecutive stages cut alike share a line.
+std::string gradient_reduction_text(const Plan& plan, const PlanningOutcome& outcome) {
+  const ParallelConfig& config = plan.config;
+  if (config.dp_cp() <= 1 || config.fully_sharded) return {};
+  if (!gradient_reduction_overlapped(config, outcome.training))
+    return "  DP gradient reduction: after each stage's backward, not overlapped\n";
+  const WorkProfile work = profile_work(outcome.model, outcome.training, outcome.cluster.gpu, config);
+  const int chunks = effective_virtual_stages(config);
+  const auto cut = [&](int stage) {
+    const StageWork& s = work.stages[static_cast<size_t>(stage)];
+    if (s.first_chunk_gradient_tail_share >= 1)
+      return chunks > 1 ? strprintf("one collective per model chunk (%d), each after its chunk's backward", chunks)
+                        : std::string("one collective, after the backward");
+    const char* stack = to_string(outcome.training.target.framework);
+    if (chunks > 1 && s.later_chunk_gradient_tail_share >= 1)
+      return strprintf("%d collectives: chunk 0 in %s's buckets, the last %.1f%% of it after the backward; %s",
+                       s.gradient_reduction_collectives, stack, 100 * s.first_chunk_gradient_tail_share,
+                       chunks == 2 ? "chunk 1 in one, after its own backward"
+                                   : strprintf("chunks 1-%d in one each, after their own backward", chunks - 1).c_str());
+    return strprintf("%d collectives (%s's buckets), the last %.1f%% of %s after the backward",
+                     s.gradient_reduction_collectives, stack, 100 * s.first_chunk_gradient_tail_share,
+                     chunks > 1 ? "each chunk's share" : "it");
+  };
+  std::string out = "  DP gradient reduction, overlapped with the last backward:\n";
+  for (int first = 0; first < config.pp;) {
+    int last = first;
+    while (last + 1 < config.pp && cut(last + 1) == cut(first)) ++last;
+    out += (first == last ? strprintf("    stage %d: ", first) : strprintf("    stages %d-%d: ", first, last)) + cut(first) + "\n";
+    first = last + 1;
+  }
+  return out;
+}
+
 // The slowest link each pipeline hop, each stage's DP group (dp x cp lanes: Megatron reduces
 // gradients over both), each stage's cp rings and TP groups use: across nodes the slowest node
 // pair, inside one node the slowest GPU pair (the plan's links_assumed say where unmeasured
@@ -500,6 +536,7 @@ std::string links_report(const Plan& plan, const PlanningOutcome& outcome) {
   }
   out += table.render("  ");
   out += "  " + collective_scaling_text(cluster);
+  out += gradient_reduction_text(plan, outcome);
   for (const auto& assumed : plan.links_assumed) out += "  assumed: " + assumed + "\n";
   return out;
 }
