@@ -70,9 +70,13 @@ double CollectiveScaling::bandwidth_factor(int nodes) const {
 // #290), which a user measured on 4 HGX H100 nodes (365.84 GB/s, nccl-tests #309; its 2-node
 // 470 GB/s rides NVLS/tree inside the nodes). Megatron-Core's weak scaling on NVIDIA's IB
 // (megatron_core_h100_weak_scaling.csv) holds 41–49% MFU with DP 48 from 48 to 6144 GPUs. Adaptive
-// routing on a non-blocking fat tree leaves no many-node fall to model. The assumed-pair spread
-// keeps its pre-kind value (σ = 0.8, fitted on measured pairs against the EFA curve below, see
-// tests/core/communication_test.cpp), so that prior-only InfiniBand plans are what they were.
+// routing on a non-blocking fat tree leaves no many-node fall to model, on measured pairs or on
+// assumed ones: an assumed pair is the median pair, and a ring over many of them runs at its rate.
+// (Pipette once priced a ring over k assumed pairs at the expected slowest of k log-normal draws,
+// σ = 0.8, the spread that reproduces the EFA medians from uneven pairs:
+// RingAllreduce.BusBandwidthFallsWithNodeCountLikeUltrascaleMeasurements. That is EFA's fall,
+// which its curve below carries; on an InfiniBand site of priors it put a 48-node ring at 7% of the
+// per-NIC rate, which NVIDIA's figures above contradict.)
 //
 // RoCE: no published many-node curve in our sources; priced as InfiniBand. A site that sees a fall
 // should measure it (nccl-tests all_reduce_perf on 2, 4, … N nodes).
@@ -89,13 +93,12 @@ double CollectiveScaling::bandwidth_factor(int nodes) const {
 // 32 nodes. Held out: 4 nodes +41% (the real fall from 2 to 4 nodes is steeper than a power law),
 // 16 nodes +3.4%, 64 nodes +3.3%. The all-gather and reduce-scatter medians of the same file,
 // never fitted, fall alike: the same exponent is within 4% of them at 4, 8 and 32 nodes, −19% at
-// 16 and +57% at 64 (tests/core/communication_test.cpp, EfaContention*). The pairs carry no further spread (σ = 0):
-// the curve already holds the whole fall, which counting a spread on top would double.
+// 16 and +57% at 64 (tests/core/communication_test.cpp, EfaContention*).
 CollectiveScaling collective_scaling_of(NetworkKind kind) {
   switch (kind) {
     case NetworkKind::infiniband:
     case NetworkKind::roce: return CollectiveScaling{};
-    case NetworkKind::efa: return CollectiveScaling{0.682, 0.0, {}};
+    case NetworkKind::efa: return CollectiveScaling{0.682, {}};
   }
   return CollectiveScaling{};
 }
@@ -116,13 +119,10 @@ CollectiveScaling collective_scaling_of(NetworkKind kind) {
 //  - A factor above 1 (more bus bandwidth over n nodes than over 2) is clamped to 1: a ring over
 //    n nodes is no faster than its slowest pair, which is what the inter-node links hold; a rise
 //    is NCCL choosing another algorithm at 2 nodes (NVLS/tree, NVIDIA/nccl-tests #309) or noise.
-//  - The assumed pairs carry no spread (σ = 0), as for EFA's prior: the curve was measured on real
-//    pairs, so it already holds the slowest-hop fall that the spread stands in for.
 CollectiveScaling measured_collective_scaling(std::vector<MeasuredCollectiveFactor> falls) {
   std::sort(falls.begin(), falls.end(),
             [](const MeasuredCollectiveFactor& a, const MeasuredCollectiveFactor& b) { return a.nodes < b.nodes; });
   CollectiveScaling scaling;
-  scaling.assumed_pair_spread_sigma = 0.0;
   double numerator = 0, denominator = 0;
   for (MeasuredCollectiveFactor point : falls) {
     point.bandwidth_factor = std::min(1.0, point.bandwidth_factor);
@@ -170,8 +170,6 @@ std::string validate(const Cluster& cluster) {
   const CollectiveScaling& scaling = cluster.collective_scaling;
   if (!(scaling.contention_exponent >= 0 && scaling.contention_exponent < 10))
     return "the collective contention exponent must be in [0, 10)";
-  if (!(scaling.assumed_pair_spread_sigma >= 0 && scaling.assumed_pair_spread_sigma < 10))
-    return "the assumed pairs' spread must be in [0, 10)";
   for (std::size_t i = 0; i < scaling.measured.size(); ++i) {
     const MeasuredCollectiveFactor& point = scaling.measured[i];
     if (point.nodes <= 2 || (i > 0 && point.nodes <= scaling.measured[i - 1].nodes))

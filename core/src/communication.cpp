@@ -359,31 +359,11 @@ CollectiveCost intra_node_cost(const Cluster& cluster, const NodeRing& ring) {
   return cost;
 }
 
-// Node pairs nobody measured are priors, all equal, and a ring over equal pairs keeps its
-// bandwidth however many nodes it crosses. A prior is the median pair; a ring over k assumed pairs
-// is priced at the expected slowest of k log-normal draws around it, median · exp(σ · E[min of k
-// standard normals]) (Blom's approximation Φ⁻¹((1 − 0.375)/(k + 0.25)); 1 for k = 1). σ is the
-// fabric's (Cluster::collective_scaling; collective_scaling_of in cluster.cpp says where each
-// kind's comes from).
-double standard_normal_quantile(double probability) {
-  double low = -10, high = 10;  // bisection on Φ(x) = erfc(−x/√2)/2: deterministic, 1e-12 wide
-  for (int step = 0; step < 64; ++step) {
-    const double middle = 0.5 * (low + high);
-    (0.5 * std::erfc(-middle / std::sqrt(2.0)) < probability ? low : high) = middle;
-  }
-  return 0.5 * (low + high);
-}
-
-double expected_slowest_of_assumed_pairs(int pairs, double spread_sigma) {
-  if (pairs < 2 || spread_sigma == 0) return 1.0;
-  return std::exp(spread_sigma * standard_normal_quantile(0.625 / (pairs + 0.25)));
-}
-
 // The NIC side of the flat ring (flat_ring_cost): each of the ring's n members sends 1/subrings of
-// its 2(n − 1)/n · P over its rail, at the node ring's slowest node pair (assumed pairs at their
-// expected slowest) times the fabric's contention factor for the ring's node count
-// (CollectiveScaling: pair figures, measured or assumed, cannot show a many-node collective's
-// contention, so it applies on top of both), and pays the 2(N − 1) inter-node steps' latency.
+// its 2(n − 1)/n · P over its rail, at the node ring's slowest node pair (an assumed pair is the
+// median pair) times the fabric's contention factor for the ring's node count (CollectiveScaling:
+// pair figures, measured or assumed, cannot show a many-node collective's contention, so it
+// applies on top of both), and pays the 2(N − 1) inter-node steps' latency.
 // `flows_on_edge(from_node, to_node)`: how many flows share that node pair while this ring runs
 // (its own sub-rings plus those of concurrent collectives).
 template <typename FlowsOnEdge>
@@ -392,9 +372,7 @@ CollectiveCost inter_node_cost(const Cluster& cluster, const NodeRing& ring, Flo
   const int nodes = ring.node_count();
   if (nodes < 2) return cost;
   double slowest_flow_bytes_per_second = std::numeric_limits<double>::infinity();
-  double slowest_assumed_flow_bytes_per_second = std::numeric_limits<double>::infinity();
   double slowest_latency_seconds = 0;
-  int assumed_pairs = 0;
   const int subrings = ring.subrings();
   const bool rails_matter = cluster.nics_per_node > 1;
   for (int i = 0; i < nodes; ++i) {
@@ -412,17 +390,10 @@ CollectiveCost inter_node_cost(const Cluster& cluster, const NodeRing& ring, Flo
       flow_bytes_per_second = flow.bandwidth_bytes_per_second;
       flow_latency_seconds = flow.latency_seconds;
     }
-    double& slowest = link.measured ? slowest_flow_bytes_per_second : slowest_assumed_flow_bytes_per_second;
-    slowest = std::min(slowest, flow_bytes_per_second);
-    assumed_pairs += !link.measured && (nodes > 2 || i == 0);  // 2 nodes: one pair
+    slowest_flow_bytes_per_second = std::min(slowest_flow_bytes_per_second, flow_bytes_per_second);
     slowest_latency_seconds = std::max(slowest_latency_seconds, flow_latency_seconds);
   }
-  const CollectiveScaling& scaling = cluster.collective_scaling;
-  slowest_flow_bytes_per_second =
-      std::min(slowest_flow_bytes_per_second,
-               slowest_assumed_flow_bytes_per_second *
-                   expected_slowest_of_assumed_pairs(assumed_pairs, scaling.assumed_pair_spread_sigma)) *
-      scaling.bandwidth_factor(nodes);
+  slowest_flow_bytes_per_second *= cluster.collective_scaling.bandwidth_factor(nodes);
   const double members = ring.size();
   cost.seconds_per_payload_byte = 2.0 * (members - 1) / members / subrings / slowest_flow_bytes_per_second;
   cost.latency_seconds = 2.0 * (nodes - 1) * slowest_latency_seconds;

@@ -183,13 +183,11 @@ TEST(ClusterAssembly, NetworkKindGivesTheCollectiveScaling) {
   auto plain = assemble_cluster(f.input, f.site);
   ASSERT_TRUE(plain.ok()) << plain.error().message;
   EXPECT_EQ(plain->cluster.collective_scaling.contention_exponent, 0.0);
-  EXPECT_EQ(plain->cluster.collective_scaling.assumed_pair_spread_sigma, 0.8);
   auto efa = assemble_cluster(f.input, site_with("priors:\n  network: efa\n"));
   ASSERT_TRUE(efa.ok()) << efa.error().message;
   EXPECT_EQ(efa->cluster.collective_scaling.contention_exponent,
             collective_scaling_of(NetworkKind::efa).contention_exponent);
   EXPECT_GT(efa->cluster.collective_scaling.contention_exponent, 0.0);
-  EXPECT_EQ(efa->cluster.collective_scaling.assumed_pair_spread_sigma, 0.0);
 }
 
 // Issue 14: where the link cache holds pipette-probe --collectives' curve, the collective scaling
@@ -212,7 +210,6 @@ TEST(ClusterAssembly, MeasuredCollectiveCurveReplacesThePrior) {
   ASSERT_TRUE(prior.ok()) << prior.error().message;
   const CollectiveScaling infiniband = collective_scaling_of(NetworkKind::infiniband);
   EXPECT_EQ(prior->cluster.collective_scaling.contention_exponent, infiniband.contention_exponent);
-  EXPECT_EQ(prior->cluster.collective_scaling.assumed_pair_spread_sigma, infiniband.assumed_pair_spread_sigma);
   EXPECT_TRUE(prior->cluster.collective_scaling.measured.empty());
   EXPECT_EQ(prior->measured_node_pairs, 28);
 

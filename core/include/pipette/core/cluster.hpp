@@ -70,18 +70,15 @@ enum class NetworkKind { infiniband, roce, efa };
 
 const char* to_string(NetworkKind kind);
 
-// How a collective over n nodes attains less than its node pairs show. Two mechanisms:
-//  - Contention: a ring over n nodes loads the fabric with n hops per rail at once and every ring
-//    step waits for its slowest hop at that moment. A pair measurement (or a prior, which stands
-//    for one) reports a pair's typical rate, not the slowest of n fluctuating hops, and not the
-//    load of a whole many-node collective on shared spine tiers. The fall is a property of the
-//    fabric, so it is data per NetworkKind: inter-node bandwidth of a collective over n ≥ 2 nodes
-//    = its slowest pair's × (2/n)^contention_exponent (every doubling beyond a pair keeps
-//    2^−exponent of the bandwidth). It applies on top of measured and assumed pairs alike.
-//  - Spread of unmeasured pairs: an assumed pair stands for the median pair; a ring over k of them
-//    runs at the expected slowest of k log-normal draws of spread assumed_pair_spread_sigma.
-// Both default to what Pipette priced before network kinds existed (InfiniBand): no contention,
-// σ = 0.8. collective_scaling_of (cluster.cpp) gives each kind's figures and their sources.
+// How a collective over n nodes attains less than its node pairs show: contention. A ring over n
+// nodes loads the fabric with n hops per rail at once and every ring step waits for its slowest hop
+// at that moment. A pair measurement (or a prior, which stands for the median pair) reports a
+// pair's typical rate, not the slowest of n fluctuating hops, and not the load of a whole many-node
+// collective on shared spine tiers. The fall is a property of the fabric, so it is data per
+// NetworkKind: inter-node bandwidth of a collective over n ≥ 2 nodes = its slowest pair's ×
+// (2/n)^contention_exponent (every doubling beyond a pair keeps 2^−exponent of the bandwidth), on
+// top of measured and assumed pairs alike. The default is InfiniBand's: none.
+// collective_scaling_of (cluster.cpp) gives each kind's figures and their sources.
 //
 // Where pipette-probe --collectives measured the fall (link cache `collectives:`), the measured
 // points replace the prior's power law: `measured` holds them and contention_exponent is the
@@ -94,7 +91,6 @@ struct MeasuredCollectiveFactor {
 
 struct CollectiveScaling {
   double contention_exponent = 0;
-  double assumed_pair_spread_sigma = 0.8;
   std::vector<MeasuredCollectiveFactor> measured;  // ascending nodes; empty: the prior alone
   // The contention factor for a collective whose ring crosses `nodes` nodes (1 below 3 nodes).
   double bandwidth_factor(int nodes) const;
@@ -103,8 +99,8 @@ struct CollectiveScaling {
 CollectiveScaling collective_scaling_of(NetworkKind kind);
 
 // The scaling a measured curve gives: `falls` are the bus bandwidths over n > 2 nodes relative to
-// the 2-node point (any order; one per node count). See cluster.cpp for the interpolation, the
-// extrapolation and why the assumed pairs carry no spread on top of a measured curve.
+// the 2-node point (any order; one per node count). See cluster.cpp for the interpolation and the
+// extrapolation.
 CollectiveScaling measured_collective_scaling(std::vector<MeasuredCollectiveFactor> falls);
 
 // The GPUs a job was given. Nodes are in Slurm's order (the order of the job's node list);
