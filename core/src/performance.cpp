@@ -390,14 +390,17 @@ double mean_active_weight_elements_per_layer(const ModelSpec& model) {
 // reduction that waits for its backward to end (StageWork), as the stack's buckets
 // (StackProfile::gradient_buckets) cut the stage's dense and expert parameters. `first_parameters`:
 // the stage's first parameters, which the backward reaches last (the word embedding's shard on the
-// first stage): their bucket is at least that large.
+// first stage): their bucket is at least that large. `block_parameters`: one transformer block's
+// on the rank, for stacks that bucket per block.
 void set_gradient_buckets(StageWork& work, const TrainingSpec& training, const ParallelConfig& config, int stage,
-                          double dense_parameters, double expert_parameters, double first_parameters) {
+                          double dense_parameters, double expert_parameters, double first_parameters,
+                          double block_parameters) {
   if (config.dp_cp() <= 1 || config.fully_sharded) return;
   const GradientBuckets& buckets = stack_profile(training.target.framework).gradient_buckets;
   const int chunks = effective_virtual_stages(config);
   const bool overlapped = gradient_reduction_overlapped(config, training);
-  const double bucket = std::max(buckets.parameters, buckets.parameters_per_dp_rank * config.dp_cp());
+  const double bucket = buckets.per_block ? block_parameters
+                                          : std::max(buckets.parameters, buckets.parameters_per_dp_rank * config.dp_cp());
   const auto bucketed = [&](int chunk) {
     return overlapped && bucket > 0 && (!buckets.first_stage_first_chunk_only || (stage == 0 && chunk == 0));
   };
@@ -650,7 +653,8 @@ WorkProfile profile_work(const ModelSpec& model, const TrainingSpec& training, c
     work_of_stage.gradient_bytes_per_gpu = (parameters - expert_parameters) * gradient_bytes;
     work_of_stage.expert_gradient_bytes_per_gpu = expert_parameters * gradient_bytes;
     set_gradient_buckets(work_of_stage, training, config, stage, parameters - expert_parameters, expert_parameters,
-                         held.embedding ? word_embedding_shard_parameters(model, config) : 0.0);
+                         held.embedding ? word_embedding_shard_parameters(model, config) : 0.0,
+                         weight_elements_per_layer(model) / config.tp);
     work_of_stage.nvls_all_reduce = training.nccl_nvls;
     // A sharded optimizer reduce-scatters (Megatron's) unless the stack all-reduces the whole
     // buffer (nanotron's and DeepSpeed's ZeRO-1); FSDP reduce-scatters.

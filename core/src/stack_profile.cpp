@@ -108,6 +108,9 @@ StackProfile torchtitan_profile() {
   // torchtitan's optimizer (torch.optim over FSDP2 / DDP) was not read for 16-bit gradients, which
   // Pipette does not export for it (engine.cpp): the fp32 copy is counted for the whole iteration.
   profile.main_gradient_copy = MainGradientCopy::whole_iteration;
+  // Replication (fsdp=off) runs through FSDP2's units too (distributed/fsdp.py l.92: ReplicateModule
+  // is an FSDPModule), one per transformer block (l.240-266): a reduction per block.
+  profile.gradient_buckets.per_block = true;
   profile.selective_recompute = SelectiveRecompute::every_other_linear;
   profile.evidence = {
       "eager by default: compile.enable defaults off (config/configs.py l.295), so nothing below is fused by "

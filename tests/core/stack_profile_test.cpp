@@ -662,6 +662,22 @@ TEST(GradientBuckets, MegatronBucketsOnlyTheFirstStagesFirstChunk) {
   EXPECT_DOUBLE_EQ(serial.first_chunk_gradient_tail_share, 1.0);
 }
 
+// torchtitan replicates through FSDP2's units too (distributed/fsdp.py @b5bcd76c l.92: ReplicateModule
+// is an FSDPModule), one per transformer block (l.240-266): with fsdp=off over 4 replicas a stage
+// of 12 blocks is reduced block by block, and the unit holding the embedding goes last.
+TEST(GradientBuckets, TorchtitanReducesBlockByBlock) {
+  const GpuSpec& gpu = *find_gpu("H100-SXM");
+  TrainingSpec training = training_for(Framework::torchtitan);
+  training.global_batch_sequences = 64;
+  const ParallelConfig config = config_of(1, 2, 4);
+  const WorkProfile work = profile_work(llama_1b(), training, gpu, config, fitted_compute_efficiency());
+  const double block = 4.0 * 2048 * 2048 + 3.0 * 2048 * 8192;
+  const double first_stage = parameters_on_stage(llama_1b(), config, 0);
+  EXPECT_EQ(work.stages[0].gradient_reduction_collectives, static_cast<int>(std::ceil(first_stage / block)));
+  EXPECT_DOUBLE_EQ(work.stages[0].first_chunk_gradient_tail_share, 50257.0 * 2048 / first_stage);
+  EXPECT_DOUBLE_EQ(work.stages[1].first_chunk_gradient_tail_share, block / parameters_on_stage(llama_1b(), config, 1));
+}
+
 // nanotron's tp_recompute_allgather (config/parallelism_config.py @2411b022 l.36). Off, with
 // sequence parallelism, each layer keeps its two column-parallel inputs (QKV's and gate_up's, h
 // wide) gathered over the TP group instead of the rank's shard, and the backward gathers nothing

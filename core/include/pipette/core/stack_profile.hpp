@@ -99,14 +99,17 @@ struct PipelineExchange {
 // (TrainingSpec::overlap_gradient_reduce): in buckets of parameters, each reduced by a collective of
 // its own as soon as the backward has produced all of its gradients, so that every bucket pays a
 // collective's latency and the last one, which holds the rank's first parameters (the word
-// embedding on the first stage), waits for the backward to end. parameters = 0: not bucketed, one
-// collective per model chunk, issued when the chunk's backward has ended.
+// embedding on the first stage), waits for the backward to end. Neither a size nor per_block: not
+// bucketed, one collective per model chunk, issued when the chunk's backward has ended.
 struct GradientBuckets {
   double parameters = 0;
   double parameters_per_dp_rank = 0;  // the bucket grows with dp·cp: max(parameters, this · dp·cp)
   // Megatron-core buckets only the first pipeline stage's first model chunk; every other chunk is
   // one bucket.
   bool first_stage_first_chunk_only = false;
+  // FSDP2's units (torchtitan, whose replication runs through them too): one bucket per
+  // transformer block.
+  bool per_block = false;
 };
 
 struct StackProfile {
