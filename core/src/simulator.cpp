@@ -229,13 +229,10 @@ bool gradient_reduction_overlapped(const ParallelConfig& config, const TrainingS
          !sharded_over_replicas(config, training, ShardedOptimizerCollectives::all_reduce_and_gather_after_step);
 }
 
-double gradient_tail_share(const StageWork& stage, int chunk) {
-  return chunk == 0 ? stage.first_chunk_gradient_tail_share : stage.later_chunk_gradient_tail_share;
-}
-
 double overlapped_reduction_end(double start, double seconds, double backward_end, const StageWork& stage, int chunk,
                                 int chunks) {
-  const double tail = gradient_tail_share(stage, chunk) * seconds;
+  const double tail =
+      (chunk == 0 ? stage.first_chunk_gradient_tail_share : stage.later_chunk_gradient_tail_share) * seconds;
   const double beside_backward = std::min(seconds - tail, stage.backward_compute_seconds / chunks);
   return std::max(start + seconds, backward_end + stage.overlapped_compute_slowdown * beside_backward + tail);
 }

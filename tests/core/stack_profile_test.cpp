@@ -59,6 +59,11 @@ ParallelConfig config_of(int tp, int pp, int dp) {
   return config;
 }
 
+// llama_1b's work on an H100 under the fitted constants.
+WorkProfile llama_1b_work(const TrainingSpec& training, const ParallelConfig& config) {
+  return profile_work(llama_1b(), training, *find_gpu("H100-SXM"), config, fitted_compute_efficiency());
+}
+
 constexpr double tokens = 4096.0 * 2;
 
 using testing::h100_nodes;
@@ -600,7 +605,7 @@ TEST(StackProfile, ZeroOneStacksGatherTheParametersAfterTheStep) {
   communication.dp_seconds = {0.2};
   const TimeBreakdown sharded = critical_path(config, work, communication, training);
   config.distributed_optimizer = false;
-  const WorkProfile ddp_work = profile_work(llama_1b(), training, gpu, config, fitted_compute_efficiency());
+  const WorkProfile ddp_work = llama_1b_work(training, config);
   const TimeBreakdown replicated = critical_path(config, ddp_work, communication, training);
   EXPECT_NEAR(sharded.dp_communication_seconds, 0.2 + 0.05, 1e-12);
   EXPECT_LT(replicated.dp_communication_seconds, 0.2);  // DDP's all-reduce under the backward
@@ -612,21 +617,20 @@ TEST(StackProfile, ZeroOneStacksGatherTheParametersAfterTheStep) {
 // last, with the tied word embedding (50257 x 2048 parameters), waits for the backward's end.
 // Under ZeRO-1 there is no DDP: one all-reduce of the whole buffer after the backward.
 TEST(GradientBuckets, NanotronReducesInDdpBucketsOfTwentyFiveMebibytes) {
-  const GpuSpec& gpu = *find_gpu("H100-SXM");
   const TrainingSpec training = training_for(Framework::nanotron);
   ParallelConfig config = config_of(1, 1, 8);
   const double parameters = parameters_on_stage(llama_1b(), config, 0);
-  const StageWork ddp = profile_work(llama_1b(), training, gpu, config, fitted_compute_efficiency()).stages[0];
+  const StageWork ddp = llama_1b_work(training, config).stages[0];
   const double bucket = 25.0 * 1024 * 1024 / 2;
   EXPECT_EQ(ddp.gradient_reduction_collectives, static_cast<int>(std::ceil(parameters / bucket)));
   EXPECT_GT(ddp.gradient_reduction_collectives, 80);
   EXPECT_DOUBLE_EQ(ddp.first_chunk_gradient_tail_share, 50257.0 * 2048 / parameters);
   config.distributed_optimizer = true;
-  const StageWork zero_one = profile_work(llama_1b(), training, gpu, config, fitted_compute_efficiency()).stages[0];
+  const StageWork zero_one = llama_1b_work(training, config).stages[0];
   EXPECT_EQ(zero_one.gradient_reduction_collectives, 1);
   EXPECT_DOUBLE_EQ(zero_one.first_chunk_gradient_tail_share, 1.0);
   // One replica reduces nothing.
-  const StageWork alone = profile_work(llama_1b(), training, gpu, config_of(1, 1, 1), fitted_compute_efficiency()).stages[0];
+  const StageWork alone = llama_1b_work(training, config_of(1, 1, 1)).stages[0];
   EXPECT_EQ(alone.gradient_reduction_collectives, 1);
   EXPECT_EQ(alone.first_chunk_gradient_tail_share, 0.0);
 }
@@ -637,12 +641,11 @@ TEST(GradientBuckets, NanotronReducesInDdpBucketsOfTwentyFiveMebibytes) {
 // core/distributed/distributed_data_parallel.py l.160-171). Without --overlap-grad-reduce every
 // chunk is one bucket.
 TEST(GradientBuckets, MegatronBucketsOnlyTheFirstStagesFirstChunk) {
-  const GpuSpec& gpu = *find_gpu("H100-SXM");
   TrainingSpec training = training_for(Framework::megatron_core);
   training.global_batch_sequences = 64;
   ParallelConfig config = config_of(1, 2, 4);
   config.virtual_stages = 2;
-  const WorkProfile work = profile_work(llama_1b(), training, gpu, config, fitted_compute_efficiency());
+  const WorkProfile work = llama_1b_work(training, config);
   const auto dense_parameters = [&](int stage) { return parameters_on_stage(llama_1b(), config, stage); };
   const double chunk = dense_parameters(0) / 2;
   EXPECT_EQ(work.stages[0].gradient_reduction_collectives, static_cast<int>(std::ceil(chunk / 40e6)) + 1);
@@ -654,10 +657,10 @@ TEST(GradientBuckets, MegatronBucketsOnlyTheFirstStagesFirstChunk) {
   // Over 64 replicas a bucket holds 1M x 64 parameters: fewer collectives.
   config.dp = 64;
   training.global_batch_sequences = 1024;
-  const StageWork wide = profile_work(llama_1b(), training, gpu, config, fitted_compute_efficiency()).stages[0];
+  const StageWork wide = llama_1b_work(training, config).stages[0];
   EXPECT_EQ(wide.gradient_reduction_collectives, static_cast<int>(std::ceil(chunk / 64e6)) + 1);
   training.overlap_gradient_reduce = false;
-  const StageWork serial = profile_work(llama_1b(), training, gpu, config, fitted_compute_efficiency()).stages[0];
+  const StageWork serial = llama_1b_work(training, config).stages[0];
   EXPECT_EQ(serial.gradient_reduction_collectives, 2);
   EXPECT_DOUBLE_EQ(serial.first_chunk_gradient_tail_share, 1.0);
 }
@@ -666,11 +669,10 @@ TEST(GradientBuckets, MegatronBucketsOnlyTheFirstStagesFirstChunk) {
 // is an FSDPModule), one per transformer block (l.240-266): with fsdp=off over 4 replicas a stage
 // of 12 blocks is reduced block by block, and the unit holding the embedding goes last.
 TEST(GradientBuckets, TorchtitanReducesBlockByBlock) {
-  const GpuSpec& gpu = *find_gpu("H100-SXM");
   TrainingSpec training = training_for(Framework::torchtitan);
   training.global_batch_sequences = 64;
   const ParallelConfig config = config_of(1, 2, 4);
-  const WorkProfile work = profile_work(llama_1b(), training, gpu, config, fitted_compute_efficiency());
+  const WorkProfile work = llama_1b_work(training, config);
   const double block = 4.0 * 2048 * 2048 + 3.0 * 2048 * 8192;
   const double first_stage = parameters_on_stage(llama_1b(), config, 0);
   EXPECT_EQ(work.stages[0].gradient_reduction_collectives, static_cast<int>(std::ceil(first_stage / block)));

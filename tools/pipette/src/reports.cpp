@@ -446,11 +446,14 @@ std::string gradient_reduction_text(const Plan& plan, const PlanningOutcome& out
                      s.gradient_reduction_collectives, stack, 100 * s.first_chunk_gradient_tail_share,
                      chunks > 1 ? "each chunk's share" : "it");
   };
+  std::vector<std::string> cuts;
+  for (int stage = 0; stage < config.pp; ++stage) cuts.push_back(cut(stage));
   std::string out = "  DP gradient reduction, overlapped with the last backward:\n";
   for (int first = 0; first < config.pp;) {
     int last = first;
-    while (last + 1 < config.pp && cut(last + 1) == cut(first)) ++last;
-    out += (first == last ? strprintf("    stage %d: ", first) : strprintf("    stages %d-%d: ", first, last)) + cut(first) + "\n";
+    while (last + 1 < config.pp && cuts[static_cast<size_t>(last + 1)] == cuts[static_cast<size_t>(first)]) ++last;
+    out += (first == last ? strprintf("    stage %d: ", first) : strprintf("    stages %d-%d: ", first, last)) +
+           cuts[static_cast<size_t>(first)] + "\n";
     first = last + 1;
   }
   return out;

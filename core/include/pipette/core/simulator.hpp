@@ -47,7 +47,7 @@ struct SimulationResult {
 //    training.overlap_gradient_reduce (Megatron enables gradient sync only for each chunk's last
 //    micro-batch) chunk c's share dp_seconds[s] / v streams from the start of that chunk's last
 //    backward and cannot end before that backward ends, slowed while the two run together, and
-//    its last bucket (gradient_tail_share of it: the whole share where the chunk is one bucket)
+//    its last bucket (StageWork's tail share of it: the whole share where the chunk is one bucket)
 //    follows the backward's end (overlapped_reduction_end); the shares run one after the other.
 //  - With the distributed optimizer and overlapped reduction (parameter_gather_share > 0) the
 //    reduction above is the gradient reduce-scatter, dp_seconds[s] · gradient_reduction_share, and
@@ -116,16 +116,14 @@ bool gradient_reduction_overlapped(const ParallelConfig& config, const TrainingS
 // `start`, is done beside that chunk's last backward, which would end at `backward_end` after its
 // compute (the stage's backward compute over `chunks`): not before the reduction has run, and not
 // before that backward has ended, its compute slowed by StageWork::overlapped_compute_slowdown for
-// as long as the buckets before the last run beside it, plus the last bucket (gradient_tail_share
-// of the share), whose gradients the backward produces at its very end. Only the stage's own end
+// as long as the buckets before the last run beside it, plus the last bucket (the share's
+// StageWork::first_chunk_gradient_tail_share for chunk 0, later_chunk_gradient_tail_share for the
+// others), whose gradients the backward produces at its very end. Only the stage's own end
 // moves: the earlier stages' last backwards, which wait for its gradient, are not delayed with it.
 // The overlap is the shorter of the two, wherever the stream starts, so the end never falls as the
 // reduction or the backward starts later (the placement search's bounds need it).
 double overlapped_reduction_end(double start, double seconds, double backward_end, const StageWork& stage, int chunk,
                                 int chunks);
-// The share of chunk `chunk`'s reduction in the bucket that waits for its backward to end
-// (StageWork::first_chunk_gradient_tail_share, later_chunk_gradient_tail_share).
-double gradient_tail_share(const StageWork& stage, int chunk);
 
 // One pipeline rank's operations in execution order, as simulate_schedule runs them (all forward,
 // all backward: every forward, then the backwards in the same order; no interleaved form).
