@@ -135,6 +135,18 @@ CollectiveScaling measured_collective_scaling(std::vector<MeasuredCollectiveFact
   return scaling;
 }
 
+int Cluster::nics_per_sending_gpu() const {
+  if (rails.nics_per_gpu > 0) return rails.nics_per_gpu;
+  const int nics = std::max(1, nics_per_node), gpus = std::max(1, gpus_per_node);
+  return std::max(1, (nics + gpus - 1) / gpus);
+}
+
+double Cluster::sender_share_of_node_pair(int senders) const {
+  const int nics = std::max(1, nics_per_node);
+  const int sharing = std::max(1, senders);
+  return std::min(nics, sharing * nics_per_sending_gpu()) / (static_cast<double>(nics) * sharing);
+}
+
 std::string validate(const Cluster& cluster) {
   if (cluster.node_names.empty()) return "the cluster has no nodes";
   if (cluster.gpus_per_node < 1) return "gpus_per_node must be at least 1 (got " + std::to_string(cluster.gpus_per_node) + ")";
@@ -164,6 +176,9 @@ std::string validate(const Cluster& cluster) {
         return "rail_of_local_gpu names rail " + std::to_string(rail) + " of " + std::to_string(cluster.nics_per_node) +
                " rails (0-based)";
   }
+  if (rails.nics_per_gpu < 0 || rails.nics_per_gpu > cluster.nics_per_node)
+    return "nics_per_gpu must be in [0, nics_per_node = " + std::to_string(cluster.nics_per_node) + "] (got " +
+           std::to_string(rails.nics_per_gpu) + ")";
   if (!(rails.spine_bandwidth_fraction >= 0 && rails.spine_bandwidth_fraction <= 1))
     return "the spine's cross-rail bandwidth fraction must be in [0, 1]";
   if (!(rails.spine_extra_latency_seconds >= 0)) return "the spine's extra latency must be >= 0";

@@ -3,8 +3,10 @@
 //
 // Mechanisms modelled, and why:
 //  - Inter-node links are node-pair aggregates over all rails (pipette-probe measures them with
-//    every rail busy). k concurrent flows of one node pair use min(k, rails) rails and share them:
-//    one flow cannot use more than its own rail, many flows cannot use more than all of them.
+//    every rail busy). A flow from one GPU uses that GPU's NICs, one on a DGX and four on an AWS
+//    p5 (NCCL spreads its channels over them), and k concurrent flows share the node's NICs
+//    (Cluster::sender_share_of_node_pair): one flow cannot use more than its own GPU's NICs, many
+//    flows cannot use more than all of them.
 //  - NCCL's ring all-reduce costs 2(n−1)/n · bytes / bandwidth + 2(n−1) · α. A ring runs at its
 //    slowest link and pays its slowest step's latency on every step.
 //  - Across nodes NCCL's ring is one flat ring through every member, nodes consecutive, built as
@@ -65,12 +67,9 @@ bool on_one_node(const Cluster& cluster, int members, GpuOf gpu_of) {
   return true;
 }
 
-// Bandwidth one of `flows` concurrent flows gets on a node pair.
+// Bandwidth one of `flows` concurrent flows (each from its own GPU) gets on a node pair.
 double flow_bandwidth_bytes_per_second(const Cluster& cluster, int from_node, int to_node, int flows) {
-  const int rails = std::max(1, cluster.nics_per_node);
-  const int sharing = std::max(1, flows);
-  return cluster.inter_node.at(from_node, to_node).bandwidth_bytes_per_second * std::min(sharing, rails) /
-         (static_cast<double>(rails) * sharing);
+  return cluster.inter_node.at(from_node, to_node).bandwidth_bytes_per_second * cluster.sender_share_of_node_pair(flows);
 }
 
 // Whether two local GPUs (of different nodes) send on different rails.
@@ -863,8 +862,8 @@ double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& confi
     // member on node A sends to every member on node B; a node's sends to all other nodes leave
     // through its rails, which every GPU of A sending out of A at the same time shares (not only
     // this group's members there: inter_node_senders_of_stage counts them). As for every other
-    // flow in this file (flow_bandwidth_bytes_per_second), S such GPUs use min(S, rails) of the
-    // rails, each at B · min(S, rails) / rails / S of the node pair's bandwidth B: all-to-all is
+    // flow in this file (flow_bandwidth_bytes_per_second), S such GPUs each get
+    // Cluster::sender_share_of_node_pair(S) of the node pair's bandwidth B: all-to-all is
     // NCCL send/recv, which PXN (the file's head; introduced for all2all, NVIDIA blog "Doubling
     // all2all Performance with NVIDIA Collective Communication Library 2.12") sends out on the
     // receiver's rail, so a sender is not held to its own NIC. The intra- and inter-node parts use
@@ -890,8 +889,7 @@ double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& confi
       }
     }
     const double bytes = work.ep_bytes_per_peer;
-    const int rails = std::max(1, cluster.nics_per_node);
-    // With a rail for every GPU (rails ≥ GPUs per node) no two senders share one, whoever sends:
+    // Where every GPU has NICs of its own (gpus_share_rails false) no two senders share one, whoever sends:
     // the count of the group's own members gives the same price, with no table to read.
     const bool rails_shared = gpus_share_rails(cluster) && nodes.size() > 1;
     for (size_t n = 0; n < nodes.size(); ++n) {
@@ -904,9 +902,9 @@ double ep_all_to_all_seconds(const Cluster& cluster, const ParallelConfig& confi
         if (o == n) continue;
         const int receivers = static_cast<int>(members_of_node[o].size());
         const Link& pair = cluster.inter_node.at(node, nodes[o]);
-        const double node_pair_bandwidth = pair.bandwidth_bytes_per_second * std::min(senders, rails) / rails;
         // This member's share: its receivers' bytes, at its share of the node pair's rails.
-        inter += receivers * bytes / (node_pair_bandwidth / senders) + pair.latency_seconds;
+        inter += receivers * bytes / (pair.bandwidth_bytes_per_second * cluster.sender_share_of_node_pair(senders)) +
+                 pair.latency_seconds;
       }
       const LinkMatrix& links = cluster.intra_node[static_cast<size_t>(node)];
       for (const int member : members) {

@@ -73,9 +73,10 @@ double dp_reduction_seconds(const Cluster& cluster, const ParallelConfig& config
 double tied_embedding_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,
                               const WorkProfile& work);
 
-// Whether a node's GPUs outnumber its rails (NICs), so that GPUs sending out of it share them.
+// Whether a node's GPUs drive more NICs than it has, so that GPUs sending out of it share them
+// (Cluster::sender_share_of_node_pair then falls as more of them send).
 inline bool gpus_share_rails(const Cluster& cluster) {
-  return std::max(1, cluster.nics_per_node) < cluster.gpus_per_node;
+  return cluster.nics_per_sending_gpu() * cluster.gpus_per_node > std::max(1, cluster.nics_per_node);
 }
 
 // MoE, per node: how many of its GPUs send all-to-all traffic to other nodes while stage

@@ -516,10 +516,11 @@ Cluster with_best_links(const Cluster& cluster, const NodeBestLinks& of_nodes) {
 // max(intra + intra latency, inter). Take a member on node A where k of the group's ep members
 // sit (1 ≤ k ≤ min(ep, G), G the GPUs per node). With k < ep the group has ep − k members on
 // other nodes, on at least one other node, and A's R rails are shared by S ≥ k GPUs sending out
-// of A (this group's k and any other group's of the stage there), each at B_Ao · min(S, R) / R / S;
-// S · R / min(S, R) = max(S, R) ≥ max(k, R). So with B_A, L_A the best bandwidth and latency of
+// of A (this group's k and any other group's of the stage there), each at B_Ao · share(S), where
+// share = Cluster::sender_share_of_node_pair = min(1/S, N/R), N the NICs one GPU drives, which
+// never grows with S: share(S) ≤ share(k). So with B_A, L_A the best bandwidth and latency of
 // A's links to other nodes
-//   inter = Σ_o (n_o · bytes · max(S, R) / B_Ao + L_Ao) ≥ (ep − k) · bytes · max(k, R) / B_A + L_A;
+//   inter = Σ_o (n_o · bytes / (B_Ao · share(S)) + L_Ao) ≥ (ep − k) · bytes / (B_A · share(k)) + L_A;
 // (k = ep: no inter-node part); and with k ≥ 2, b_A, l_A the best of A's own GPU pairs,
 //   intra + intra latency = Σ over its k − 1 peers of bytes / b_link + the largest latency ≥ (k − 1) · bytes / b_A + l_A
 // (on a full mesh, Cluster::intra_node_full_mesh, the largest of the k − 1 sends instead: ≥ bytes / b_A + l_A).
@@ -530,9 +531,9 @@ Cluster with_best_links(const Cluster& cluster, const NodeBestLinks& of_nodes) {
 // largest of their floors is at least the ⌈stage_ranks / G⌉-th smallest floor of all nodes. Only
 // ep_seconds is changed (what the iteration reads, performance.cpp fill_replica_pipeline), and the
 // iteration time never drops when it grows.
-// Which lower bound to keep. With R ≥ G every member has max(S, R) = R whatever else sends, the
+// Which lower bound to keep. Where N · G ≤ R every member has share(S) = N/R whatever else sends, the
 // price of one group's own members alone, and the best links in Slurm's order bound it as
-// with_best_links says: the larger of that and the floor is kept (where ep > G). With R < G a
+// with_best_links says: the larger of that and the floor is kept (where ep > G). With N · G > R a
 // node shares its rails among every GPU of the stage sending out, and a placement that gives a
 // node fewer of them (mixing the stage with other stages' or idle GPUs) pays less per member than
 // Slurm's order, whose full nodes share the rails G ways: the best links in Slurm's order are then
@@ -541,7 +542,6 @@ Cluster with_best_links(const Cluster& cluster, const NodeBestLinks& of_nodes) {
 void bound_all_to_all(const Cluster& cluster, const NodeBestLinks& best, const ParallelConfig& config,
                       const WorkProfile& work, CommunicationTimes& communication) {
   const int gpus_per_node = cluster.gpus_per_node;
-  const int rails = std::max(1, cluster.nics_per_node);
   const bool rails_shared = detail::gpus_share_rails(cluster);
   if (config.ep == 1 || (config.ep <= gpus_per_node && !rails_shared) || communication.ep_seconds.empty()) return;
   const int most_on_a_node = std::min(config.ep, gpus_per_node);
@@ -560,9 +560,10 @@ void bound_all_to_all(const Cluster& cluster, const NodeBestLinks& best, const P
         const Link& intra_link = best.intra_node[node];
         double floor = std::numeric_limits<double>::infinity();
         for (int k = 1; k <= most_on_a_node; ++k) {
-          const double inter = k < config.ep ? (config.ep - k) * bytes * std::max(k, rails) / inter_link.bandwidth_bytes_per_second +
-                                                   inter_link.latency_seconds
-                                             : 0.0;
+          const double inter =
+              k < config.ep ? (config.ep - k) * bytes / (inter_link.bandwidth_bytes_per_second * cluster.sender_share_of_node_pair(k)) +
+                                  inter_link.latency_seconds
+                            : 0.0;
           const double sends_in_series = cluster.intra_node_full_mesh ? 1.0 : k - 1.0;
           const double intra =
               k >= 2 ? sends_in_series * bytes / intra_link.bandwidth_bytes_per_second + intra_link.latency_seconds : 0.0;

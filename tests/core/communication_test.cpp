@@ -51,6 +51,34 @@ TEST(P2p, ConcurrentFlowsOfANodePairShareMinOfFlowsAndRails) {
   EXPECT_DOUBLE_EQ(p2p_seconds(cluster, 3, 11, 1e9, 8), 5e-6 + 1e9 / 12.5e9);
 }
 
+// A node with more NICs than GPUs: NCCL spreads each GPU's channels over the NICs nearest it,
+// DIVUP(local NICs, local GPUs) of them (src/graph/topo.cc @5067397c l.2039-2075
+// ncclTopoGetLocalNetType). An AWS p5 (8 H100, 32 EFA NICs of 100 Gb/s) gives a GPU four, the
+// 400 Gb/s a DGX H100 gives it with one NIC: the same node pair prices the same flows.
+TEST(P2p, AGpuSendsOnEveryNicOfItsOwn) {
+  const Cluster eight_nics = uniform_cluster(2, 8, 8, nvlink, fabric);
+  const Cluster thirty_two_nics = uniform_cluster(2, 8, 32, nvlink, fabric);
+  EXPECT_EQ(thirty_two_nics.nics_per_sending_gpu(), 4);
+  for (const int flows : {1, 4, 8, 16}) {
+    EXPECT_DOUBLE_EQ(p2p_seconds(thirty_two_nics, 0, 8, 1e9, flows), p2p_seconds(eight_nics, 0, 8, 1e9, flows)) << flows;
+  }
+  // One flow: four of the 32 NICs, 12.5 GB/s of the pair's 100.
+  EXPECT_DOUBLE_EQ(p2p_seconds(thirty_two_nics, 0, 8, 1e9, 1), 5e-6 + 1e9 / 12.5e9);
+  // Where hwloc finds only one NIC beside each GPU (a DGX's storage NICs sit farther, counted
+  // among the node's NICs), a flow keeps that one.
+  Cluster storage_nics = uniform_cluster(2, 8, 32, nvlink, fabric);
+  storage_nics.rails.nics_per_gpu = 1;
+  EXPECT_DOUBLE_EQ(p2p_seconds(storage_nics, 0, 8, 1e9, 1), 5e-6 + 1e9 / (100e9 / 32));
+  // NICs that do not divide among the GPUs: DIVUP(12, 8) = 2 each, and eight senders share all 12.
+  const Cluster twelve_nics = uniform_cluster(2, 8, 12, nvlink, fabric);
+  EXPECT_DOUBLE_EQ(twelve_nics.sender_share_of_node_pair(1), 2.0 / 12);
+  EXPECT_DOUBLE_EQ(twelve_nics.sender_share_of_node_pair(8), 1.0 / 8);
+  storage_nics.gpu = *find_gpu("H100-SXM");
+  ASSERT_EQ(validate(storage_nics), "");
+  storage_nics.rails.nics_per_gpu = 33;
+  EXPECT_NE(validate(storage_nics).find("nics_per_gpu must be in [0, nics_per_node = 32]"), std::string::npos);
+}
+
 // Issue 18: node-pair links are rail-aligned figures; GPU 0 of one node and GPU 1 of the other
 // sit on different rails of a rail-optimized fabric (8 GPUs, 8 NICs: GPU i on rail i).
 TEST(P2p, CrossRailFlowTakesPxnOverNvlinkThenTheAlignedRail) {
@@ -701,6 +729,21 @@ TEST(CommunicationTimes, ConcurrentDpRingsOfAStageShareTheRails) {
   EXPECT_DOUBLE_EQ(times.dp_seconds[0], 4e9 / 25e9 + 2 * 5e-6);
   // Alone, one such ring would get a whole rail of 50 GB/s.
   EXPECT_DOUBLE_EQ(ring_allreduce_seconds(cluster, {0, 4}, 4e9), 4e9 / 50e9 + 2 * 5e-6);
+}
+
+// A DP ring across 16 nodes, with every GPU of a node in it (tp = 1) or one per node (tp = 8):
+// 32 NICs of a quarter of the rate price as 8 NICs of the whole rate.
+TEST(CommunicationTimes, DpRingsPriceANodesNicsByTheirBandwidthNotTheirCount) {
+  const Cluster eight_nics = uniform_cluster(16, 8, 8, nvlink, fabric);
+  const Cluster thirty_two_nics = uniform_cluster(16, 8, 32, nvlink, fabric);
+  WorkProfile work = two_stage_work();
+  work.stages.resize(1);
+  for (const int tp : {1, 8}) {
+    const ParallelConfig layout = layout_of(tp, 1, 128 / tp);
+    const CommunicationTimes eight = communication_times(eight_nics, layout, work, identity_placement(128));
+    const CommunicationTimes thirty_two = communication_times(thirty_two_nics, layout, work, identity_placement(128));
+    EXPECT_DOUBLE_EQ(thirty_two.dp_seconds[0], eight.dp_seconds[0]) << "tp " << tp;
+  }
 }
 
 TEST(CommunicationTimes, TiedEmbeddingGradientsAreSummedBetweenTheFirstAndTheHeadStage) {

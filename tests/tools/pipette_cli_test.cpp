@@ -731,6 +731,36 @@ TEST_F(PipetteCli, ExplainSaysWhetherCollectiveScalingIsMeasuredOrThePrior) {
       << measured.out;
 }
 
+// An AWS p5 as its public specification gives it (32 EFA NICs of 100 Gb/s, 3200 Gb/s a node)
+// plans as the same node described as 8 NICs of 400 Gb/s: NCCL drives four NICs from each H100
+// (src/graph/topo.cc @5067397c l.2039-2075), and `explain` says so. Counting one NIC a GPU priced
+// this DP-heavy layout's reduction at a quarter of its bandwidth.
+TEST_F(PipetteCli, ThirtyTwoNicsOfAQuarterTheRatePlanAsEightOfTheWholeRate) {
+  const std::string request = " --model '" PIPETTE_SOURCE_DIR "/tests/data/models/bench-cluster-llama-1b.yaml' --num-nodes 16 "
+                              "--global-batch 1024 --seq 4096 --framework nanotron --fix tp=1,pp=1,dp=128,mbs=1,vpp=1,"
+                              "recompute=none,sp=off,distopt=off";
+  const auto iteration_line = [](const std::string& out) {
+    const size_t at = out.find("\n  iteration ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at + 1) - at);
+  };
+  std::string iterations[2];
+  const std::pair<int, int> nics[] = {{8, 400}, {32, 100}};
+  for (int i = 0; i < 2; ++i) {
+    const std::string site = path("site" + std::to_string(i) + ".yaml");
+    std::ofstream(site) << "gpu: H100-SXM\npriors:\n  nic_gbit_per_s: " << nics[i].second << "\n  rails: " << nics[i].first
+                        << "\n  network: efa\n";
+    const Outcome explained = pipette("explain --site '" + site + "'" + request);
+    ASSERT_EQ(explained.status, 0) << explained.err;
+    iterations[i] = iteration_line(explained.out);
+    ASSERT_FALSE(iterations[i].empty()) << explained.out;
+    EXPECT_EQ(explained.out.find("each GPU sends on 4 NICs (32 NICs over 8 GPUs), as NCCL spreads a GPU's channels") !=
+                  std::string::npos,
+              nics[i].first == 32)
+        << explained.out;
+  }
+  EXPECT_EQ(iterations[1], iterations[0]);
+}
+
 // `explain` says how the stack cuts each stage's overlapped DP reduction (StackProfile::gradient_buckets):
 // nanotron's DDP buckets of 25 MB of 16-bit gradients cut bench_cluster's llama-1B, 1,109,690,368
 // parameters, into 85 collectives, and the last, its tied embedding's 50272 x 2048 (9.3%), follows

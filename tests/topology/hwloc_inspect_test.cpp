@@ -142,6 +142,43 @@ TEST(HwlocInspect, EachGpuUsesItsNearestNic) {
   EXPECT_TRUE(nearest_nic_of_gpus(*dgx2).empty());  // no NIC in the file
 }
 
+// NCCL's count of the NICs a GPU spreads its channels over (ncclTopoGetLocalNetType, src/graph/
+// topo.cc @5067397c l.2039-2075): the NICs nearest the GPU over the GPUs nearest them, rounded up.
+// Every real file here gives one: JUWELS pairs each A100 with its NIC, Lassen's two V100s of a
+// socket share that socket's two NICs, the g4dn's eight T4s share one.
+TEST(HwlocInspect, NicsPerGpuIsNcclsCount) {
+  for (const char* file : {"psmgmt-juwels-booster-4xA100-4xHDR-hwloc22.xml", "mpibind-lassen-power9-4xV100-nvml-4xEDR.xml",
+                           "mpibind-aws-g4dn-metal-8xT4.xml"}) {
+    auto node = inspect_topology_xml(data_file(file));
+    ASSERT_TRUE(node.ok()) << node.error().message;
+    EXPECT_EQ(nics_per_gpu(*node), 1) << file;
+  }
+  auto dgx2 = inspect_topology_xml(data_file("hwloc-nvidia-dgx2-v100-nvswitch.xml"));
+  ASSERT_TRUE(dgx2.ok());
+  EXPECT_EQ(nics_per_gpu(*dgx2), 0);  // no NIC in the file
+  // An AWS p5 as its PCIe tree places them (no XML of one is published): four EFA NICs under each
+  // H100's PCIe switch, the other 28 across the host.
+  NodeInspection p5;
+  p5.gpus.resize(8);
+  p5.nics.resize(32);
+  for (int gpu = 0; gpu < 8; ++gpu) {
+    std::vector<PcieDistance> row(32, PcieDistance::sys);
+    for (int nic = 4 * gpu; nic < 4 * gpu + 4; ++nic) row[static_cast<size_t>(nic)] = PcieDistance::pix;
+    p5.gpu_nic_distance.push_back(row);
+  }
+  EXPECT_EQ(nics_per_gpu(p5), 4);
+  // Two GPUs under one switch with one NIC (an AWS p4d: 8 A100, 4 EFA NICs): they share it.
+  NodeInspection p4d;
+  p4d.gpus.resize(8);
+  p4d.nics.resize(4);
+  for (int gpu = 0; gpu < 8; ++gpu) {
+    std::vector<PcieDistance> row(4, PcieDistance::sys);
+    row[static_cast<size_t>(gpu / 2)] = PcieDistance::pix;
+    p4d.gpu_nic_distance.push_back(row);
+  }
+  EXPECT_EQ(nics_per_gpu(p4d), 1);
+}
+
 TEST(HwlocInspect, ThisMachineInspectsWithoutError) {
   // The build machine has no GPU: zero GPUs is an answer, not an error.
   auto node = inspect_local_node();

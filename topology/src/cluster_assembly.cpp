@@ -271,7 +271,14 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
         static_cast<int>(input.local->nics.size()) == cluster.nics_per_node) {
       cluster.rails.rail_of_local_gpu = nearest_nic_of_gpus(*input.local);
       if (!cluster.rails.rail_of_local_gpu.empty()) out.notes.push_back("each GPU's rail: its nearest NIC (hwloc)");
+      cluster.rails.nics_per_gpu = nics_per_gpu(*input.local);
     }
+    if (cluster.nics_per_sending_gpu() > 1)
+      out.notes.push_back("each GPU sends on " + std::to_string(cluster.nics_per_sending_gpu()) + " NICs (" +
+                          (cluster.rails.nics_per_gpu > 0 ? std::string("the NICs nearest it, hwloc")
+                                                          : std::to_string(cluster.nics_per_node) + " NICs over " +
+                                                                std::to_string(cluster.gpus_per_node) + " GPUs") +
+                          "), as NCCL spreads a GPU's channels");
     cluster.collective_scaling = collective_scaling_of(site.priors.network);
     cluster.rails.pxn = site.priors.nccl_pxn;
     cluster.rails.spine_extra_latency_seconds = site.priors.cross_rail_extra_latency_seconds;

@@ -280,6 +280,24 @@ std::vector<int> nearest_nic_of_gpus(const NodeInspection& node) {
   return rails;
 }
 
+int nics_per_gpu(const NodeInspection& node) {
+  if (node.nics.empty() || node.gpus.empty() || node.gpu_nic_distance.size() != node.gpus.size()) return 0;
+  const auto nearest = [](const std::vector<PcieDistance>& distances) {
+    return *std::min_element(distances.begin(), distances.end());
+  };
+  int fewest = static_cast<int>(node.nics.size());
+  for (const std::vector<PcieDistance>& row : node.gpu_nic_distance) {
+    const PcieDistance gpu_nearest = nearest(row);
+    const auto first_nic = static_cast<size_t>(std::find(row.begin(), row.end(), gpu_nearest) - row.begin());
+    const auto local_nics = static_cast<int>(std::count(row.begin(), row.end(), gpu_nearest));
+    std::vector<PcieDistance> column;
+    for (const std::vector<PcieDistance>& other : node.gpu_nic_distance) column.push_back(other[first_nic]);
+    const auto local_gpus = static_cast<int>(std::count(column.begin(), column.end(), nearest(column)));
+    fewest = std::min(fewest, (local_nics + local_gpus - 1) / local_gpus);
+  }
+  return fewest;
+}
+
 std::string hardware_fingerprint(const NodeInspection& node) {
   std::string models;
   for (const auto& gpu : node.gpus) {

@@ -55,6 +55,12 @@ struct RailFabric {
   // rail_of_local_gpu[i]: the NIC (rail) nearest local GPU i, from hwloc. Empty: GPU i uses rail
   // i · rails / gpus_per_node (DGX/HGX cabling: 8 GPUs, 8 NICs, GPU i on NIC i).
   std::vector<int> rail_of_local_gpu;
+  // NICs one GPU spreads its channels over where a node has more NICs than GPUs (NCCL's
+  // netsPerGpu: the NICs nearest the GPU over the GPUs nearest them, rounded up; src/graph/topo.cc
+  // @5067397c l.2039-2075 ncclTopoGetLocalNetType). From hwloc where it saw the job's NICs; 0: the
+  // node's NICs over its GPUs, rounded up, at least 1 (NICs spread evenly over the GPUs, as an AWS
+  // p5's 32 EFA NICs over its 8 H100s, 4 each).
+  int nics_per_gpu = 0;
   // A flow between different rails through the spine: its bandwidth relative to a rail-aligned
   // flow over the same node pair, and the latency the two extra switch hops add. A fraction of 0
   // means there is no spine path (a rail-only fabric: every cross-rail flow takes PXN).
@@ -109,7 +115,7 @@ CollectiveScaling measured_collective_scaling(std::vector<MeasuredCollectiveFact
 struct Cluster {
   std::vector<std::string> node_names;
   int gpus_per_node = 0;
-  int nics_per_node = 1;                    // rails; a transfer by k GPUs uses min(k, rails) of them
+  int nics_per_node = 1;                    // rails (NICs); sender_share_of_node_pair says how GPUs use them
   GpuSpec gpu;
   std::vector<LinkMatrix> intra_node;       // per node, gpus_per_node × gpus_per_node
   LinkMatrix inter_node;                    // nodes × nodes, rail-aligned flows (GPU i ↔ GPU i)
@@ -135,6 +141,14 @@ struct Cluster {
     if (!rails.rail_of_local_gpu.empty()) return rails.rail_of_local_gpu[static_cast<size_t>(local_gpu)];
     return gpus_per_node > 0 ? local_gpu * nics_per_node / gpus_per_node : 0;
   }
+
+  // The NICs one sending GPU drives (RailFabric::nics_per_gpu, or its default).
+  int nics_per_sending_gpu() const;
+  // The share of a node pair's bandwidth (inter_node, all rails at once) each of `senders` GPUs
+  // sending out of a node at the same time gets: each drives nics_per_sending_gpu() NICs, and
+  // together they share the node's nics_per_node. One NIC's share per GPU on a DGX (8 GPUs, 8
+  // NICs), four on an AWS p5 (8 GPUs, 32 NICs): the same node pair, the same per-GPU bandwidth.
+  double sender_share_of_node_pair(int senders) const;
 
   int num_nodes() const { return static_cast<int>(node_names.size()); }
   int num_gpus() const { return num_nodes() * gpus_per_node; }

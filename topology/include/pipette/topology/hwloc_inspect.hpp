@@ -48,6 +48,13 @@ struct NodeInspection {
 // GPUs spread over NICs as NCCL's channels do. Empty when the node has no NIC or no GPU.
 std::vector<int> nearest_nic_of_gpus(const NodeInspection& node);
 
+// The NICs one GPU spreads its channels over, as NCCL counts them (src/graph/topo.cc @5067397c
+// l.2039-2075 ncclTopoGetLocalNetType, NCCL_NETDEVS_POLICY AUTO): the NICs nearest the GPU over
+// the GPUs nearest the first of them, rounded up; the fewest of any GPU. 1 on a DGX (one NIC beside
+// each GPU, storage NICs farther), 4 where four NICs share a GPU's PCIe switch (an AWS p5). 0 when
+// the node has no NIC or no GPU.
+int nics_per_gpu(const NodeInspection& node);
+
 // The machine this runs on. Zero GPUs is a valid answer (a login node), not an error.
 Result<NodeInspection> inspect_local_node();
 // An `lstopo --of xml` export.
