@@ -477,7 +477,8 @@ TEST(ClusterAssembly, ErrorsSayWhatToFix) {
       {[](AssemblyInput& in, SiteConfig&) { in.node_names.clear(); }, "the node list is empty"},
       {[](AssemblyInput& in, SiteConfig&) { in.node_names = {"a", "b", "a"}; }, "node a appears twice"},
       {[](AssemblyInput& in, SiteConfig&) { in.gpus_per_node = 8; }, "asks for 8 GPUs per node but this node has 4"},
-      {[](AssemblyInput& in, SiteConfig&) { in.gpu = "Z100"; }, "GPU model 'Z100' (from the requested GPU) is not in the catalog; describe it under `gpus:`"},
+      {[](AssemblyInput& in, SiteConfig&) { in.gpu = "Z100"; }, "GPU model 'Z100' (from the requested GPU) is not in the catalog; use one of V100-SXM2-16GB, "
+       "V100-SXM2-32GB, A100-40GB, A100-80GB, H100-SXM, H100-PCIe, H200, L40S, B200, or describe it under `gpus:`"},
       {[&](AssemblyInput& in, SiteConfig&) { in.local = &none; }, "no GPU model: this node shows no NVIDIA GPU and the site file sets no `gpu:`"},
       {[&](AssemblyInput& in, SiteConfig& site) { in.local = &none; site.gpu = "A100-80GB"; }, "GPUs per node unknown"},
   };

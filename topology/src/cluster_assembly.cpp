@@ -207,9 +207,14 @@ Result<GpuSpec> resolve_gpu(const AssemblyInput& input, const SiteConfig& site, 
     return Error{"no GPU model: this node shows no NVIDIA GPU and the site file sets no `gpu:`; set it (e.g. gpu: H100-SXM) "
                  "or pass the GPU model"};
   const GpuSpec* spec = find_site_gpu(site, name);
-  if (!spec)
-    return Error{"GPU model '" + name + "' (from " + origin +
-                 ") is not in the catalog; describe it under `gpus:` in the site file"};
+  if (!spec) {
+    std::string known;
+    for (const GpuSpec& gpu : gpu_catalog()) known += (known.empty() ? "" : ", ") + gpu.name;
+    for (const GpuSpec& gpu : site.gpus)
+      if (!find_gpu(gpu.name)) known += ", " + gpu.name;
+    return Error{"GPU model '" + name + "' (from " + origin + ") is not in the catalog; use one of " + known +
+                 ", or describe it under `gpus:` in the site file"};
+  }
   notes.push_back("GPU " + spec->name + " from " + origin);
   return *spec;
 }
