@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -175,6 +176,46 @@ TEST(ClusterAssembly, RailsComeFromHwlocAndTheCrossRailSampleReplacesTheFabricPr
   ASSERT_TRUE(assembled.ok()) << assembled.error().message;
   EXPECT_EQ(assembled->cluster.rails.spine_bandwidth_fraction, 0.0);
   EXPECT_TRUE(assembled->cluster.rails.pxn);
+}
+
+// How many NICs each GPU drives: NCCL's count from hwloc's PCIe tree where the job's NICs are the
+// ones hwloc saw (JUWELS: one beside each A100; an AWS p5: four beside each H100), else the site's
+// rails over the GPUs (a login node planning for 32 EFA NICs of 100 Gb/s). `explain` says it.
+TEST(ClusterAssembly, EachGpuDrivesTheNicsNcclGivesIt) {
+  Fixture f;
+  auto juwels = assemble_cluster(f.input, f.site);
+  ASSERT_TRUE(juwels.ok()) << juwels.error().message;
+  EXPECT_EQ(juwels->cluster.rails.nics_per_gpu, 1);
+  EXPECT_EQ(juwels->cluster.nics_per_sending_gpu(), 1);
+
+  NodeInspection p5;
+  p5.gpus.assign(8, InspectedGpu{"", 0, "H100-SXM", 0});
+  p5.nics.resize(32);
+  for (int gpu = 0; gpu < 8; ++gpu) {
+    std::vector<PcieDistance> row(32, PcieDistance::sys);
+    for (int nic = 4 * gpu; nic < 4 * gpu + 4; ++nic) row[static_cast<size_t>(nic)] = PcieDistance::pix;
+    p5.gpu_nic_distance.push_back(row);
+  }
+  f.input.local = &p5;
+  auto hwloc = assemble_cluster(f.input, site_with("priors:\n  network: efa\n"));
+  ASSERT_TRUE(hwloc.ok()) << hwloc.error().message;
+  EXPECT_EQ(hwloc->cluster.nics_per_node, 32);
+  EXPECT_EQ(hwloc->cluster.rails.nics_per_gpu, 4);
+  EXPECT_EQ(hwloc->cluster.rail_of(1), 4);  // its nearest NIC: the first of its four
+  EXPECT_NE(std::find(hwloc->notes.begin(), hwloc->notes.end(),
+                      "each GPU sends on 4 NICs (the NICs nearest it, hwloc), as NCCL spreads a GPU's channels"),
+            hwloc->notes.end());
+
+  const NodeInspection login;
+  f.input.local = &login;
+  f.input.gpus_per_node = 8;
+  auto priors = assemble_cluster(f.input, site_with("gpu: H100-SXM\npriors:\n  nic_gbit_per_s: 100\n  rails: 32\n"));
+  ASSERT_TRUE(priors.ok()) << priors.error().message;
+  EXPECT_EQ(priors->cluster.rails.nics_per_gpu, 0);
+  EXPECT_EQ(priors->cluster.nics_per_sending_gpu(), 4);
+  EXPECT_NE(std::find(priors->notes.begin(), priors->notes.end(),
+                      "each GPU sends on 4 NICs (32 NICs over 8 GPUs), as NCCL spreads a GPU's channels"),
+            priors->notes.end());
 }
 
 // priors.network reaches the cluster as its collective scaling; the default is InfiniBand's.
