@@ -465,7 +465,7 @@ int concurrent_boundary_flows(const Cluster& cluster, const ParallelConfig& conf
 
 }  // namespace
 
-double p2p_seconds(const Cluster& cluster, int from_gpu, int to_gpu, double bytes, int concurrent_flows) {
+double p2p_seconds(const Cluster& cluster, int from_gpu, int to_gpu, double bytes, int concurrent_flows, double contention) {
   if (from_gpu == to_gpu) return 0;
   const int from_node = node_of(cluster, from_gpu);
   const int to_node = node_of(cluster, to_gpu);
@@ -478,7 +478,7 @@ double p2p_seconds(const Cluster& cluster, int from_gpu, int to_gpu, double byte
   const int from_local = local_of(cluster, from_gpu);
   const FlowPrice flow = inter_node_flow(cluster, from_node, from_local, to_node,
                                          cluster.rail_of(local_of(cluster, to_gpu)), concurrent_flows, cluster.rails.pxn);
-  return flow.latency_seconds + bytes / flow.bandwidth_bytes_per_second;
+  return flow.latency_seconds + bytes / (flow.bandwidth_bytes_per_second * contention);
 }
 
 double ring_allreduce_seconds(const Cluster& cluster, const std::vector<int>& gpus, double bytes) {
@@ -493,10 +493,13 @@ RankMap make_rank_map(const Cluster& cluster, const ParallelConfig& config, cons
   RankMap map;
   map.gpu_of_rank = placement.gpu_of_rank;
   map.rank_of_gpu.assign(static_cast<size_t>(cluster.num_gpus()), -1);
+  std::vector<char> in_use(static_cast<size_t>(cluster.num_nodes()), 0);
   for (size_t rank = 0; rank < placement.gpu_of_rank.size(); ++rank) {
     map.rank_of_gpu[static_cast<size_t>(placement.gpu_of_rank[rank])] = static_cast<int>(rank);
     map.position_of_rank.push_back(position_of_rank(config, static_cast<int>(rank)));
+    in_use[static_cast<size_t>(node_of(cluster, placement.gpu_of_rank[rank]))] = 1;
   }
+  map.nodes_in_use = static_cast<int>(std::count(in_use.begin(), in_use.end(), 1));
   return map;
 }
 
@@ -504,10 +507,11 @@ double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& conf
                               double message_bytes, const PipelineExchange& exchange, int from_stage, int to_stage,
                               int replica, BoundaryPriceMemo* memo) {
   // Both directions averaged, the data messages and the latency-bound ones.
+  const double contention = cluster.collective_scaling.bandwidth_factor(map.nodes_in_use);
   const auto exchange_seconds = [&](int sender, int receiver, int forward_flows, int backward_flows) {
     const auto both_ways = [&](double bytes) {
-      return 0.5 * (p2p_seconds(cluster, sender, receiver, bytes, forward_flows) +
-                    p2p_seconds(cluster, receiver, sender, bytes, backward_flows));
+      return 0.5 * (p2p_seconds(cluster, sender, receiver, bytes, forward_flows, contention) +
+                    p2p_seconds(cluster, receiver, sender, bytes, backward_flows, contention));
     };
     return exchange.data_messages * both_ways(message_bytes) +
            (exchange.small_messages > 0 ? exchange.small_messages * both_ways(0) : 0.0);

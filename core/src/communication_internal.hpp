@@ -19,6 +19,9 @@ struct RankMap {
   // position_of_rank of every rank: independent of the placement, kept because the placement
   // search asks for it on every move.
   std::vector<RankPosition> position_of_rank;
+  // The nodes holding a rank. Placement moves permute nodes and the GPUs inside them, so the
+  // count never changes for a map.
+  int nodes_in_use = 0;
 };
 
 RankMap make_rank_map(const Cluster& cluster, const ParallelConfig& config, const Placement& placement);
@@ -52,7 +55,10 @@ class BoundaryPriceMemo {
 // (the next stage, or for the interleaved schedule's wraparound the last stage to the first): the
 // slowest of its tp GPUs, each sending while every other flow between the same two stages and the
 // same two nodes sends too; forward and backward directions averaged, because the schedule sends
-// each micro-batch once each way. A stack that runs the exchange's messages in series
+// each micro-batch once each way. The schedule runs every replica's and every stage's exchanges
+// at the same steps, so a hop across nodes meets the load of all the job's nodes sending at once
+// and the step waits for its slowest flow: the fabric's contention over the job's nodes applies, as
+// to a ring step over as many nodes (CollectiveScaling). A stack that runs the exchange's messages in series
 // (WorkProfile::boundary_exchange) pays all of them at each hop: its data messages of
 // `message_bytes` and its latency-bound ones.
 double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& config, const RankMap& map,

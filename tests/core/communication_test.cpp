@@ -632,6 +632,29 @@ TEST(CommunicationTimes, HandComputedTwoStageTwoReplicaLayout) {
   EXPECT_DOUBLE_EQ(times.dp_seconds[1], 4e9 / 200e9 + 2 * 2e-6);
 }
 
+// Issue 14: pipeline hops meet the fabric's contention too. Every replica and stage exchanges at
+// the same steps of the schedule, so on EFA a hop of a 16-node job attains (2/16)^0.682 of its
+// pair's rate, as a ring step over 16 nodes does; on InfiniBand (no fall) and inside a node
+// nothing changes.
+TEST(CommunicationTimes, PipelineHopsMeetTheFabricsContentionOverTheJobsNodes) {
+  Cluster cluster = uniform_cluster(16, 8, 8, nvlink, fabric);
+  WorkProfile work = two_stage_work();
+  // tp8 pp2 dp8: stage 0 on nodes 0-7, stage 1 on nodes 8-15; replica d's eight GPUs send from
+  // node d to node 8 + d at once, 12.5 GB/s each on a quiet fabric.
+  const double quiet = 5e-6 + 64e6 / 12.5e9;
+  EXPECT_DOUBLE_EQ(communication_times(cluster, layout_of(8, 2, 8), work, identity_placement(128)).p2p_seconds[0][3], quiet);
+  cluster.collective_scaling = collective_scaling_of(NetworkKind::efa);
+  const CommunicationTimes efa = communication_times(cluster, layout_of(8, 2, 8), work, identity_placement(128));
+  for (int d = 0; d < 8; ++d) EXPECT_DOUBLE_EQ(efa.p2p_seconds[0][d], 5e-6 + 64e6 / (12.5e9 * std::pow(2.0 / 16, 0.682))) << d;
+  // tp1 pp2 dp64 with both stages of a replica on one node (rank d + 64s on GPU 2d + s): NVLink.
+  Placement side_by_side;
+  side_by_side.gpu_of_rank.resize(128);
+  for (int d = 0; d < 64; ++d)
+    for (int stage = 0; stage < 2; ++stage) side_by_side.gpu_of_rank[static_cast<size_t>(d + 64 * stage)] = 2 * d + stage;
+  const CommunicationTimes inside = communication_times(cluster, layout_of(1, 2, 64), work, side_by_side);
+  EXPECT_DOUBLE_EQ(inside.p2p_seconds[0][0], 2e-6 + 64e6 / 200e9);
+}
+
 // NCCL's NVLink SHARP all-reduce (src/graph/tuning.cc @5067397c l.307-318) inside a node: the
 // all-reduce share of the TP bytes and a one-node DP all-reduce run Cluster::nvls_all_reduce_speedup
 // times faster than the ring; all-gathers, reduce-scatters (SP, a distributed optimizer) and stacks

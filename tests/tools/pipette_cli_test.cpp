@@ -714,7 +714,7 @@ TEST_F(PipetteCli, ExplainSaysWhetherCollectiveScalingIsMeasuredOrThePrior) {
                               "--global-batch 256 --seq 2048";
   const Outcome prior = pipette("explain" + request);
   ASSERT_EQ(prior.status, 0) << prior.err;
-  EXPECT_NE(prior.out.find("collectives over the job's 8 nodes: x1.000 of the slowest pair's bandwidth, from the prior for "
+  EXPECT_NE(prior.out.find("collectives over the job's 8 nodes, and its pipeline hops: x1.000 of the slowest pair's bandwidth, from the prior for "
                            "the site's priors.network (exponent 0.000)"),
             std::string::npos)
       << prior.out;
@@ -725,7 +725,7 @@ TEST_F(PipetteCli, ExplainSaysWhetherCollectiveScalingIsMeasuredOrThePrior) {
   EXPECT_NE(shown.out.find("      8             99.6             69.0       256"), std::string::npos) << shown.out;
   const Outcome measured = pipette("explain" + request + cache);
   ASSERT_EQ(measured.status, 0) << measured.err;
-  EXPECT_NE(measured.out.find("collectives over the job's 8 nodes: x0.275 of the slowest pair's bandwidth, from the measured "
+  EXPECT_NE(measured.out.find("collectives over the job's 8 nodes, and its pipeline hops: x0.275 of the slowest pair's bandwidth, from the measured "
                               "curve (pipette-probe --collectives at 2, 4, 8 nodes; beyond 8, exponent "),
             std::string::npos)
       << measured.out;

@@ -403,7 +403,8 @@ std::string link_text(const Link& link) {
                    link.latency_seconds / units::microsecond, link.measured ? "measured" : "ASSUMED");
 }
 
-// How much of its slowest pair's bandwidth a collective over all of the job's nodes attains, and
+// How much of its slowest pair's bandwidth a collective over all of the job's nodes (and a pipeline
+// hop, which meets all of them sending at once) attains, and
 // whether that fall comes from pipette-probe's measured curve or the site's prior (CollectiveScaling).
 std::string collective_scaling_text(const Cluster& cluster) {
   const CollectiveScaling& scaling = cluster.collective_scaling;
@@ -416,7 +417,8 @@ std::string collective_scaling_text(const Cluster& cluster) {
     source = strprintf("the measured curve (pipette-probe --collectives at %s nodes; beyond %d, exponent %.3f fitted to it)",
                        counts.c_str(), scaling.measured.back().nodes, scaling.contention_exponent);
   }
-  return strprintf("collectives over the job's %d nodes: x%.3f of the slowest pair's bandwidth, from ", cluster.num_nodes(),
+  return strprintf("collectives over the job's %d nodes, and its pipeline hops: x%.3f of the slowest pair's bandwidth, from ",
+                   cluster.num_nodes(),
                    scaling.bandwidth_factor(cluster.num_nodes())) +
          source + "\n";
 }

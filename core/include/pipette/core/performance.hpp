@@ -175,8 +175,11 @@ TpPassSeconds exposed_tp_seconds(const StageWork& stage, double tp_seconds);
 double exposed_fsdp_seconds(const StageWork& stage, double dp_seconds);
 
 // Seconds for one GPU to send `bytes` to another, with `concurrent_flows` GPUs of the same node
-// pair sending at once (they share the node pair's rails).
-double p2p_seconds(const Cluster& cluster, int from_gpu, int to_gpu, double bytes, int concurrent_flows);
+// pair sending at once (they share the node pair's rails). Across nodes the flow attains
+// `contention` of the node pair's figures (CollectiveScaling::bandwidth_factor for the nodes
+// sending at the same moment; 1 for a flow on an otherwise quiet fabric).
+double p2p_seconds(const Cluster& cluster, int from_gpu, int to_gpu, double bytes, int concurrent_flows,
+                   double contention = 1.0);
 
 // How many of its links a ring over g GPUs of one node uses at once: one where an NVSwitch or a
 // single path joins them, g - 1 on a board that wires every pair (Cluster::intra_node_full_mesh).
