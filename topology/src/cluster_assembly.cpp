@@ -268,7 +268,7 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
     cluster.nics_per_node = site.priors.rails > 0 ? site.priors.rails : std::max(1, local_nics);
     out.notes.push_back(std::to_string(cluster.nics_per_node) + " rail(s) per node from " +
                         (site.priors.rails > 0 ? std::string("the site's priors.rails")
-                                               : local_nics > 0 ? "the InfiniBand/RoCE NICs hwloc found"
+                                               : local_nics > 0 ? "the InfiniBand/RoCE/EFA NICs hwloc found"
                                                                 : "the default (no NIC found, priors.rails unset)"));
     // Which NIC each GPU uses, where this node's GPUs and NICs are the job's (every node of a job
     // is cabled alike; a rail-optimized fabric depends on it).
