@@ -57,7 +57,8 @@ struct RailFabric {
   std::vector<int> rail_of_local_gpu;
   // NICs one GPU spreads its channels over where a node has more NICs than GPUs (NCCL's
   // netsPerGpu: the NICs nearest the GPU over the GPUs nearest them, rounded up; src/graph/topo.cc
-  // @5067397c l.2039-2075 ncclTopoGetLocalNetType). From hwloc where it saw the job's NICs; 0: the
+  // @5067397c l.2039-2075 ncclTopoGetLocalNetType; send/recv opens at least one channel per such
+  // NIC, src/graph/paths.cc l.942-950). From hwloc where it saw the job's NICs; 0: the
   // node's NICs over its GPUs, rounded up, at least 1 (NICs spread evenly over the GPUs, as an AWS
   // p5's 32 EFA NICs over its 8 H100s, 4 each).
   int nics_per_gpu = 0;
