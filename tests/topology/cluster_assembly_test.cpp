@@ -212,6 +212,14 @@ TEST(ClusterAssembly, EachGpuDrivesTheNicsNcclGivesIt) {
   auto priors = assemble_cluster(f.input, site_with("gpu: H100-SXM\npriors:\n  nic_gbit_per_s: 100\n  rails: 32\n"));
   ASSERT_TRUE(priors.ok()) << priors.error().message;
   EXPECT_EQ(priors->cluster.rails.nics_per_gpu, 0);
+  // Without priors.rails a login node knows of no NIC: one, and the note says how to give the count.
+  auto one_nic = assemble_cluster(f.input, site_with("gpu: H100-SXM\n"));
+  ASSERT_TRUE(one_nic.ok()) << one_nic.error().message;
+  EXPECT_EQ(one_nic->cluster.nics_per_node, 1);
+  EXPECT_NE(std::find(one_nic->notes.begin(), one_nic->notes.end(),
+                      "1 rail(s) per node from the default (no NIC found, priors.rails unset): every GPU's flows share "
+                      "one NIC; set priors.rails to the NICs a node has (a DGX H100 has 8, an AWS p5 32)"),
+            one_nic->notes.end());
   EXPECT_EQ(priors->cluster.nics_per_sending_gpu(), 4);
   EXPECT_NE(std::find(priors->notes.begin(), priors->notes.end(),
                       "each GPU sends on 4 NICs (32 NICs over 8 GPUs), as NCCL spreads a GPU's channels"),

@@ -269,7 +269,8 @@ Result<AssembledCluster> assemble_cluster(const AssemblyInput& input, const Site
     out.notes.push_back(std::to_string(cluster.nics_per_node) + " rail(s) per node from " +
                         (site.priors.rails > 0 ? std::string("the site's priors.rails")
                                                : local_nics > 0 ? "the InfiniBand/RoCE/EFA NICs hwloc found"
-                                                                : "the default (no NIC found, priors.rails unset)"));
+                                                                : "the default (no NIC found, priors.rails unset): every GPU's flows share one NIC; set "
+                                                                  "priors.rails to the NICs a node has (a DGX H100 has 8, an AWS p5 32)"));
     // Which NIC each GPU uses, where this node's GPUs and NICs are the job's (every node of a job
     // is cabled alike; a rail-optimized fabric depends on it).
     if (input.local != nullptr && static_cast<int>(input.local->gpus.size()) == cluster.gpus_per_node &&
