@@ -499,7 +499,8 @@ RankMap make_rank_map(const Cluster& cluster, const ParallelConfig& config, cons
     map.position_of_rank.push_back(position_of_rank(config, static_cast<int>(rank)));
     in_use[static_cast<size_t>(node_of(cluster, placement.gpu_of_rank[rank]))] = 1;
   }
-  map.nodes_in_use = static_cast<int>(std::count(in_use.begin(), in_use.end(), 1));
+  map.pipeline_hop_contention =
+      cluster.collective_scaling.bandwidth_factor(static_cast<int>(std::count(in_use.begin(), in_use.end(), 1)));
   return map;
 }
 
@@ -507,11 +508,10 @@ double stage_boundary_seconds(const Cluster& cluster, const ParallelConfig& conf
                               double message_bytes, const PipelineExchange& exchange, int from_stage, int to_stage,
                               int replica, BoundaryPriceMemo* memo) {
   // Both directions averaged, the data messages and the latency-bound ones.
-  const double contention = cluster.collective_scaling.bandwidth_factor(map.nodes_in_use);
   const auto exchange_seconds = [&](int sender, int receiver, int forward_flows, int backward_flows) {
     const auto both_ways = [&](double bytes) {
-      return 0.5 * (p2p_seconds(cluster, sender, receiver, bytes, forward_flows, contention) +
-                    p2p_seconds(cluster, receiver, sender, bytes, backward_flows, contention));
+      return 0.5 * (p2p_seconds(cluster, sender, receiver, bytes, forward_flows, map.pipeline_hop_contention) +
+                    p2p_seconds(cluster, receiver, sender, bytes, backward_flows, map.pipeline_hop_contention));
     };
     return exchange.data_messages * both_ways(message_bytes) +
            (exchange.small_messages > 0 ? exchange.small_messages * both_ways(0) : 0.0);

@@ -19,9 +19,10 @@ struct RankMap {
   // position_of_rank of every rank: independent of the placement, kept because the placement
   // search asks for it on every move.
   std::vector<RankPosition> position_of_rank;
-  // The nodes holding a rank. Placement moves permute nodes and the GPUs inside them, so the
-  // count never changes for a map.
-  int nodes_in_use = 0;
+  // What a pipeline hop across nodes attains of its pair's figures: the fabric's contention over
+  // the nodes holding a rank (stage_boundary_seconds). Placement moves permute nodes and the GPUs
+  // inside them, so that count, and this factor, never change for a map.
+  double pipeline_hop_contention = 1.0;
 };
 
 RankMap make_rank_map(const Cluster& cluster, const ParallelConfig& config, const Placement& placement);

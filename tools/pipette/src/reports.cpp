@@ -418,8 +418,7 @@ std::string collective_scaling_text(const Cluster& cluster) {
                        counts.c_str(), scaling.measured.back().nodes, scaling.contention_exponent);
   }
   return strprintf("collectives over the job's %d nodes, and its pipeline hops: x%.3f of the slowest pair's bandwidth, from ",
-                   cluster.num_nodes(),
-                   scaling.bandwidth_factor(cluster.num_nodes())) +
+                   cluster.num_nodes(), scaling.bandwidth_factor(cluster.num_nodes())) +
          source + "\n";
 }
 
