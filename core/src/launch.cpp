@@ -117,30 +117,6 @@ std::string torchtitan_problem(const ModelSpec& model, const ParallelConfig& con
   return {};
 }
 
-// Megatron-core's expert-parallel rules, shared by every framework (each framework's own are below).
-std::string expert_problem(const ModelSpec& model, const ParallelConfig& config) {
-  if (!model.is_moe()) {
-    return config.ep == 1 && config.etp == 1 ? std::string() : "ep and etp need a model with experts (num_experts)";
-  }
-  // arguments.py @d98e8a64 l.1655-1658.
-  if (model.num_experts % config.ep != 0) {
-    return "ep=" + std::to_string(config.ep) + " does not divide the " + std::to_string(model.num_experts) + " experts";
-  }
-  // parallel_state.py @d98e8a64 l.874-884: world % (etp·ep·pp) == 0, i.e. ep·etp divides a stage.
-  if (config.stage_ranks() % (config.ep * config.etp) != 0) {
-    return "ep x etp = " + std::to_string(config.ep * config.etp) + " does not divide the " +
-           std::to_string(config.stage_ranks()) + " ranks of a pipeline stage";
-  }
-  // The expert MLP's column- and row-parallel split over etp (experts.py: moe_ffn_hidden_size / etp).
-  if (model.moe_ffn_hidden_size % config.etp != 0) {
-    return "etp=" + std::to_string(config.etp) + " does not divide moe_ffn_hidden_size " +
-           std::to_string(model.moe_ffn_hidden_size);
-  }
-  // moe_layer.py @d98e8a64 l.636-640: training with TP and experts without SP raises.
-  if (config.tp > 1 && !config.sequence_parallel) return "MoE layers with tp > 1 need sequence parallelism";
-  return {};
-}
-
 std::string torchtitan_expert_problem(const ModelSpec& model, const ParallelConfig& config) {
   if (!model.is_moe()) return {};
   // torchtitan models/common/moe_sharding.py @b5bcd76c l.201-238: without EP the experts are
@@ -245,6 +221,30 @@ std::string profiled_stack_problem(Framework framework, const ModelSpec& model, 
 }
 
 }  // namespace
+
+// Megatron-core's expert-parallel rules, shared by every framework (each framework's own are below).
+std::string expert_problem(const ModelSpec& model, const ParallelConfig& config) {
+  if (!model.is_moe()) {
+    return config.ep == 1 && config.etp == 1 ? std::string() : "ep and etp need a model with experts (num_experts)";
+  }
+  // arguments.py @d98e8a64 l.1655-1658.
+  if (model.num_experts % config.ep != 0) {
+    return "ep=" + std::to_string(config.ep) + " does not divide the " + std::to_string(model.num_experts) + " experts";
+  }
+  // parallel_state.py @d98e8a64 l.874-884: world % (etp·ep·pp) == 0, i.e. ep·etp divides a stage.
+  if (config.stage_ranks() % (config.ep * config.etp) != 0) {
+    return "ep x etp = " + std::to_string(config.ep * config.etp) + " does not divide the " +
+           std::to_string(config.stage_ranks()) + " ranks of a pipeline stage";
+  }
+  // The expert MLP's column- and row-parallel split over etp (experts.py: moe_ffn_hidden_size / etp).
+  if (model.moe_ffn_hidden_size % config.etp != 0) {
+    return "etp=" + std::to_string(config.etp) + " does not divide moe_ffn_hidden_size " +
+           std::to_string(model.moe_ffn_hidden_size);
+  }
+  // moe_layer.py @d98e8a64 l.636-640: training with TP and experts without SP raises.
+  if (config.tp > 1 && !config.sequence_parallel) return "MoE layers with tp > 1 need sequence parallelism";
+  return {};
+}
 
 ModelSpec model_for_sequence(const ModelSpec& model, int sequence_length) {
   ModelSpec launched = model;

@@ -736,8 +736,8 @@ Result<SearchResult> search_plans(const ModelSpec& requested_model, const Traini
   return result;
 }
 
-Result<ParallelConfig> complete_configuration(const ModelSpec& requested_model, const TrainingSpec& training,
-                                              const Cluster& cluster, const ParallelConfig& requested) {
+Result<ParallelConfig> complete_layout(const ModelSpec& requested_model, const TrainingSpec& training, const Cluster& cluster,
+                                       const ParallelConfig& requested) {
   const ModelSpec model = model_for_sequence(requested_model, training.sequence_length);
   const std::string problem = check_inputs(model, training, cluster);
   if (!problem.empty()) return Error{problem};
@@ -794,9 +794,20 @@ Result<ParallelConfig> complete_configuration(const ModelSpec& requested_model, 
     if (microbatches < config.pp) return Error{shape + ": the interleaved schedule needs at least pp micro-batches"};
   }
   if (config.pp == 1) config.virtual_stages = 1;
-  std::string unbuildable = launch_problem(training.target, model, config, microbatches);
-  if (unbuildable.empty()) unbuildable = optimizer_problem(training, config);
-  if (!unbuildable.empty()) return Error{shape + ": " + to_string(training.target.framework) + " cannot build it: " + unbuildable};
+  return config;
+}
+
+Result<ParallelConfig> complete_configuration(const ModelSpec& requested_model, const TrainingSpec& training,
+                                              const Cluster& cluster, const ParallelConfig& requested) {
+  auto config = complete_layout(requested_model, training, cluster, requested);
+  if (!config) return config;
+  const ModelSpec model = model_for_sequence(requested_model, training.sequence_length);
+  const int microbatches =
+      static_cast<int>(training.global_batch_sequences / (static_cast<std::int64_t>(config->dp) * config->micro_batch));
+  std::string unbuildable = launch_problem(training.target, model, *config, microbatches);
+  if (unbuildable.empty()) unbuildable = optimizer_problem(training, *config);
+  if (!unbuildable.empty())
+    return Error{describe(requested) + ": " + to_string(training.target.framework) + " cannot build it: " + unbuildable};
   return config;
 }
 

@@ -164,6 +164,8 @@ std::string encode(const StepPlanResult& result) {
   put(out, result.error);
   put(out, result.plan.summary);
   put(out, result.plan.layout_record);
+  put(out, result.plan.framework);
+  put(out, result.plan.engine);
   put_list(out, result.plan.step_environment);
   put_count(out, result.plan.task_environment.size());
   for (const EnvironmentList& task : result.plan.task_environment) put_list(out, task);
@@ -176,7 +178,8 @@ bool decode(std::string_view bytes, StepPlanResult& result) {
   Reader reader(bytes);
   std::size_t tasks = 0;
   if (!reader.get(result.error) || !reader.get(result.plan.summary) ||
-      !reader.get(result.plan.layout_record) || !reader.get_list(result.plan.step_environment) ||
+      !reader.get(result.plan.layout_record) || !reader.get(result.plan.framework) || !reader.get(result.plan.engine) ||
+      !reader.get_list(result.plan.step_environment) ||
       !reader.get_count(tasks)) {
     return false;
   }

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "pipette/topology/plan_record.hpp"
+#include "layout_record.hpp"
 
 namespace pipette::spank {
 
@@ -12,6 +13,7 @@ std::string keep_plan(const StepRequest& request, const StepPlan& plan, const Si
   // The step's PIPETTE_* values under the plan record's names.
   static const std::map<std::string, std::string> names = {
       {"PIPETTE_TP", "tp"},   {"PIPETTE_PP", "pp"},           {"PIPETTE_DP", "dp"},  {"PIPETTE_CP", "cp"},
+      {"PIPETTE_EP", "ep"},   {"PIPETTE_ETP", "etp"},
       {"PIPETTE_VPP", "vpp"}, {"PIPETTE_MICRO_BATCH", "mbs"}, {"PIPETTE_GLOBAL_BATCH", "global_batch"},
       {"PIPETTE_RECOMPUTE", "recompute"}, {"PIPETTE_SEQUENCE_PARALLEL", "sp"}, {"PIPETTE_DISTRIBUTED_OPTIMIZER", "distopt"},
       {"PIPETTE_FULLY_SHARDED", "fsdp"}};
@@ -32,6 +34,17 @@ std::string keep_plan(const StepRequest& request, const StepPlan& plan, const Si
     if (found->second == "tp" || found->second == "pp" || found->second == "dp" || found->second == "cp") gpus *= std::stoi(value);
   }
   if (nodes > 0) values.emplace_back("gpus_per_node", std::to_string(gpus / nodes));
+  // The layer split the plan chose (the search may move layers off the embedding and head stages).
+  const Result<RecordedLayout> layout = parse_layout_record(plan.layout_record, "the step's plan");
+  if (!layout) return layout.error().message;
+  std::string split;
+  for (const int layers : layout->layers_per_stage) {
+    if (!split.empty()) split += ',';
+    split += std::to_string(layers);
+  }
+  values.emplace_back("layers_per_stage", split);
+  values.emplace_back("framework", plan.framework);
+  if (!plan.engine.empty()) values.emplace_back("engine", plan.engine);
   auto written = write_plan_record(state_home, cluster, request.job_id, values);
   return written ? "" : written.error().message;
 }

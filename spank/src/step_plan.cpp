@@ -85,6 +85,13 @@ StepPlanResult plan_step(const StepRequest& request, const SiteConfig& site) {
   }
   result.plan.summary = summary_of(plan, hash);
   result.plan.notes = planned->notes;
+  result.plan.framework = to_string(planned->training.target.framework);
+  // The stack's own defaults stay out: a stack refuses a switch it does not have, even at its default.
+  for (const EngineSetting& setting : planned->engine) {
+    if (setting.source == EngineSource::stack) continue;
+    if (!result.plan.engine.empty()) result.plan.engine += ',';
+    result.plan.engine += setting.key + '=' + setting.value;
+  }
   result.plan.layout_record = format_layout_record(layout_of(planned->model, plan, hash, describe_request(request.settings)));
   return result;
 }

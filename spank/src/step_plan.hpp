@@ -32,6 +32,10 @@ struct StepPlan {
   std::string summary;                            // one line for the log
   std::string layout_record;                      // format_layout_record of the plan
   std::vector<std::string> notes;                 // what planning assumed or changed (JobPlan::notes)
+  // What the plan was priced for beyond its layout, kept for pipette calibrate (kept_plan.hpp):
+  // the framework's spelling and the engine switches the site or the job set, in --engine syntax.
+  std::string framework;
+  std::string engine;
 };
 
 struct StepPlanResult {

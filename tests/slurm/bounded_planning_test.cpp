@@ -38,6 +38,9 @@ TEST(BoundedPlanning, TheChildPlansExactlyWhatPlanStepPlans) {
   EXPECT_EQ(bounded.plan.task_environment, direct.plan.task_environment);
   EXPECT_EQ(bounded.plan.summary, direct.plan.summary);
   EXPECT_EQ(bounded.plan.notes, direct.plan.notes);
+  EXPECT_EQ(bounded.plan.layout_record, direct.plan.layout_record);
+  EXPECT_EQ(bounded.plan.framework, direct.plan.framework);
+  EXPECT_EQ(bounded.plan.engine, direct.plan.engine);
 }
 
 TEST(BoundedPlanning, ErrorsComeBackUnchanged) {
@@ -75,6 +78,8 @@ TEST(BoundedPlanning, EncodingRoundTripsAndRejectsDamagedBytes) {
   result.plan.step_environment = {{"PIPETTE_TP", "1"}, {"PIPETTE_STATUS", "ok"}};
   result.plan.task_environment = {{{"RANK", "0"}}, {{"RANK", "1"}, {"LOCAL_RANK", ""}}};
   result.plan.notes = {"no link cache at /var/lib/pipette/links.yaml: every link is a prior", ""};
+  result.plan.framework = "nanotron";
+  result.plan.engine = "pp-schedule=afab,dp-overlap=off";
   const std::string bytes = encode(result);
   StepPlanResult decoded;
   ASSERT_TRUE(decode(bytes, decoded));
@@ -82,6 +87,8 @@ TEST(BoundedPlanning, EncodingRoundTripsAndRejectsDamagedBytes) {
   EXPECT_EQ(decoded.plan.task_environment, result.plan.task_environment);
   EXPECT_EQ(decoded.plan.summary, "tp=1");
   EXPECT_EQ(decoded.plan.notes, result.plan.notes);
+  EXPECT_EQ(decoded.plan.framework, "nanotron");
+  EXPECT_EQ(decoded.plan.engine, "pp-schedule=afab,dp-overlap=off");
   for (std::size_t size = 0; size < bytes.size(); ++size) {
     StepPlanResult truncated;
     EXPECT_FALSE(decode(std::string_view(bytes).substr(0, size), truncated)) << size;

@@ -53,6 +53,8 @@ plans=("$XDG_STATE_HOME"/pipette/jobs/*-"$first_job".plan)
 expect_eq "the plan record is private to the user" 600 "$(stat -c %a "${plans[0]}" 2>&1)"
 expect_eq "its directory too" 700 "$(stat -c %a "$XDG_STATE_HOME/pipette/jobs" 2>&1)"
 expect_contains "the plan record holds the layout" "tp=2" "${plans[0]}"
+expect_contains "the plan record holds the layer split" "layers_per_stage=" "${plans[0]}"
+expect_contains "the plan record holds the framework" "framework=megatron-core" "${plans[0]}"
 
 "$pipette" calibrate --site "$site_file" --slurm-job "$first_job" >"$work_dir/calibrate.out" 2>"$work_dir/calibrate.err"
 expect_eq "pipette calibrate --slurm-job: exit status" 0 "$?"

@@ -73,6 +73,9 @@ TEST(PlanStep, EngineOptionsReachThePlanAndItsExport) {
   StepPlanResult result = plan_step(request, h100_site());
   ASSERT_EQ(result.error, "");
   EXPECT_EQ(as_map(result.plan.step_environment).at("PIPETTE_MEGATRON_ARGS").find("--overlap-grad-reduce"), std::string::npos);
+  // What the plan was priced for, kept for pipette calibrate: the job's switch, not the stack's defaults.
+  EXPECT_EQ(result.plan.framework, "megatron-core");
+  EXPECT_EQ(result.plan.engine, "dp-overlap=off");
   request.settings.engine.clear();
   result = plan_step(request, h100_site());
   ASSERT_EQ(result.error, "");

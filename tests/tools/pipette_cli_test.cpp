@@ -867,6 +867,41 @@ TEST_F(PipetteCli, CalibrateWritesTheSiteCalibrationAndExplainShowsBoth) {
   expect_one_line_error(pipette("calibrate --site '" + site + "'"), 1, "no run records");
 }
 
+// An MoE run without its expert groups is refused in one line, not priced as ep=1: a table gives
+// them in its ep and etp columns, a log's --layout; --engine gives the switches a log does not state.
+TEST_F(PipetteCli, CalibrateAnMoeRunWithItsExpertGroups) {
+  const std::string site = path("site.yaml");
+  std::ofstream(site) << "gpu: H100-SXM\npriors:\n  nic_gbit_per_s: 400\n  rails: 8\n";
+  const std::string header = "model,nodes,gpu,framework,precision,tp,pp,dp,vpp,mbs,global_batch,seq,distopt,iteration_seconds,status";
+  const std::string row = "qwen3-30b-a3b,2,H100-SXM,nemo,fp8,1,1,16,1,1,1024,4096,on,";
+  std::ofstream(path("moe.csv")) << header << "\n" << row << "29.7,ok\n" << row << "29.9,ok\n";
+  expect_one_line_error(pipette("calibrate --site '" + site + "' --dry-run '" + path("moe.csv") + "'"), 1,
+                        "moe.csv:2: the record does not say its expert groups (ep and etp");
+  std::ofstream(path("moe-ep.csv")) << header << ",ep,etp\n" << row << "29.7,ok,16,1\n" << row << "29.9,ok,16,1\n";
+  const Outcome table = pipette("calibrate --site '" + site + "' --dry-run '" + path("moe-ep.csv") + "'");
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("calibration of nemo on H100-SXM from 2 record(s)"), std::string::npos) << table.out;
+
+  // A Megatron log whose arguments do not name the experts (the sample's, at Qwen3-30B-A3B's size).
+  std::string log = read_file(PIPETTE_SOURCE_DIR "/tests/data/run-records/megatron_llama3_8b_2nodes.log");
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"num_layers ...................................... 32",
+                                                                     "num_layers ...................................... 48"},
+                                 {"hidden_size ..................................... 4096", "hidden_size ..................................... 2048"}}) {
+    ASSERT_NE(log.find(from), std::string::npos) << from;
+    log.replace(log.find(from), from.size(), to);
+  }
+  std::ofstream(path("moe.log")) << log;
+  const std::string calibrate_log = "calibrate --site '" + site + "' --dry-run --model qwen3-30b-a3b --num-nodes 2 ";
+  expect_one_line_error(pipette(calibrate_log + "'" + path("moe.log") + "'"), 1,
+                        "moe.log:2: the record does not say its expert groups (ep and etp");
+  const Outcome logged = pipette(calibrate_log + "--layout ep=4,etp=2 --engine dp-overlap=off '" + path("moe.log") + "' '" +
+                                 path("moe.log") + "'");
+  ASSERT_EQ(logged.status, 0) << logged.err;
+  EXPECT_NE(logged.out.find("calibration of megatron-core on H100-SXM from 2 record(s)"), std::string::npos) << logged.out;
+  expect_one_line_error(pipette(calibrate_log + "--layout ep=4,etp=2 --engine dp-overlap=maybe '" + path("moe.log") + "'"), 1,
+                        "dp-overlap must be on or off");
+}
+
 }  // namespace
 
 // `--json` carries every variable the plugin would export for the plan (core's plan_variables,

@@ -44,6 +44,23 @@ TEST_F(PlanRecordTest, WritesPrivatelyAndReadsBack) {
   EXPECT_EQ(run->fully_sharded, false);  // what the step ran, so calibrate prices that run
 }
 
+// A version-1 record (before ep, etp, the split, the framework and the engine were kept) still
+// reads; a version-2 one gives them back.
+TEST(PlanRecord, KeepsWhatTheJobWasPricedFor) {
+  const auto old_record = parse_plan_record("pipette_plan_record=1\nmodel=llama3-8b\ntp=2\n", "p");
+  ASSERT_TRUE(old_record.ok()) << old_record.error().message;
+  EXPECT_TRUE(old_record->layers_per_stage.empty());
+  EXPECT_EQ(old_record->framework, "");
+  const auto current = parse_plan_record(
+      "pipette_plan_record=2\nep=8\netp=1\nlayers_per_stage=0,12,12,0\nframework=nanotron\nengine=pp-schedule=afab\n", "p");
+  ASSERT_TRUE(current.ok()) << current.error().message;
+  EXPECT_EQ(current->ep, 8);
+  EXPECT_EQ(current->etp, 1);
+  EXPECT_EQ(current->layers_per_stage, (std::vector<int>{0, 12, 12, 0}));
+  EXPECT_EQ(current->framework, "nanotron");
+  EXPECT_EQ(current->engine, "pp-schedule=afab");
+}
+
 TEST_F(PlanRecordTest, RefusesADirectoryOthersMayWrite) {
   ASSERT_TRUE(write_plan_record(home_.string(), "c", 7, {{"model", "llama3-8b"}}).ok());
   const auto directory = std::filesystem::path(plan_record_path(home_.string(), "c", 7)).parent_path();
@@ -65,7 +82,10 @@ TEST(PlanRecord, StrictParser) {
   EXPECT_EQ(parse_plan_record("pipette_plan_record=1\ntp=zero\n", "p").error().message,
             "p:2: tp must be a positive integer (got 'zero')");
   EXPECT_EQ(parse_plan_record("pipette_plan_record=1\ncolour=red\n", "p").error().message, "p:2: unknown key colour");
-  EXPECT_EQ(parse_plan_record("tp=2\n", "p").error().message, "p: not a Pipette plan record (no pipette_plan_record=1)");
+  EXPECT_EQ(parse_plan_record("tp=2\n", "p").error().message, "p: not a Pipette plan record (no pipette_plan_record line)");
+  EXPECT_EQ(parse_plan_record("pipette_plan_record=3\n", "p").error().message, "p:1: plan record format 3; this Pipette reads 1 to 2");
+  EXPECT_EQ(parse_plan_record("pipette_plan_record=2\nlayers_per_stage=8,x\n", "p").error().message,
+            "p:2: layers_per_stage must be comma-separated layer counts (got '8,x')");
   // PIPETTE_RECOMPUTE of a block-recompute plan, as --pipette-fix spells it.
   const auto block = parse_plan_record("pipette_plan_record=1\nrecompute=block:5\n", "p");
   ASSERT_TRUE(block.ok()) << block.error().message;

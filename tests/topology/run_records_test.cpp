@@ -23,6 +23,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "pipette/core/pipeline_blocks.hpp"
+#include "pipette/core/plan.hpp"
 #include "pipette/core/units.hpp"
 #include "pipette/topology/plan_record.hpp"
 
@@ -461,6 +463,123 @@ TEST(RunTable, ALayoutThatDoesNotMakeTheJobIsAnError) {
   const auto record = resolve_run(run, h100_site(), {});
   ASSERT_FALSE(record.ok());
   EXPECT_EQ(record.error().message, "r.csv:2: 8 GPUs do not split evenly over 2 nodes of 8 GPUs");
+}
+
+// An MoE run's expert groups, as Megatron prints them: expert_model_parallel_size, and
+// expert_tensor_parallel_size resolved to tp when unset (arguments.py @d98e8a64 l.587-588); a dense
+// run's log prints the same arguments, which say nothing of it.
+TEST(MegatronLog, AnMoeRunKeepsItsExpertGroups) {
+  std::string log = sample("megatron_llama3_8b_2nodes.log");
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    const size_t at = log.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    log.replace(at, from.size(), to);
+  };
+  replace("  num_layers ...................................... 32", "  num_layers ...................................... 48");
+  replace("  hidden_size ..................................... 4096", "  hidden_size ..................................... 2048");
+  replace("  ffn_hidden_size ................................. 14336",
+          "  expert_model_parallel_size ...................... 4\n"
+          "  expert_tensor_parallel_size ..................... None\n"
+          "  ffn_hidden_size ................................. 6144");
+  const auto dense = parse_megatron_log(log, "m.log");
+  ASSERT_TRUE(dense.ok()) << dense.error().message;
+  EXPECT_EQ(dense->ep, std::nullopt);  // no num_experts: the expert arguments describe nothing
+  replace("  num_layers ......", "  num_experts ..................................... 128\n  num_layers ......");
+  const auto run = parse_megatron_log(log, "m.log");
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  EXPECT_EQ(run->ep, 4);
+  EXPECT_EQ(run->etp, 2);  // None: tp
+  RunDescription flags;
+  flags.name = "the command line";
+  flags.model = "qwen3-30b-a3b";
+  flags.nodes = 2;
+  const auto record = resolve_run(*complete_run(*run, flags), h100_site(), {});
+  ASSERT_TRUE(record.ok()) << record.error().message;
+  EXPECT_EQ(record->config.ep, 4);
+  EXPECT_EQ(record->config.etp, 2);
+}
+
+// An MoE record priced without its expert groups would teach the calibration another job's times;
+// a dense one with them names what is wrong.
+TEST(RunTable, AnMoeRunNeedsItsExpertGroups) {
+  const std::string header = "model,nodes,gpu,framework,precision,tp,pp,dp,mbs,global_batch,seq,distopt,iteration_seconds,status";
+  const auto without = parse_run_table(header + "\nqwen3-30b-a3b,2,H100-SXM,megatron-core,fp8,1,1,16,1,1024,4096,on,29.7,ok\n", "moe.csv");
+  ASSERT_TRUE(without.ok()) << without.error().message;
+  const auto refused = resolve_run(without->front(), h100_site(), {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message,
+            "moe.csv:2: the record does not say its expert groups (ep and etp: --layout ep=N,etp=M, or the table's ep and etp "
+            "columns); give it on the command line (pipette calibrate --help)");
+
+  const auto with = parse_run_table(header + ",ep,etp\nqwen3-30b-a3b,2,H100-SXM,megatron-core,fp8,1,1,16,1,1024,4096,on,29.7,ok,16,1\n",
+                                    "moe.csv");
+  ASSERT_TRUE(with.ok()) << with.error().message;
+  EXPECT_EQ(with->front().ep, 16);
+  const auto record = resolve_run(with->front(), h100_site(), {});
+  ASSERT_TRUE(record.ok()) << record.error().message;
+  EXPECT_EQ(record->config.ep, 16);
+  EXPECT_EQ(record->config.etp, 1);
+  EXPECT_EQ(record->training.precision, Precision::fp8);
+
+  const auto odd = parse_run_table(header + ",ep,etp\nqwen3-30b-a3b,2,H100-SXM,megatron-core,fp8,1,1,16,1,1024,4096,on,29.7,ok,3,1\n",
+                                   "moe.csv");
+  ASSERT_TRUE(odd.ok());
+  EXPECT_EQ(resolve_run(odd->front(), h100_site(), {}).error().message, "moe.csv:2: ep=3 does not divide the 128 experts");
+  const auto dense = parse_run_table(header + ",ep,etp\nllama3-8b,2,H100-SXM,megatron-core,bf16,1,1,16,1,128,4096,on,3.1,ok,2,1\n",
+                                     "dense.csv");
+  ASSERT_TRUE(dense.ok());
+  EXPECT_EQ(resolve_run(dense->front(), h100_site(), {}).error().message,
+            "dense.csv:2: ep and etp need a model with experts (num_experts)");
+}
+
+// A record is priced as the stack ran it: its own layer split (DeepSpeed's type:transformer
+// partition, not Megatron's [a, b x (p-2), c]) and the precision's own defaults (DeepSpeed keeps
+// fp16 training's gradients in fp16, engine.cpp), not a split or a gradient buffer of another stack.
+TEST(RunTable, ARecordIsPricedAsItsStackRunsIt) {
+  const auto runs = parse_run_table(
+      "model,nodes,gpu,framework,precision,tp,pp,dp,mbs,global_batch,seq,recompute,distopt,iteration_seconds,status\n"
+      "llama2-7b,5,A100-80GB,megatron-deepspeed,fp16,8,5,1,1,64,4096,full,on,20.0,ok\n",
+      "ds.csv");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  const auto record = resolve_run(runs->front(), a100_site(), {});
+  ASSERT_TRUE(record.ok()) << record.error().message;
+  EXPECT_EQ(record->config.layers_per_stage, megatron_deepspeed_layer_split(32, 5));
+  EXPECT_EQ(record->config.layers_per_stage, (std::vector<int>{7, 7, 6, 6, 6}));
+  EXPECT_NE(record->config.layers_per_stage, balanced_layers_per_stage(32, 5));
+  EXPECT_EQ(record->training.precision, Precision::fp16);
+  EXPECT_FALSE(record->training.gradients_in_fp32);
+}
+
+// `pipette calibrate --slurm-job` prices the job as the plugin planned it: the plan record's split,
+// framework and engine switches; what the log states still wins.
+TEST(PlanRecordRun, ThePlansSplitFrameworkAndEngineArePriced) {
+  const auto plan = parse_plan_record(
+      "pipette_plan_record=2\nmodel=llama3-8b\nnodes=2\ngpus_per_node=8\nglobal_batch=128\nsequence_length=4096\n"
+      "tp=2\npp=2\ndp=4\ncp=1\nep=1\netp=1\nvpp=1\nmbs=1\nrecompute=selective\nsp=1\ndistopt=1\nfsdp=0\n"
+      "layers_per_stage=15,17\nframework=nemo\nengine=precision=fp8,dp-overlap=off\n",
+      "job.plan");
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  auto record = resolve_run(*plan, h100_site(), {});
+  ASSERT_TRUE(record.ok()) << record.error().message;
+  EXPECT_EQ(record->config.layers_per_stage, (std::vector<int>{15, 17}));
+  EXPECT_EQ(record->framework, "nemo");
+  EXPECT_EQ(record->training.precision, Precision::fp8);
+  EXPECT_FALSE(record->training.overlap_gradient_reduce);
+  EXPECT_TRUE(record->training.fp8_parameters);  // NeMo's fp8 recipes gather fp8 weights (stack_profile.cpp)
+
+  auto log = parse_megatron_log(sample("megatron_llama3_8b_2nodes.log"), "m.log");  // bf16, as the job ran
+  ASSERT_TRUE(log.ok());
+  auto completed = complete_run(*log, *plan);
+  ASSERT_TRUE(completed.ok()) << completed.error().message;
+  record = resolve_run(*completed, h100_site(), {});
+  ASSERT_TRUE(record.ok()) << record.error().message;
+  EXPECT_EQ(record->training.precision, Precision::bf16);
+  EXPECT_FALSE(record->training.overlap_gradient_reduce);
+
+  auto uneven = *plan;
+  uneven.layers_per_stage = {15, 16};
+  EXPECT_NE(resolve_run(uneven, h100_site(), {}).error().message.find("layers_per_stage must give each of the 2 stages"),
+            std::string::npos);
 }
 
 TEST(CompleteRun, ConflictsNameBothSources) {

@@ -184,6 +184,30 @@ Result<EngineOverrides> parse_engine_overrides(std::string_view text) {
   return overrides;
 }
 
+std::string format_engine_overrides(const EngineOverrides& overrides) {
+  std::string out;
+  const auto add = [&](const char* key, const std::string& value) {
+    if (!out.empty()) out += ',';
+    out += key;
+    out += '=';
+    out += value;
+  };
+  const auto boolean = [&](const char* key, const std::optional<bool>& value) {
+    if (value) add(key, *value ? "on" : "off");
+  };
+  if (overrides.precision) add("precision", to_string(*overrides.precision));
+  if (overrides.attention) add("attention", to_string(*overrides.attention));
+  boolean("fp8-params", overrides.fp8_parameters);
+  boolean("fp32-grads", overrides.fp32_gradients);
+  boolean("dp-overlap", overrides.dp_overlap);
+  boolean("tp-overlap", overrides.tp_overlap);
+  boolean("tp-comm-overlap", overrides.tp_comm_overlap);
+  boolean("tp-recompute-allgather", overrides.tp_recompute_allgather);
+  if (overrides.pipeline_schedule) add("pp-schedule", to_string(*overrides.pipeline_schedule));
+  boolean("nvls", overrides.nvls);
+  return out;
+}
+
 std::string format_fixed_knobs(const FixedKnobs& knobs) {
   std::string out;
   auto add = [&](const char* key, const std::string& value) {

@@ -94,11 +94,13 @@ Result<RunDescription> parse_plan_record(std::string_view text, const std::strin
     };
     std::optional<int> ignored, global_batch;
     if (key == "pipette_plan_record") {
-      if (value != std::to_string(kPlanRecordFormatVersion))
-        return Error{where + "plan record format " + quoted_input(value) + "; this Pipette reads " +
+      if (value != "1" && value != std::to_string(kPlanRecordFormatVersion))
+        return Error{where + "plan record format " + quoted_input(value) + "; this Pipette reads 1 to " +
                      std::to_string(kPlanRecordFormatVersion)};
     } else if (key == "job_id") integer(ignored);
     else if (key == "model") run.model = value;
+    else if (key == "framework") run.framework = value;
+    else if (key == "engine") run.engine = value;
     else if (key == "gpu") run.gpu = value;
     else if (key == "nodes") integer(run.nodes);
     else if (key == "node_list") {
@@ -115,6 +117,20 @@ Result<RunDescription> parse_plan_record(std::string_view text, const std::strin
     else if (key == "pp") integer(run.pp);
     else if (key == "dp") integer(run.dp);
     else if (key == "cp") integer(run.cp);
+    else if (key == "ep") integer(run.ep);
+    else if (key == "etp") integer(run.etp);
+    else if (key == "layers_per_stage") {
+      // Stages without a layer (pp > layers) hold 0.
+      for (size_t start = 0; start <= value.size() && !problem;) {
+        const size_t comma = std::min(value.find(',', start), value.size());
+        int layers = -1;
+        const auto [end, code] = std::from_chars(value.data() + start, value.data() + comma, layers);
+        if (code != std::errc() || end != value.data() + comma || layers < 0)
+          problem = Error{where + "layers_per_stage must be comma-separated layer counts (got '" + quoted_input(value) + "')"};
+        else run.layers_per_stage.push_back(layers);
+        start = comma + 1;
+      }
+    }
     else if (key == "vpp") integer(run.vpp);
     else if (key == "mbs") integer(run.micro_batch);
     else if (key == "recompute") {
@@ -130,7 +146,7 @@ Result<RunDescription> parse_plan_record(std::string_view text, const std::strin
     }
     if (problem) return *problem;
   }
-  if (!seen.count("pipette_plan_record")) return Error{source_name + ": not a Pipette plan record (no pipette_plan_record=1)"};
+  if (!seen.count("pipette_plan_record")) return Error{source_name + ": not a Pipette plan record (no pipette_plan_record line)"};
   return run;
 }
 

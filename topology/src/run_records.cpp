@@ -7,6 +7,7 @@
 
 #include "pipette/core/launch.hpp"
 #include "pipette/core/plan.hpp"
+#include "pipette/core/search.hpp"
 #include "pipette/core/units.hpp"
 #include "pipette/topology/job_planner.hpp"
 
@@ -162,7 +163,8 @@ constexpr const char* kLayoutKeys[] = {"tensor_model_parallel_size", "pipeline_m
                                        "context_parallel_size",
                                        "virtual_pipeline_model_parallel_size", "micro_batch_size", "global_batch_size",
                                        "seq_length", "num_layers", "hidden_size", "num_attention_heads",
-                                       "recompute_granularity", "recompute_method", "recompute_num_layers", "sequence_parallel", "use_distributed_optimizer", "world_size"};
+                                       "recompute_granularity", "recompute_method", "recompute_num_layers", "sequence_parallel", "use_distributed_optimizer", "world_size",
+                                       "num_experts", "expert_model_parallel_size", "expert_tensor_parallel_size"};
 
 std::optional<Error> apply_arguments(const MegatronArguments& arguments, const std::string& source, RunDescription& run) {
   const auto text = [&](const char* key) -> std::optional<std::string> {
@@ -194,6 +196,15 @@ std::optional<Error> apply_arguments(const MegatronArguments& arguments, const s
   std::optional<int> global_batch;
   integer("global_batch_size", global_batch);
   integer("context_parallel_size", run.cp);
+  // Expert groups, for a model with experts only: Megatron resolves an unset
+  // --expert-tensor-parallel-size to tp on every run, dense ones included (arguments.py @d98e8a64
+  // l.587-588), before it prints the block; a Megatron without the argument split experts over tp.
+  if (text("num_experts")) {
+    integer("expert_model_parallel_size", run.ep);
+    integer("expert_tensor_parallel_size", run.etp);
+    if (!run.ep) run.ep = 1;
+    if (!run.etp) run.etp = run.tp;
+  }
   if (problem) return problem;
   if (global_batch) run.global_batch = *global_batch;
   const auto granularity = text("recompute_granularity");
@@ -601,7 +612,7 @@ Result<std::vector<RunDescription>> parse_run_table(std::string_view text, const
     const std::vector<std::string> header = split(lines.front().text);
     std::map<std::string, size_t> column;
     static const std::vector<std::string> known = {"model", "nodes", "gpu", "framework", "tp", "pp", "dp", "vpp", "mbs",
-                                                   "global_batch", "seq", "recompute", "sp", "distopt", "precision",
+                                                   "global_batch", "seq", "recompute", "sp", "distopt", "precision", "ep", "etp",
                                                    "iteration_seconds", "peak_gib", "status"};
     for (size_t i = 0; i < header.size(); ++i) {
       if (std::find(known.begin(), known.end(), header[i]) == known.end())
@@ -659,6 +670,8 @@ Result<std::vector<RunDescription>> parse_run_table(std::string_view text, const
       integer("pp", run.pp, true);
       integer("dp", run.dp, true);
       integer("vpp", run.vpp, false);
+      integer("ep", run.ep, false);
+      integer("etp", run.etp, false);
       integer("mbs", run.micro_batch, true);
       integer("seq", run.sequence_length, true);
       std::optional<int> global_batch;
@@ -737,12 +750,15 @@ Result<RunDescription> complete_run(RunDescription run, const RunDescription& fa
   for (const auto& [field, name] : std::initializer_list<std::pair<Field, const char*>>{
            {&RunDescription::nodes, "nodes"}, {&RunDescription::gpus_per_node, "GPUs per node"},
            {&RunDescription::tp, "tp"}, {&RunDescription::pp, "pp"}, {&RunDescription::dp, "dp"},
-           {&RunDescription::cp, "cp"}, {&RunDescription::vpp, "vpp"}, {&RunDescription::micro_batch, "micro-batch"},
+           {&RunDescription::cp, "cp"}, {&RunDescription::ep, "ep"}, {&RunDescription::etp, "etp"},
+           {&RunDescription::vpp, "vpp"}, {&RunDescription::micro_batch, "micro-batch"},
            {&RunDescription::sequence_length, "sequence length"}})
     fill(run.*field, fallback.*field, name);
   fill(run.global_batch, fallback.global_batch, "global batch");
   if (problem) return *problem;
   if (run.node_names.empty()) run.node_names = fallback.node_names;
+  if (run.layers_per_stage.empty()) run.layers_per_stage = fallback.layers_per_stage;
+  if (run.engine.empty()) run.engine = fallback.engine;
   if (!run.recompute) {
     run.recompute = fallback.recompute;
     run.recomputed_layers_per_chunk = fallback.recomputed_layers_per_chunk;
@@ -780,10 +796,17 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
     return Error{run.name + ": " + std::to_string(gpus) + " GPUs do not split evenly over " + std::to_string(nodes) + " nodes" +
                  (run.gpus_per_node ? " of " + std::to_string(*run.gpus_per_node) + " GPUs" : std::string())};
 
+  // The engine as planned or as the command line says, at the precision the log states: the stack
+  // derives its defaults from the precision (DeepSpeed's fp16 gradients, engine.cpp).
+  auto engine = parse_engine_overrides(run.engine);
+  if (!engine) return Error{run.name + ": " + engine.error().message};
+  if (run.precision) engine->precision = *run.precision;
+
   JobRequest request;
   request.model = run.model;
   // The record is priced as its stack runs (stack_profile.hpp); an unknown spelling is refused.
   request.framework = run.framework;
+  request.engine = format_engine_overrides(*engine);
   request.global_batch = *run.global_batch;
   request.sequence_length = *run.sequence_length;
   request.node_names = run.node_names;
@@ -801,13 +824,14 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
 
   RunRecord record;
   record.name = run.name;
-  record.framework = run.framework.empty() ? "megatron-core" : run.framework;
+  record.framework = to_string(prepared->training.target.framework);
   record.model = prepared->model;
   record.training = prepared->training;
-  if (run.precision) record.training.precision = *run.precision;
-  record.training.overlap_tensor_parallel_communication = run.tp_comm_overlap.value_or(false);
-  if (run.gradients_in_fp32) record.training.gradients_in_fp32 = *run.gradients_in_fp32;
+  // What the log states ran, set as facts: the engine checks what Pipette can export, which a run
+  // with a switch of its own (Megatron-DeepSpeed's flash attention) may have used.
   if (run.attention) record.training.attention = *run.attention;
+  if (run.gradients_in_fp32) record.training.gradients_in_fp32 = *run.gradients_in_fp32;
+  if (run.tp_comm_overlap) record.training.overlap_tensor_parallel_communication = *run.tp_comm_overlap;
   record.cluster = prepared->cluster;
   const ModelSpec& model = record.model;
   const auto check_dimension = [&](const std::optional<int>& stated, int actual, const char* name) -> std::optional<Error> {
@@ -818,12 +842,17 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
   if (auto problem = check_dimension(run.num_layers, model.num_layers, "num_layers")) return *problem;
   if (auto problem = check_dimension(run.hidden_size, model.hidden_size, "hidden_size")) return *problem;
   if (auto problem = check_dimension(run.num_attention_heads, model.num_attention_heads, "num_attention_heads")) return *problem;
+  // Pricing an MoE run without its expert groups would fit the factors to another job.
+  if (model.is_moe() && (!run.ep || !run.etp))
+    return missing("its expert groups (ep and etp: --layout ep=N,etp=M, or the table's ep and etp columns)");
 
-  ParallelConfig& config = record.config;
+  ParallelConfig config;
   config.tp = tp;
   config.pp = pp;
   config.dp = dp;
   config.cp = cp;
+  config.ep = run.ep.value_or(1);
+  config.etp = run.etp.value_or(1);
   config.micro_batch = *run.micro_batch;
   config.virtual_stages = run.vpp.value_or(1);
   config.recompute = run.recompute.value_or(RecomputeMode::none);
@@ -832,17 +861,16 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
   config.distributed_optimizer = run.distributed_optimizer.value_or(false);
   config.fully_sharded = run.fully_sharded.value_or(
       default_fully_sharded(record.training.target.framework, model, pp, dp * cp));
-  if (model.num_layers % (pp * config.virtual_stages) != 0 && config.virtual_stages > 1)
-    return Error{run.name + ": " + std::to_string(model.num_layers) + " layers do not split into pp " + std::to_string(pp) +
-                 " × vpp " + std::to_string(config.virtual_stages) + " chunks"};
-  if (pp > model.num_layers) return Error{run.name + ": pp " + std::to_string(pp) + " exceeds the model's layers"};
-  if (model.num_attention_heads % tp != 0)
-    return Error{run.name + ": tp " + std::to_string(tp) + " does not divide the model's " +
-                 std::to_string(model.num_attention_heads) + " attention heads"};
-  if (*run.global_batch % (static_cast<std::int64_t>(config.micro_batch) * dp) != 0)
-    return Error{run.name + ": global batch " + std::to_string(*run.global_batch) + " is not a multiple of micro-batch × dp (" +
-                 std::to_string(config.micro_batch * dp) + ")"};
-  config.layers_per_stage = balanced_layers_per_stage(model.num_layers, pp);
+  config.layers_per_stage = run.layers_per_stage;
+  // As `pipette plan --fix` prices it (the stack's own layer split, sp off at tp 1), but not held to
+  // what Pipette can export: the run ran. Its expert groups must be ones Megatron-core forms.
+  auto completed = complete_layout(model, record.training, record.cluster, config);
+  if (!completed) return Error{run.name + ": " + completed.error().message};
+  record.config = std::move(completed).value();
+  for (const std::string& problem :
+       {model_problem(record.training.target.framework, model), expert_problem(model, record.config)}) {
+    if (!problem.empty()) return Error{run.name + ": " + problem};
+  }
 
   record.iteration_seconds = run.iteration_seconds;
   if (!record.iteration_seconds && run.tokens_per_second_per_gpu)

@@ -48,6 +48,7 @@ Result<RunDescription> flags_of(const Arguments& arguments) {
   flags.model = arguments.value("model").value_or("");
   flags.gpu = arguments.value("gpu").value_or("");
   flags.framework = arguments.value("framework").value_or("");
+  flags.engine = arguments.value("engine").value_or("");
   const auto integer = [&](const char* name, std::optional<int>& out) -> std::optional<Error> {
     auto value = arguments.positive_integer(name);
     if (!value) return value.error();
@@ -68,6 +69,8 @@ Result<RunDescription> flags_of(const Arguments& arguments) {
     flags.pp = knobs->pp;
     flags.dp = knobs->dp;
     flags.cp = knobs->cp;
+    flags.ep = knobs->ep;
+    flags.etp = knobs->etp;
     flags.vpp = knobs->virtual_stages;
     flags.micro_batch = knobs->micro_batch;
     flags.recompute = knobs->recompute;

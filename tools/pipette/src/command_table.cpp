@@ -75,7 +75,11 @@ constexpr OptionSpec kRecordsGpusPerNode{"gpus-per-node", "N", "GPUs per node of
 constexpr OptionSpec kRecordsGpu{"gpu", "NAME", "the runs' GPU model", "the site's gpu"};
 constexpr OptionSpec kRecordsFramework{"framework", "NAME", "the runs' framework (megatron-core, nemo, torchtitan, megatron-deepspeed, nanotron, deepspeed)",
                                        "what the log shows"};
-constexpr OptionSpec kRecordsLayout{"layout", "KNOBS", "the runs' layout in --fix syntax, when their logs do not say", ""};
+constexpr OptionSpec kRecordsLayout{"layout", "KNOBS", "the runs' layout in --fix syntax (an MoE run's ep and etp too), when their logs do not say", ""};
+constexpr OptionSpec kRecordsEngine{"engine", "SWITCHES",
+                                    "the runs' engine switches in --engine syntax; what a log states (precision, attention, "
+                                    "fp32 gradients, TP communication overlap) wins",
+                                    "the plan's with --slurm-job, else the site's, else the stack's"};
 constexpr OptionSpec kRecordsBatch{"global-batch", "B", "the runs' global batch in sequences, when their logs do not say", ""};
 constexpr OptionSpec kRecordsSeq{"seq", "L", "the runs' sequence length, when their logs do not say", ""};
 constexpr OptionSpec kSlurmJob{"slurm-job", "JOBID",
@@ -85,9 +89,9 @@ constexpr OptionSpec kSlurmJob{"slurm-job", "JOBID",
 constexpr OptionSpec kCalibrationOutput{"output", "FILE", "the calibration file to merge into",
                                         "the site file's calibration.file"};
 constexpr OptionSpec kDryRun{"dry-run", "", "fit and report, write nothing", ""};
-constexpr std::array<const OptionSpec*, 13> kCalibrateOptions{
+constexpr std::array<const OptionSpec*, 14> kCalibrateOptions{
     &kSite,         &kRecordsModel, &kRecordsNodes, &kRecordsGpusPerNode, &kRecordsGpu, &kRecordsFramework, &kRecordsLayout,
-    &kRecordsBatch, &kRecordsSeq,   &kSlurmJob,     &kCalibrationOutput,  &kDryRun,     &kHelp};
+    &kRecordsEngine, &kRecordsBatch, &kRecordsSeq,  &kSlurmJob,     &kCalibrationOutput,  &kDryRun,     &kHelp};
 
 constexpr std::array<CommandSpec, 7> kCommands{{
     {"plan", "",
@@ -131,7 +135,7 @@ constexpr std::array<CommandSpec, 7> kCommands{{
      "fit the model's factors to this site's own finished runs",
      "Reads finished runs (Megatron-LM / NeMo, torchtitan, nanotron and DeepSpeed / Megatron-DeepSpeed logs, or a CSV table with the columns "
      "model, nodes, gpu, framework, tp, pp, dp, vpp, mbs, global_batch, seq, recompute, sp, distopt, iteration_seconds, "
-     "peak_gib and status; README, \"Calibration\"), "
+     "peak_gib and status, optionally precision, ep and etp; README, \"Calibration\"), "
      "skips warm-up iterations (the options below complete what a log does not state), and fits per framework and GPU a few bounded factors: compute efficiency, "
      "per-layer and pipeline-hop overhead, collective efficiency and its loss with node count, the activation-memory "
      "factor and the allocator reserve. Prints each factor with its uncertainty (or why the records cannot determine "

@@ -124,6 +124,11 @@ bool needs_distributed_optimizer(const TrainingSpec& training);
 // (needs_distributed_optimizer with it off); empty when it can.
 std::string optimizer_problem(const TrainingSpec& training, const ParallelConfig& config);
 
+// Megatron-core's expert-parallel rules, which every framework's launch_problem applies: ep and
+// etp only with experts, ep dividing them, ep x etp a stage's ranks, etp the expert width, SP with
+// tp. Empty where `config` keeps them.
+std::string expert_problem(const ModelSpec& model, const ParallelConfig& config);
+
 // The part of launch_problem no layout changes: what the framework cannot train of the model at
 // all (ALiBi outside Megatron-DeepSpeed and DeepSpeed, MoE or MLA under the stacks that do not
 // price them). Empty if every layout may be tried.

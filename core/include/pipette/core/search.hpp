@@ -57,9 +57,15 @@ struct SearchResult {
 Result<SearchResult> search_plans(const ModelSpec& model, const TrainingSpec& training,
                                   const Cluster& cluster, const SearchOptions& options);
 
-// `config` as evaluate_plan prices it (the default layer split, sp off at tp 1, one chunk at pp 1),
-// or why it cannot run on this job at all: the wrong GPU count, a knob the model or the framework
-// refuses. Memory is not judged.
+// `config` completed as evaluate_plan prices it (the framework's own layer split, sp off at tp 1,
+// one chunk at pp 1), or why no framework could run it on this job: the wrong GPU count, tp that
+// does not divide the heads, a global batch that is not whole micro-batches per replica, a split
+// that does not give every stage its layers. What ran is priced with this (a calibration record).
+Result<ParallelConfig> complete_layout(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
+                                       const ParallelConfig& config);
+
+// complete_layout, and also why the framework cannot build it as Pipette would export it
+// (launch_problem, optimizer_problem). Memory is not judged.
 Result<ParallelConfig> complete_configuration(const ModelSpec& model, const TrainingSpec& training, const Cluster& cluster,
                                               const ParallelConfig& config);
 

@@ -46,6 +46,8 @@ Result<RecomputeKnob> parse_recompute_knob(std::string_view value);
 // grammar of parse_fixed_knobs; booleans on|off|true|false|1|0. Errors name the item, the key and
 // the accepted values: `engine: "dp-overlap=maybe": dp-overlap must be on or off (got "maybe")`.
 Result<EngineOverrides> parse_engine_overrides(std::string_view text);
+// The switches `overrides` sets, in engine_keys() order, as parse_engine_overrides reads them.
+std::string format_engine_overrides(const EngineOverrides& overrides);
 // One key's value into `overrides` (the site file's defaults.engine mapping reads each key with
 // it); the problem, without the item, when the key or value is not valid.
 std::optional<std::string> set_engine_override(EngineOverrides& overrides, const std::string& key, std::string_view value);

@@ -15,9 +15,11 @@ namespace pipette {
 // (STATE/pipette/jobs/CLUSTER-JOBID.plan with STATE = $XDG_STATE_HOME or ~/.local/state; the
 // directories 0700, the file 0600, written with the user's rights), so no other user can read or
 // alter it. One "key=value" per line:
-//   pipette_plan_record=1, job_id, model, gpu, nodes, node_list (comma-separated), gpus_per_node, global_batch, sequence_length,
-//   tp, pp, dp, vpp, mbs, recompute, sp, distopt (the PIPETTE_* values of the step).
-inline constexpr int kPlanRecordFormatVersion = 1;
+//   pipette_plan_record=2, job_id, model, gpu, nodes, node_list (comma-separated), gpus_per_node, global_batch, sequence_length,
+//   tp, pp, dp, cp, ep, etp, vpp, mbs, recompute, sp, distopt, fsdp (the PIPETTE_* values of the step), layers_per_stage
+//   (comma-separated), framework, and engine (the switches the site or the job set, in --engine syntax), so that calibrate
+//   prices the job as it was planned. Version 1 records, without the last four and ep/etp, still read.
+inline constexpr int kPlanRecordFormatVersion = 2;
 
 // $XDG_STATE_HOME when it is an absolute path, else HOME/.local/state ("" when neither is usable).
 std::string state_home(const char* xdg_state_home, const char* home);

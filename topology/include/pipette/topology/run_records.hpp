@@ -24,6 +24,10 @@ struct RunDescription {
   std::optional<int> gpus_per_node;
   std::optional<int> tp, pp, dp, vpp, micro_batch;
   std::optional<int> cp;  // context parallel (absent: 1)
+  // Expert parallelism (Megatron's --expert-model-parallel-size, --expert-tensor-parallel-size): a
+  // model with experts needs both, a dense one neither.
+  std::optional<int> ep, etp;
+  std::vector<int> layers_per_stage;  // the split that ran (a plan's); empty: the stack's own split
   std::optional<std::int64_t> global_batch;
   std::optional<int> sequence_length;
   std::optional<RecomputeMode> recompute;
@@ -34,6 +38,9 @@ struct RunDescription {
   std::optional<bool> tp_comm_overlap;          // Megatron-core --tp-comm-overlap (userbuffers)
   std::optional<bool> gradients_in_fp32;        // --accumulate-allreduce-grads-in-fp32
   std::optional<AttentionKernel> attention;     // Megatron-DeepSpeed's --use-flash-attn-* flags
+  // The engine's switches in --engine syntax (a plan's, or --engine): the base the switches a log
+  // states (precision, attention, fp32 gradients, TP communication overlap) override.
+  std::string engine;
   // The model's dimensions as the log states them, checked against the model file.
   std::optional<int> num_layers, hidden_size, num_attention_heads;
   std::optional<int> world_size;
@@ -86,6 +93,7 @@ Result<RunDescription> parse_deepspeed_log(std::string_view text, const std::str
 
 // A table of runs, one per row, header first (any column order; names as below):
 //   model,nodes,gpu,framework,tp,pp,dp,vpp,mbs,global_batch,seq,recompute,sp,distopt,iteration_seconds,peak_gib,status
+// and optionally precision (bf16, fp16, fp8, fp32), ep and etp (a model with experts needs both).
 // status: ok | oom; an ok row needs iteration_seconds or peak_gib; peak_gib is max reserved (GiB).
 // recompute: none (or empty), selective, full or block:N (parse_recompute_knob).
 Result<std::vector<RunDescription>> parse_run_table(std::string_view text, const std::string& source_name);
@@ -98,9 +106,11 @@ Result<std::vector<RunDescription>> read_run_records(const std::string& path);
 // naming the record.
 Result<RunDescription> complete_run(RunDescription run, const RunDescription& fallback);
 
-// Resolves a description against the site: the model (its dimensions must match what the log
-// states), the layout (tp·pp·dp must be the job's GPUs, pp must divide the layers), the cluster
-// as the planner assembles it (uncalibrated) for `nodes` synthetic nodes.
+// Resolves a description against the site as `pipette plan --fix` would price that layout: the
+// model (its dimensions must match what the log states), the framework and its engine switches,
+// the layout as complete_configuration completes and checks it (tp·cp·pp·dp must be the job's
+// GPUs; the stack's own layer split unless the record gives one; a knob the framework refuses is
+// an error), the cluster as the planner assembles it (uncalibrated) for `nodes` synthetic nodes.
 Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site, const std::vector<std::string>& model_dirs);
 
 }  // namespace pipette
