@@ -1,5 +1,6 @@
 #include "published_runs.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -29,7 +30,77 @@ int leading_int(const std::string& cell) {
   }
 }
 
+std::string text_of(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// `yaml` (a model file) with each "key: value" line of `values` set.
+std::string with_values(std::string yaml, const std::vector<std::pair<std::string, std::string>>& values) {
+  for (const auto& [key, value] : values) {
+    const size_t at = yaml.find("\n" + key + ": ");
+    if (at == std::string::npos) continue;
+    const size_t end = yaml.find('\n', at + 1);
+    yaml.replace(at + 1, end - at - 1, key + ": " + value);
+  }
+  return yaml;
+}
+
+// Alternates the usable runs between fitting and held out, from the first; `labels`, where given,
+// name each run's record in place of where it was read.
+void add_alternately(PublishedSplit& split, const std::vector<RunDescription>& runs, const SiteConfig& site,
+                     const std::vector<std::string>& model_dirs, const std::vector<std::string>& labels = {}) {
+  int usable = 0;
+  for (size_t index = 0; index < runs.size(); ++index) {
+    auto record = resolve_run(runs[index], site, model_dirs);
+    if (!record) {
+      split.skipped.push_back(record.error().message);
+      continue;
+    }
+    if (index < labels.size()) record->name = labels[index];
+    (usable++ % 2 == 0 ? split.fit : split.held_out).push_back(std::move(record).value());
+  }
+}
+
 }  // namespace
+
+PublishedSplit bigscience_prototype_split(const std::string& prototypes_csv, const std::string& bloom_model_file,
+                                          const SiteConfig& site, const std::string& work_dir) {
+  PublishedSplit split;
+  std::filesystem::create_directories(work_dir);
+  const std::string bloom = text_of(bloom_model_file);
+  std::ifstream in(prototypes_csv);
+  std::string table = "model,nodes,gpu,framework,precision,tp,pp,dp,mbs,global_batch,seq,recompute,distopt,iteration_seconds,status\n";
+  bool header = true;
+  std::vector<std::string> labels;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line.front() == '#') continue;
+    if (header) {  // line,date,nodes,hidden,layers,heads,tp,pp,dp,micro_batch,global_batch,zero_stage,memory_gb,seconds_per_iteration,note
+      header = false;
+      continue;
+    }
+    const std::vector<std::string> f = csv_fields(line);
+    const std::string name = "proto-h" + f[3] + "-l" + f[4] + "-a" + f[5];
+    labels.push_back("chronicles-prequel.md l." + f[0] + " (h" + f[3] + " L" + f[4] + " a" + f[5] + ")");
+    std::ofstream(work_dir + "/" + name + ".yaml")
+        << with_values(bloom, {{"name", name}, {"num_layers", f[4]}, {"hidden_size", f[3]}, {"num_attention_heads", f[5]},
+                               {"num_kv_heads", f[5]}, {"ffn_hidden_size", std::to_string(4 * std::stoi(f[3]))}});
+    // The runs of those weeks: --fp16, --checkpoint-activations, --seq-length 2048, ZeRO stage 1 or 0.
+    table += name + "," + f[2] + ",A100-80GB,megatron-deepspeed,fp16," + f[6] + "," + f[7] + "," + f[8] + "," + f[9] + "," +
+             f[10] + ",2048,full," + (f[11] == "0" ? "off" : "on") + "," + f[13] + ",ok\n";
+  }
+  const std::string table_path = work_dir + "/bigscience_prototypes.csv";
+  std::ofstream(table_path) << table;
+  auto runs = read_run_records(table_path);
+  if (!runs) {
+    split.skipped.push_back(runs.error().message);
+    return split;
+  }
+  add_alternately(split, *runs, site, {work_dir}, labels);
+  return split;
+}
 
 PublishedSplit nemo_dgx_h100_split(const std::string& table_path, const SiteConfig& site) {
   static const std::map<std::string, std::string> presets = {
@@ -39,7 +110,8 @@ PublishedSplit nemo_dgx_h100_split(const std::string& table_path, const SiteConf
   std::ifstream in(table_path);
   std::string line;
   std::getline(in, line);  // header: source,release,section,model,system,gpus,precision,gbs,mbs,seq_len,tp,pp,cp,vp,...
-  int row = 1, usable = 0;
+  int row = 1;
+  std::vector<RunDescription> runs;
   while (std::getline(in, line)) {
     ++row;
     const std::vector<std::string> f = csv_fields(line);
@@ -76,13 +148,9 @@ PublishedSplit nemo_dgx_h100_split(const std::string& table_path, const SiteConf
     run.tp_comm_overlap = *run.tp > 1;   // NeMo's H100 recipes overlap TP communication (userbuffers)
     run.gradients_in_fp32 = false;       // Megatron-core's default: the gradient buffer in the parameter dtype
     run.iteration_seconds = static_cast<double>(*run.global_batch) * *run.sequence_length / (std::stod(f[18]) * gpus);
-    auto record = resolve_run(run, site, {});
-    if (!record) {
-      split.skipped.push_back(record.error().message);
-      continue;
-    }
-    (usable++ % 2 == 0 ? split.fit : split.held_out).push_back(std::move(record).value());
+    runs.push_back(std::move(run));
   }
+  add_alternately(split, runs, site, {});
   return split;
 }
 
