@@ -876,7 +876,7 @@ TEST_F(PipetteCli, CalibrateAnMoeRunWithItsExpertGroups) {
   const std::string row = "qwen3-30b-a3b,2,H100-SXM,nemo,fp8,1,1,16,1,1,1024,4096,on,";
   std::ofstream(path("moe.csv")) << header << "\n" << row << "29.7,ok\n" << row << "29.9,ok\n";
   expect_one_line_error(pipette("calibrate --site '" + site + "' --dry-run '" + path("moe.csv") + "'"), 1,
-                        "moe.csv:2: the record does not say its expert groups (ep and etp");
+                        "moe.csv:2: qwen3-30b-a3b has experts but the record does not say its expert groups");
   std::ofstream(path("moe-ep.csv")) << header << ",ep,etp\n" << row << "29.7,ok,16,1\n" << row << "29.9,ok,16,1\n";
   const Outcome table = pipette("calibrate --site '" + site + "' --dry-run '" + path("moe-ep.csv") + "'");
   ASSERT_EQ(table.status, 0) << table.err;
@@ -893,13 +893,16 @@ TEST_F(PipetteCli, CalibrateAnMoeRunWithItsExpertGroups) {
   std::ofstream(path("moe.log")) << log;
   const std::string calibrate_log = "calibrate --site '" + site + "' --dry-run --model qwen3-30b-a3b --num-nodes 2 ";
   expect_one_line_error(pipette(calibrate_log + "'" + path("moe.log") + "'"), 1,
-                        "moe.log:2: the record does not say its expert groups (ep and etp");
+                        "moe.log:2: qwen3-30b-a3b has experts but the record does not say its expert groups");
   const Outcome logged = pipette(calibrate_log + "--layout ep=4,etp=2 --engine dp-overlap=off '" + path("moe.log") + "' '" +
                                  path("moe.log") + "'");
   ASSERT_EQ(logged.status, 0) << logged.err;
   EXPECT_NE(logged.out.find("calibration of megatron-core on H100-SXM from 2 record(s)"), std::string::npos) << logged.out;
   expect_one_line_error(pipette(calibrate_log + "--layout ep=4,etp=2 --engine dp-overlap=maybe '" + path("moe.log") + "'"), 1,
-                        "dp-overlap must be on or off");
+                        "--engine: engine: \"dp-overlap=maybe\": dp-overlap must be on or off");
+  // A switch misspelt is refused before any record is read, a table's too (the flags describe logs).
+  expect_one_line_error(pipette("calibrate --site '" + site + "' --dry-run --engine precision=fp7 '" + path("moe-ep.csv") + "'"), 1,
+                        "--engine: engine: \"precision=fp7\": precision must be");
 }
 
 }  // namespace

@@ -508,8 +508,8 @@ TEST(RunTable, AnMoeRunNeedsItsExpertGroups) {
   const auto refused = resolve_run(without->front(), h100_site(), {});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().message,
-            "moe.csv:2: the record does not say its expert groups (ep and etp: --layout ep=N,etp=M, or the table's ep and etp "
-            "columns); give it on the command line (pipette calibrate --help)");
+            "moe.csv:2: qwen3-30b-a3b has experts but the record does not say its expert groups: give ep and etp (a table's "
+            "ep and etp columns; for a log, --layout ep=N,etp=M)");
 
   const auto with = parse_run_table(header + ",ep,etp\nqwen3-30b-a3b,2,H100-SXM,megatron-core,fp8,1,1,16,1,1024,4096,on,29.7,ok,16,1\n",
                                     "moe.csv");

@@ -844,7 +844,8 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
   if (auto problem = check_dimension(run.num_attention_heads, model.num_attention_heads, "num_attention_heads")) return *problem;
   // Pricing an MoE run without its expert groups would fit the factors to another job.
   if (model.is_moe() && (!run.ep || !run.etp))
-    return missing("its expert groups (ep and etp: --layout ep=N,etp=M, or the table's ep and etp columns)");
+    return Error{run.name + ": " + model.name + " has experts but the record does not say its expert groups: give ep and etp " +
+                 "(a table's ep and etp columns; for a log, --layout ep=N,etp=M)"};
 
   ParallelConfig config;
   config.tp = tp;
