@@ -23,6 +23,10 @@ double error_of(const RunRecord& record, const Calibration& calibration) {
   return predict_record(record, CalibrationBase{}, calibration).iteration_seconds / *record.iteration_seconds - 1;
 }
 
+double device_memory_error_of(const RunRecord& record, const Calibration& calibration) {
+  return predict_record(record, CalibrationBase{}, calibration).peak_device_bytes / *record.peak_device_bytes - 1;
+}
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values.empty() ? 0.0 : values.size() % 2 ? values[values.size() / 2]
@@ -54,6 +58,15 @@ bool report(const char* title, const PublishedSplit& split) {
   }
   std::printf("\nHeld-out median |error| of iteration time: built-in %.1f%%, calibrated %.1f%%.\n", 100 * median(before),
               100 * median(after));
+  std::vector<double> memory_before, memory_after;
+  for (const RunRecord& record : split.held_out) {
+    if (!record.peak_device_bytes) continue;
+    memory_before.push_back(std::abs(device_memory_error_of(record, Calibration{})));
+    memory_after.push_back(std::abs(device_memory_error_of(record, fit->calibration)));
+  }
+  if (!memory_before.empty())
+    std::printf("Held-out median |error| of the GPU's peak memory (%zu rows): built-in %.1f%%, calibrated %.1f%%.\n",
+                memory_before.size(), 100 * median(memory_before), 100 * median(memory_after));
   std::printf("On the fitted rows: built-in %.1f%%, calibrated %.1f%%, leave-one-out %.1f%%.\n",
               100 * median_absolute_error(fit->residuals, CalibrationTarget::iteration_time, &RecordResidual::raw_error),
               100 * median_absolute_error(fit->residuals, CalibrationTarget::iteration_time, &RecordResidual::fitted_error),

@@ -72,7 +72,8 @@ PublishedSplit bigscience_prototype_split(const std::string& prototypes_csv, con
   std::filesystem::create_directories(work_dir);
   const std::string bloom = text_of(bloom_model_file);
   std::ifstream in(prototypes_csv);
-  std::string table = "model,nodes,gpu,framework,precision,tp,pp,dp,mbs,global_batch,seq,recompute,distopt,iteration_seconds,status\n";
+  std::string table =
+      "model,nodes,gpu,framework,precision,tp,pp,dp,mbs,global_batch,seq,recompute,distopt,iteration_seconds,device_gib,status\n";
   bool header = true;
   std::vector<std::string> labels;
   for (std::string line; std::getline(in, line);) {
@@ -88,8 +89,11 @@ PublishedSplit bigscience_prototype_split(const std::string& prototypes_csv, con
         << with_values(bloom, {{"name", name}, {"num_layers", f[4]}, {"hidden_size", f[3]}, {"num_attention_heads", f[5]},
                                {"num_kv_heads", f[5]}, {"ffn_hidden_size", std::to_string(4 * std::stoi(f[3]))}});
     // The runs of those weeks: --fp16, --checkpoint-activations, --seq-length 2048, ZeRO stage 1 or 0.
+    // Their memory is nvidia-smi's, printed in GB, but for the one row its own table contradicts.
+    const bool contradicted = f.size() > 14 && f[14].rfind("above the same layout", 0) == 0;
+    const std::string device_gib = contradicted ? "" : std::to_string(std::stod(f[12]) * 1e9 / (1024.0 * 1024 * 1024));
     table += name + "," + f[2] + ",A100-80GB,megatron-deepspeed,fp16," + f[6] + "," + f[7] + "," + f[8] + "," + f[9] + "," +
-             f[10] + ",2048,full," + (f[11] == "0" ? "off" : "on") + "," + f[13] + ",ok\n";
+             f[10] + ",2048,full," + (f[11] == "0" ? "off" : "on") + "," + f[13] + "," + device_gib + ",ok\n";
   }
   const std::string table_path = work_dir + "/bigscience_prototypes.csv";
   std::ofstream(table_path) << table;

@@ -145,7 +145,7 @@ double median_absolute_error(const std::vector<RecordResidual>& residuals, Calib
 namespace {
 
 // One residual of the least squares: a record and what of it is compared.
-enum class Observed { iteration_seconds, peak_reserved_bytes, peak_allocated_bytes };
+enum class Observed { iteration_seconds, peak_reserved_bytes, peak_allocated_bytes, peak_device_bytes };
 struct Observation {
   const RunRecord* record;
   Observed what;
@@ -157,6 +157,7 @@ double predicted(const RecordPrediction& prediction, Observed what) {
     case Observed::iteration_seconds: return prediction.iteration_seconds;
     case Observed::peak_reserved_bytes: return prediction.peak_reserved_bytes;
     case Observed::peak_allocated_bytes: return prediction.peak_allocated_bytes;
+    case Observed::peak_device_bytes: return prediction.peak_device_bytes;
   }
   return 0;
 }
@@ -303,6 +304,7 @@ std::vector<Observation> observations_of(const std::vector<const RunRecord*>& re
     if (record->peak_reserved_bytes) observations.push_back({record, Observed::peak_reserved_bytes, *record->peak_reserved_bytes});
     if (record->peak_allocated_bytes)
       observations.push_back({record, Observed::peak_allocated_bytes, *record->peak_allocated_bytes});
+    if (record->peak_device_bytes) observations.push_back({record, Observed::peak_device_bytes, *record->peak_device_bytes});
   }
   return observations;
 }
@@ -344,7 +346,8 @@ std::optional<Error> check_agreement(const std::vector<const RunRecord*>& record
       const auto apart = [](const std::optional<double>& x, const std::optional<double>& y) {
         return x && y && std::abs(std::log(*x / *y)) > std::log(1.2);
       };
-      if (apart(a.iteration_seconds, b.iteration_seconds) || apart(a.peak_reserved_bytes, b.peak_reserved_bytes))
+      if (apart(a.iteration_seconds, b.iteration_seconds) || apart(a.peak_reserved_bytes, b.peak_reserved_bytes) ||
+          apart(a.peak_device_bytes, b.peak_device_bytes))
         warnings.push_back(a.name + " and " + b.name + " describe the same job but measured more than 20% apart");
     }
   }
@@ -471,9 +474,10 @@ Result<CalibrationFit> fit_calibration(const std::vector<RunRecord>& records, co
                    records.front().name + " is " + range.framework + " on " + range.gpu +
                    "; calibrate each framework and GPU separately"};
     }
-    if (record.out_of_memory && !record.peak_reserved_bytes)
+    const bool memory_report = record.peak_reserved_bytes || record.peak_allocated_bytes || record.peak_device_bytes;
+    if (record.out_of_memory && !memory_report)
       fit.warnings.push_back(record.name + ": out of memory with no memory report: only checks the OOM prediction");
-    if (!record.out_of_memory && !record.iteration_seconds && !record.peak_reserved_bytes && !record.peak_allocated_bytes) {
+    if (!record.out_of_memory && !record.iteration_seconds && !memory_report) {
       fit.warnings.push_back(record.name + ": neither an iteration time nor a memory report: not used");
       continue;
     }
@@ -517,9 +521,10 @@ Result<CalibrationFit> fit_calibration(const std::vector<RunRecord>& records, co
     RecordResidual residual;
     residual.record = observation.record->name;
     residual.target = target_of(observation.what);
-    residual.quantity = observation.what == Observed::iteration_seconds     ? "iteration time"
-                        : observation.what == Observed::peak_reserved_bytes ? "max reserved"
-                                                                            : "max allocated";
+    residual.quantity = observation.what == Observed::iteration_seconds      ? "iteration time"
+                        : observation.what == Observed::peak_reserved_bytes  ? "max reserved"
+                        : observation.what == Observed::peak_allocated_bytes ? "max allocated"
+                                                                             : "device memory";
     residual.measured = observation.measured;
     residual.raw_error = predicted(predict_record(*observation.record, base, none), observation.what) / observation.measured - 1;
     residual.fitted_error =
@@ -534,7 +539,8 @@ Result<CalibrationFit> fit_calibration(const std::vector<RunRecord>& records, co
   }
 
   for (const RunRecord* record : usable) {
-    const bool has_outcome = record->out_of_memory || record->iteration_seconds || record->peak_reserved_bytes;
+    const bool has_outcome =
+        record->out_of_memory || record->iteration_seconds || record->peak_reserved_bytes || record->peak_device_bytes;
     if (!has_outcome) continue;
     const double capacity = record->cluster.gpu.memory_bytes;
     ++fit.oom_checked;

@@ -87,6 +87,26 @@ TEST(CalibrationFit, RecoversTheFactorsThatMadeTheMeasurements) {
   EXPECT_EQ(fit->range.records, 12);
 }
 
+// A site with only nvidia-smi's or DCGM's figures (the whole GPU: context, NCCL buffers and the
+// allocator's reserve included) calibrates the activation memory from them.
+TEST(CalibrationFit, LearnsTheActivationsFromTheWholeGpusMemory) {
+  Calibration truth;
+  truth.activation_memory_factor = 1.2;
+  std::vector<RunRecord> records = measured_under(truth);
+  for (RunRecord& r : records) {
+    r.peak_reserved_bytes.reset();
+    r.peak_allocated_bytes.reset();
+    r.peak_device_bytes = predict_record(r, CalibrationBase{}, truth).peak_device_bytes;
+  }
+  const auto fit = fit_calibration(records, CalibrationBase{});
+  ASSERT_TRUE(fit.ok()) << fit.error().message;
+  EXPECT_TRUE(parameter(*fit, "activation_memory_factor").fitted);
+  EXPECT_NEAR(parameter(*fit, "activation_memory_factor").value, 1.2, 0.02);
+  EXPECT_GT(median_absolute_error(fit->residuals, CalibrationTarget::memory, &RecordResidual::raw_error), 0.05);
+  EXPECT_LT(median_absolute_error(fit->residuals, CalibrationTarget::memory, &RecordResidual::leave_one_out_error), 0.01);
+  EXPECT_EQ(fit->residuals.back().quantity, "device memory");
+}
+
 TEST(CalibrationFit, IsDeterministicBitForBit) {
   Calibration truth;
   truth.layer_overhead_seconds = 300e-6;

@@ -63,6 +63,21 @@ TEST(CalibrationOnPublishedRuns, HalfTheBigsciencePrototypesPredictTheOtherHalfB
   EXPECT_GT(before, 0.15);
   EXPECT_LT(after, 0.5 * before) << "built-in " << before << ", calibrated " << after;
   EXPECT_LT(after, 0.12);
+  // Their nvidia-smi memory, the whole GPU: within a few percent before and after.
+  std::vector<double> memory_before, memory_after;
+  for (const RunRecord& record : split.held_out) {
+    if (!record.peak_device_bytes) continue;
+    const auto error = [&](const Calibration& calibration) {
+      return std::abs(predict_record(record, CalibrationBase{}, calibration).peak_device_bytes / *record.peak_device_bytes - 1);
+    };
+    memory_before.push_back(error(Calibration{}));
+    memory_after.push_back(error(fit->calibration));
+  }
+  ASSERT_GE(memory_before.size(), 15u);
+  std::sort(memory_before.begin(), memory_before.end());
+  std::sort(memory_after.begin(), memory_after.end());
+  EXPECT_LT(memory_before[memory_before.size() / 2], 0.06);
+  EXPECT_LE(memory_after[memory_after.size() / 2], memory_before[memory_before.size() / 2]);
 }
 
 }  // namespace

@@ -435,7 +435,7 @@ TEST(RunTable, BadCellsNameTheirLine) {
   EXPECT_EQ(parse_run_table(header + "llama3-8b,1,H100-SXM,megatron,1,1,8,1,128,4096,3.1,crashed\n", "r.csv").error().message,
             "r.csv:2: status is 'crashed'; write ok or oom");
   EXPECT_EQ(parse_run_table(header + "llama3-8b,1,H100-SXM,megatron,1,1,8,1,128,4096,,ok\n", "r.csv").error().message,
-            "r.csv:2: status ok but neither iteration_seconds nor peak_gib; give what the run measured");
+            "r.csv:2: status ok but no iteration_seconds, peak_gib or device_gib; give what the run measured");
   EXPECT_EQ(parse_run_table(header + "llama3-8b,1,H100-SXM,megatron,1,1", "r.csv").error().message,
             "r.csv:2: 6 cells but the header has 12 (a truncated last line?)");
   EXPECT_NE(parse_run_table("model,speed\n", "r.csv").error().message.find("r.csv:1: column 'speed' is not known"),
@@ -446,6 +446,11 @@ TEST(RunTable, BadCellsNameTheirLine) {
                 .message,
             "r.csv:2: recompute is 'block:0': recompute=block:N needs N, the layers recomputed per model chunk, to be a "
             "positive integer (e.g. block:5; recompute=full recomputes every layer)");
+  const auto device = parse_run_table(
+      "model,nodes,gpu,framework,tp,pp,dp,mbs,global_batch,seq,device_gib,status\nllama3-8b,1,H100-SXM,megatron,1,1,8,1,128,4096,71.5,ok\n",
+      "r.csv");
+  ASSERT_TRUE(device.ok()) << device.error().message;
+  EXPECT_DOUBLE_EQ(*device->front().peak_device_bytes, 71.5 * units::gibibyte);
   const auto block = parse_run_table(with_recompute + "llama3-8b,1,H100-SXM,megatron,1,1,8,1,128,4096,block:5,3.1,ok\n", "r.csv");
   ASSERT_TRUE(block.ok()) << block.error().message;
   EXPECT_EQ((*block)[0].recompute, RecomputeMode::full);

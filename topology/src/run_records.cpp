@@ -19,7 +19,8 @@ namespace pipette {
 namespace {
 
 constexpr const char* kRunTableHeader =
-    "model,nodes,gpu,framework,tp,pp,dp,vpp,mbs,global_batch,seq,recompute,sp,distopt,iteration_seconds,peak_gib,status";
+    "model,nodes,gpu,framework,tp,pp,dp,vpp,mbs,global_batch,seq,recompute,sp,distopt,iteration_seconds,peak_gib,status "
+    "(and optionally precision, ep, etp, device_gib)";
 
 struct Line {
   std::string_view text;
@@ -612,7 +613,7 @@ Result<std::vector<RunDescription>> parse_run_table(std::string_view text, const
     const std::vector<std::string> header = split(lines.front().text);
     std::map<std::string, size_t> column;
     static const std::vector<std::string> known = {"model", "nodes", "gpu", "framework", "tp", "pp", "dp", "vpp", "mbs",
-                                                   "global_batch", "seq", "recompute", "sp", "distopt", "precision", "ep", "etp",
+                                                   "global_batch", "seq", "recompute", "sp", "distopt", "precision", "ep", "etp", "device_gib",
                                                    "iteration_seconds", "peak_gib", "status"};
     for (size_t i = 0; i < header.size(); ++i) {
       if (std::find(known.begin(), known.end(), header[i]) == known.end())
@@ -680,6 +681,7 @@ Result<std::vector<RunDescription>> parse_run_table(std::string_view text, const
       on_off("distopt", run.distributed_optimizer);
       decimal("iteration_seconds", run.iteration_seconds, 1.0);
       decimal("peak_gib", run.peak_reserved_bytes, units::gibibyte);
+      decimal("device_gib", run.peak_device_bytes, units::gibibyte);
       if (problem) return *problem;
       run.global_batch = *global_batch;
       const std::string recompute_cell = cell("recompute");
@@ -697,8 +699,8 @@ Result<std::vector<RunDescription>> parse_run_table(std::string_view text, const
       const std::string status = cell("status");
       if (status == "oom") run.out_of_memory = true;
       else if (status != "ok") return Error{where + ": status is '" + quoted_input(status) + "'; write ok or oom"};
-      if (!run.out_of_memory && !run.iteration_seconds && !run.peak_reserved_bytes)
-        return Error{where + ": status ok but neither iteration_seconds nor peak_gib; give what the run measured"};
+      if (!run.out_of_memory && !run.iteration_seconds && !run.peak_reserved_bytes && !run.peak_device_bytes)
+        return Error{where + ": status ok but no iteration_seconds, peak_gib or device_gib; give what the run measured"};
       if (run.model.empty() || run.gpu.empty() || run.framework.empty())
         return Error{where + ": model, gpu and framework must not be empty"};
       runs.push_back(std::move(run));
@@ -880,6 +882,7 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
     record.iteration_seconds = static_cast<double>(*run.global_batch) / *run.samples_per_second;
   record.peak_reserved_bytes = run.peak_reserved_bytes;
   record.peak_allocated_bytes = run.peak_allocated_bytes;
+  record.peak_device_bytes = run.peak_device_bytes;
   record.out_of_memory = run.out_of_memory;
   return record;
 }

@@ -135,7 +135,7 @@ constexpr std::array<CommandSpec, 7> kCommands{{
      "fit the model's factors to this site's own finished runs",
      "Reads finished runs (Megatron-LM / NeMo, torchtitan, nanotron and DeepSpeed / Megatron-DeepSpeed logs, or a CSV table with the columns "
      "model, nodes, gpu, framework, tp, pp, dp, vpp, mbs, global_batch, seq, recompute, sp, distopt, iteration_seconds, "
-     "peak_gib and status, optionally precision, ep and etp; README, \"Calibration\"), "
+     "peak_gib and status, optionally precision, ep, etp and device_gib (nvidia-smi's or DCGM's peak); README, \"Calibration\"), "
      "skips warm-up iterations (the options below complete what a log does not state), and fits per framework and GPU a few bounded factors: compute efficiency, "
      "per-layer and pipeline-hop overhead, collective efficiency and its loss with node count, the activation-memory "
      "factor and the allocator reserve. Prints each factor with its uncertainty (or why the records cannot determine "

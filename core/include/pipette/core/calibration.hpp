@@ -73,6 +73,9 @@ struct RunRecord {
   std::optional<double> iteration_seconds;     // median steady-state iteration
   std::optional<double> peak_reserved_bytes;
   std::optional<double> peak_allocated_bytes;
+  // The whole GPU's use as nvidia-smi or DCGM shows it (the CUDA context, NCCL's buffers and what
+  // the caching allocator holds): what a site without the framework's own figures has.
+  std::optional<double> peak_device_bytes;
   bool out_of_memory = false;
 };
 

@@ -50,6 +50,7 @@ struct RunDescription {
   int steady_iterations = 0;                   // logged iterations the median is over
   std::optional<double> peak_reserved_bytes;
   std::optional<double> peak_allocated_bytes;
+  std::optional<double> peak_device_bytes;     // nvidia-smi's or DCGM's, the whole GPU
   bool out_of_memory = false;
   std::vector<std::string> warnings;           // each names the record and line
 };
@@ -93,8 +94,9 @@ Result<RunDescription> parse_deepspeed_log(std::string_view text, const std::str
 
 // A table of runs, one per row, header first (any column order; names as below):
 //   model,nodes,gpu,framework,tp,pp,dp,vpp,mbs,global_batch,seq,recompute,sp,distopt,iteration_seconds,peak_gib,status
-// and optionally precision (bf16, fp16, fp8, fp32), ep and etp (a model with experts needs both).
-// status: ok | oom; an ok row needs iteration_seconds or peak_gib; peak_gib is max reserved (GiB).
+// and optionally precision (bf16, fp16, fp8, fp32), ep and etp (a model with experts needs both) and
+// device_gib. status: ok | oom; an ok row needs iteration_seconds, peak_gib or device_gib; peak_gib is
+// the framework's max reserved (GiB), device_gib the GPU's peak use as nvidia-smi or DCGM shows it.
 // recompute: none (or empty), selective, full or block:N (parse_recompute_knob).
 Result<std::vector<RunDescription>> parse_run_table(std::string_view text, const std::string& source_name);
 
