@@ -325,7 +325,8 @@ bool same_job(const RunRecord& a, const RunRecord& b) {
   return a.model.name == b.model.name && a.cluster.num_nodes() == b.cluster.num_nodes() &&
          a.training.global_batch_sequences == b.training.global_batch_sequences &&
          a.training.sequence_length == b.training.sequence_length && a.training.precision == b.training.precision &&
-         x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.micro_batch == y.micro_batch &&
+         x.tp == y.tp && x.pp == y.pp && x.dp == y.dp && x.cp == y.cp && x.ep == y.ep && x.etp == y.etp &&
+         x.layers_per_stage == y.layers_per_stage && x.micro_batch == y.micro_batch &&
          x.virtual_stages == y.virtual_stages && x.recompute == y.recompute &&
          x.recomputed_layers_per_chunk == y.recomputed_layers_per_chunk &&
          x.sequence_parallel == y.sequence_parallel && x.distributed_optimizer == y.distributed_optimizer &&

@@ -168,6 +168,15 @@ TEST(CalibrationFit, ContradictingRecordsAreAnError) {
   const auto fit = fit_calibration(records, CalibrationBase{});
   ASSERT_FALSE(fit.ok());
   EXPECT_NE(fit.error().message.find("a and twin describe the same job"), std::string::npos) << fit.error().message;
+  // Another layer split of the same layout is another job (so are other expert groups or cp):
+  // both records are kept.
+  RunRecord resplit = records[2];  // c: tp 2, pp 2 on 2 nodes, 16 + 16 layers
+  resplit.name = "c-resplit";
+  resplit.config.layers_per_stage = {15, 17};
+  resplit.out_of_memory = true;
+  resplit.iteration_seconds.reset();
+  records.back() = resplit;
+  EXPECT_TRUE(fit_calibration(records, CalibrationBase{}).ok());
 }
 
 TEST(CalibrationFit, OutOfMemoryWithoutMemoryIsAWarningAndScored) {
