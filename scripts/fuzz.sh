@@ -35,6 +35,8 @@ seed_files() {
       find fuzz/seeds/link_cache etc tests/data -name '*.yaml' -type f 2>/dev/null ;;
     topology_conf_fuzz)
       find fuzz/seeds/topology_conf etc tests/data -name '*.conf' -type f 2>/dev/null ;;
+    run_records_fuzz)
+      find tests/data/run-records fuzz/seeds/run_records -type f 2>/dev/null ;;
     *)
       local dir=fuzz/seeds/${1%_fuzz}
       [ -d "$dir" ] && find "$dir" -type f ;;
