@@ -899,10 +899,10 @@ TEST_F(PipetteCli, CalibrateAnMoeRunWithItsExpertGroups) {
   ASSERT_EQ(logged.status, 0) << logged.err;
   EXPECT_NE(logged.out.find("calibration of megatron-core on H100-SXM from 2 record(s)"), std::string::npos) << logged.out;
   expect_one_line_error(pipette(calibrate_log + "--layout ep=4,etp=2 --engine dp-overlap=maybe '" + path("moe.log") + "'"), 1,
-                        "--engine: engine: \"dp-overlap=maybe\": dp-overlap must be on or off");
+                        "pipette calibrate: engine: \"dp-overlap=maybe\": dp-overlap must be on or off");
   // A switch misspelt is refused before any record is read, a table's too (the flags describe logs).
   expect_one_line_error(pipette("calibrate --site '" + site + "' --dry-run --engine precision=fp7 '" + path("moe-ep.csv") + "'"), 1,
-                        "--engine: engine: \"precision=fp7\": precision must be");
+                        "pipette calibrate: engine: \"precision=fp7\": precision must be");
 }
 
 }  // namespace

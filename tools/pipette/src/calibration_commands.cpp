@@ -49,7 +49,7 @@ Result<RunDescription> flags_of(const Arguments& arguments) {
   flags.gpu = arguments.value("gpu").value_or("");
   flags.framework = arguments.value("framework").value_or("");
   flags.engine = arguments.value("engine").value_or("");
-  if (auto engine = parse_engine_overrides(flags.engine); !engine) return Error{"--engine: " + engine.error().message};
+  if (auto engine = parse_engine_overrides(flags.engine); !engine) return engine.error();
   const auto integer = [&](const char* name, std::optional<int>& out) -> std::optional<Error> {
     auto value = arguments.positive_integer(name);
     if (!value) return value.error();
