@@ -162,6 +162,17 @@ double predicted(const RecordPrediction& prediction, Observed what) {
   return 0;
 }
 
+// The residual report's name for it.
+const char* quantity_of(Observed what) {
+  switch (what) {
+    case Observed::iteration_seconds: return "iteration time";
+    case Observed::peak_reserved_bytes: return "max reserved";
+    case Observed::peak_allocated_bytes: return "max allocated";
+    case Observed::peak_device_bytes: return "device memory";
+  }
+  return "";
+}
+
 CalibrationTarget target_of(Observed what) {
   return what == Observed::iteration_seconds ? CalibrationTarget::iteration_time : CalibrationTarget::memory;
 }
@@ -522,10 +533,7 @@ Result<CalibrationFit> fit_calibration(const std::vector<RunRecord>& records, co
     RecordResidual residual;
     residual.record = observation.record->name;
     residual.target = target_of(observation.what);
-    residual.quantity = observation.what == Observed::iteration_seconds      ? "iteration time"
-                        : observation.what == Observed::peak_reserved_bytes  ? "max reserved"
-                        : observation.what == Observed::peak_allocated_bytes ? "max allocated"
-                                                                             : "device memory";
+    residual.quantity = quantity_of(observation.what);
     residual.measured = observation.measured;
     residual.raw_error = predicted(predict_record(*observation.record, base, none), observation.what) / observation.measured - 1;
     residual.fitted_error =

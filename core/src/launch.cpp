@@ -35,15 +35,6 @@ int middle_layers(const std::vector<int>& layers) {
   return layers.size() >= 3 ? layers[1] : *std::max_element(layers.begin(), layers.end());
 }
 
-std::string split_text(const std::vector<int>& layers) {
-  std::string text;
-  for (const int count : layers) {
-    if (!text.empty()) text += ',';
-    text += std::to_string(count);
-  }
-  return text;
-}
-
 std::string megatron_problem(const FrameworkTarget& target, const ParallelConfig& config, int num_microbatches) {
   const std::vector<int>& layers = config.layers_per_stage;
   const int chunks = effective_virtual_stages(config);
@@ -58,7 +49,7 @@ std::string megatron_problem(const FrameworkTarget& target, const ParallelConfig
   }
   if (even_split(layers) || target.pipeline_layout) return {};
   if (chunks == 1 && first_last_form(layers)) return {};
-  return "layer split " + split_text(layers) +
+  return "layer split " + format_layer_split(layers) +
          " needs --pipeline-model-parallel-layout (Megatron-core 0.13 or later; site key "
          "megatron_pipeline_layout: true)";
 }
@@ -105,13 +96,13 @@ std::string torchtitan_problem(const ModelSpec& model, const ParallelConfig& con
     return "torchtitan's 1F1B needs at least pp=" + std::to_string(config.pp) + " micro-batches";
   }
   if (has_empty_stage(layers)) {
-    return "layer split " + split_text(layers) +
+    return "layer split " + format_layer_split(layers) +
            " has a stage without layers, which the exported --parallelism.pipeline_parallel_layers_per_stage cannot "
            "express; plan with pp <= " + std::to_string(model.num_layers);
   }
   const int middle = middle_layers(layers);
   if (!first_last_form(layers) || layers.front() > middle || layers.back() > middle) {
-    return "layer split " + split_text(layers) +
+    return "layer split " + format_layer_split(layers) +
            " is not [a, b x (p-2), c] with a, c <= b (torchtitan's first/last stage less layers)";
   }
   return {};
@@ -195,7 +186,7 @@ std::string profiled_stack_problem(Framework framework, const ModelSpec& model, 
         return "nanotron recomputes whole layers (recompute_layer) or nothing, not selectively";
       if (const std::vector<int> own = layers_of(nanotron_partition(model, config.pp)); layers != own)
         return "nanotron partitions the model itself (models/base.py build_model): on pp=" + std::to_string(config.pp) +
-               " its layers per stage are [" + split_text(own) + "], not [" + split_text(layers) + "]";
+               " its layers per stage are [" + format_layer_split(own) + "], not [" + format_layer_split(layers) + "]";
       // ZeRO-1 beside dp > 1 is not refused: every release (v0.1-v0.5), the bench_cluster branch
       // and main until 7bc99232 run it; the search only leaves it off unless it is fixed
       // (distributed_optimizer_for, search.cpp), for the main that breaks it.
@@ -205,12 +196,12 @@ std::string profiled_stack_problem(Framework framework, const ModelSpec& model, 
       // (megatron_deepspeed_layer_split).
       if (const std::vector<int> own = megatron_deepspeed_layer_split(model.num_layers, config.pp); layers != own)
         return "megatron-deepspeed partitions the layers itself (DeepSpeed's 'type:transformer'): on pp=" +
-               std::to_string(config.pp) + " its layers per stage are [" + split_text(own) + "], not [" +
-               split_text(layers) + "]";
+               std::to_string(config.pp) + " its layers per stage are [" + format_layer_split(own) + "], not [" +
+               format_layer_split(layers) + "]";
       return {};
     case Framework::deepspeed:
       // A model of the user's own under DeepSpeed's PipelineModule: placed uniformly here.
-      if (!even_split(layers)) return name + " splits the layers uniformly; layer split " + split_text(layers) + " is not even";
+      if (!even_split(layers)) return name + " splits the layers uniformly; layer split " + format_layer_split(layers) + " is not even";
       if (config.tp > 1)
         return "DeepSpeed's engine has no tensor parallelism of its own (tp must be 1)";
       if (config.recompute == RecomputeMode::selective)

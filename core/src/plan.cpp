@@ -62,6 +62,15 @@ std::string plan_hash(const Plan& plan) {
 
 namespace pipette {
 
+std::string format_layer_split(const std::vector<int>& layers_per_stage) {
+  std::string text;
+  for (const int layers : layers_per_stage) {
+    if (!text.empty()) text += ',';
+    text += std::to_string(layers);
+  }
+  return text;
+}
+
 std::vector<int> balanced_layers_per_stage(int num_layers, int pp) {
   if (pp < 1) return {};
   if (pp == 1) return {num_layers};

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "pipette/core/plan.hpp"
 #include "pipette/topology/plan_record.hpp"
 #include "layout_record.hpp"
 
@@ -37,12 +38,7 @@ std::string keep_plan(const StepRequest& request, const StepPlan& plan, const Si
   // The layer split the plan chose (the search may move layers off the embedding and head stages).
   const Result<RecordedLayout> layout = parse_layout_record(plan.layout_record, "the step's plan");
   if (!layout) return layout.error().message;
-  std::string split;
-  for (const int layers : layout->layers_per_stage) {
-    if (!split.empty()) split += ',';
-    split += std::to_string(layers);
-  }
-  values.emplace_back("layers_per_stage", split);
+  values.emplace_back("layers_per_stage", format_layer_split(layout->layers_per_stage));
   values.emplace_back("framework", plan.framework);
   if (!plan.engine.empty()) values.emplace_back("engine", plan.engine);
   auto written = write_plan_record(state_home, cluster, request.job_id, values);

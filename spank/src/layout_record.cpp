@@ -19,7 +19,6 @@ namespace {
 constexpr std::string_view kHeader = "pipette_layout: 2";
 constexpr std::string_view kVersion1Header = "pipette_layout: 1";  // no request line
 constexpr std::size_t kMaxRecordBytes = 64 * 1024;  // a 1024-stage split is under 5 KiB
-constexpr int kMaxStages = 1024;                    // the model file's layer limit
 constexpr int kMaxGpus = 1 << 20;
 
 bool parse_in_range(std::string_view text, int minimum, int maximum, int& value) {
@@ -76,12 +75,8 @@ RecordedLayout layout_of(const ModelSpec& model, const Plan& plan, const std::st
 }
 
 std::string format_layout_record(const RecordedLayout& layout) {
-  std::string split;
-  for (const int layers : layout.layers_per_stage) {
-    if (!split.empty()) split += ',';
-    split += std::to_string(layers);
-  }
-  return std::string(kHeader) + "\nfix: " + layout.fix + "\nsplit: " + split + "\ngpus: " + std::to_string(layout.gpus) +
+  return std::string(kHeader) + "\nfix: " + layout.fix + "\nsplit: " + format_layer_split(layout.layers_per_stage) +
+         "\ngpus: " + std::to_string(layout.gpus) +
          "\nplan: " + layout.plan_hash + "\nrequest: " + layout.request + "\n";
 }
 
@@ -123,17 +118,10 @@ Result<RecordedLayout> parse_layout_record(std::string_view text, const std::str
   const Result<FixedKnobs> knobs = parse_fixed_knobs(layout.fix);
   if (!knobs) return bad(knobs.error().message);
   if (!knobs->pp) return bad("the fixed knobs name no pp");
-  std::string_view split = fields["split"];
-  while (!split.empty()) {
-    const std::size_t comma = split.find(',');
-    int layers = 0;
-    // A stage may hold no layer (pp > layers, planned from Megatron's layout flag).
-    if (!parse_in_range(split.substr(0, comma), 0, 1 << 20, layers)) return bad("the split is not a list of layer counts");
-    layout.layers_per_stage.push_back(layers);
-    if (static_cast<int>(layout.layers_per_stage.size()) > kMaxStages) return bad("the split has more than 1024 stages");
-    if (comma == std::string_view::npos) break;
-    split.remove_prefix(comma + 1);
-  }
+  // A stage may hold no layer (pp > layers, planned from Megatron's layout flag).
+  Result<std::vector<int>> split = parse_layer_split(fields["split"]);
+  if (!split) return bad(split.error().message);
+  layout.layers_per_stage = std::move(split).value();
   if (static_cast<int>(layout.layers_per_stage.size()) != *knobs->pp) return bad("the split does not have pp stages");
   if (std::all_of(layout.layers_per_stage.begin(), layout.layers_per_stage.end(), [](int layers) { return layers == 0; })) {
     return bad("the split has no layer");

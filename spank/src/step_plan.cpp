@@ -87,11 +87,12 @@ StepPlanResult plan_step(const StepRequest& request, const SiteConfig& site) {
   result.plan.notes = planned->notes;
   result.plan.framework = to_string(planned->training.target.framework);
   // The stack's own defaults stay out: a stack refuses a switch it does not have, even at its default.
+  // Every setting is one the engine resolved, so each reads back.
+  EngineOverrides chosen;
   for (const EngineSetting& setting : planned->engine) {
-    if (setting.source == EngineSource::stack) continue;
-    if (!result.plan.engine.empty()) result.plan.engine += ',';
-    result.plan.engine += setting.key + '=' + setting.value;
+    if (setting.source != EngineSource::stack) set_engine_override(chosen, setting.key, setting.value);
   }
+  result.plan.engine = format_engine_overrides(chosen);
   result.plan.layout_record = format_layout_record(layout_of(planned->model, plan, hash, describe_request(request.settings)));
   return result;
 }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <charconv>
 
 #include "pipette/topology/job_planner.hpp"
@@ -5,6 +6,14 @@
 namespace pipette {
 
 namespace {
+
+// One "key=value" item of the --fix and --engine grammar, after a comma unless it is the first.
+void append_item(std::string& out, std::string_view key, std::string_view value) {
+  if (!out.empty()) out += ',';
+  out += key;
+  out += '=';
+  out += value;
+}
 
 std::string_view trim(std::string_view text) {
   const auto first = text.find_first_not_of(" \t");
@@ -184,14 +193,26 @@ Result<EngineOverrides> parse_engine_overrides(std::string_view text) {
   return overrides;
 }
 
+Result<std::vector<int>> parse_layer_split(std::string_view text) {
+  constexpr int max_stages = 1024;
+  constexpr int max_layers = 1 << 20;
+  std::vector<int> layers_per_stage;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    int layers = -1;
+    const auto [end, code] = std::from_chars(text.data() + start, text.data() + comma, layers);
+    if (code != std::errc() || end != text.data() + comma || layers < 0 || layers > max_layers)
+      return Error{"the split is not a list of layer counts"};
+    layers_per_stage.push_back(layers);
+    if (static_cast<int>(layers_per_stage.size()) > max_stages) return Error{"the split has more than 1024 stages"};
+    start = comma + 1;
+  }
+  return layers_per_stage;
+}
+
 std::string format_engine_overrides(const EngineOverrides& overrides) {
   std::string out;
-  const auto add = [&](const char* key, const std::string& value) {
-    if (!out.empty()) out += ',';
-    out += key;
-    out += '=';
-    out += value;
-  };
+  const auto add = [&](const char* key, const std::string& value) { append_item(out, key, value); };
   const auto boolean = [&](const char* key, const std::optional<bool>& value) {
     if (value) add(key, *value ? "on" : "off");
   };
@@ -210,12 +231,7 @@ std::string format_engine_overrides(const EngineOverrides& overrides) {
 
 std::string format_fixed_knobs(const FixedKnobs& knobs) {
   std::string out;
-  auto add = [&](const char* key, const std::string& value) {
-    if (!out.empty()) out += ',';
-    out += key;
-    out += '=';
-    out += value;
-  };
+  const auto add = [&](const char* key, const std::string& value) { append_item(out, key, value); };
   if (knobs.tp) add("tp", std::to_string(*knobs.tp));
   if (knobs.pp) add("pp", std::to_string(*knobs.pp));
   if (knobs.dp) add("dp", std::to_string(*knobs.dp));

@@ -121,15 +121,9 @@ Result<RunDescription> parse_plan_record(std::string_view text, const std::strin
     else if (key == "etp") integer(run.etp);
     else if (key == "layers_per_stage") {
       // Stages without a layer (pp > layers) hold 0.
-      for (size_t start = 0; start <= value.size() && !problem;) {
-        const size_t comma = std::min(value.find(',', start), value.size());
-        int layers = -1;
-        const auto [end, code] = std::from_chars(value.data() + start, value.data() + comma, layers);
-        if (code != std::errc() || end != value.data() + comma || layers < 0)
-          problem = Error{where + "layers_per_stage must be comma-separated layer counts (got '" + quoted_input(value) + "')"};
-        else run.layers_per_stage.push_back(layers);
-        start = comma + 1;
-      }
+      auto split = parse_layer_split(value);
+      if (!split) problem = Error{where + "layers_per_stage must be comma-separated layer counts (got '" + quoted_input(value) + "')"};
+      else run.layers_per_stage = std::move(split).value();
     }
     else if (key == "vpp") integer(run.vpp);
     else if (key == "mbs") integer(run.micro_batch);

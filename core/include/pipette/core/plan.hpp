@@ -101,6 +101,9 @@ inline int expert_groups_per_stage(const ParallelConfig& config) { return config
 // --pipeline-model-parallel-layout expresses such a split (launch_problem).
 std::vector<int> balanced_layers_per_stage(int num_layers, int pp);
 
+// A split as the layout record, the plan record and messages write it: "7,7,6,6,6".
+std::string format_layer_split(const std::vector<int>& layers_per_stage);
+
 // Ranks are in Megatron order (order 'tp-cp-ep-dp-pp', parallel_state.py @d98e8a64 l.617): tp
 // fastest, then cp, then dp, then pp:
 //   rank = tp_index + tp * (cp_index + cp * (dp_index + dp * pp_index))

@@ -41,6 +41,12 @@ struct RecomputeKnob {
 // The problem, without the item: "recompute must be none, selective, full or block:N ...".
 Result<RecomputeKnob> parse_recompute_knob(std::string_view value);
 
+// A split as format_layer_split writes it ("7,7,6,6,6"), as the layout record and the plan record
+// keep it: every item a layer count from 0 (a stage without layers) to 2^20, at most 1024 stages
+// (the model file's layer limit). The problem is "the split is not a list of layer counts" or "the
+// split has more than 1024 stages".
+Result<std::vector<int>> parse_layer_split(std::string_view text);
+
 // The engine's switches (core/engine.hpp) as a user writes them: "precision=fp8,attention=unfused,
 // fp32-grads=on,dp-overlap=off,tp-overlap=on,tp-comm-overlap=on,tp-recompute-allgather=off", in the
 // grammar of parse_fixed_knobs; booleans on|off|true|false|1|0. Errors name the item, the key and
