@@ -383,6 +383,10 @@ std::vector<Row> nemo_rows() {
     row.training.global_batch_sequences = std::stoi(f[7]);
     row.training.sequence_length = std::stoi(f[9]);
     row.training.attention = AttentionKernel::flash;
+    // The fused cross entropy: Megatron-Bridge's GPT providers turn it on (models/gpt_provider.py
+    // @067f987d l.205) and its performance scripts pick Transformer Engine's kernels for it
+    // (scripts/performance/utils/overrides.py l.83-84), priced as Megatron-core's native fused ones.
+    row.training.cross_entropy_fusion = true;
     const int tp = leading_int(f[10], 1), pp = leading_int(f[11], 1), cp = leading_int(f[12], 1);
     const int vp = leading_int(f[13], 1);
     row.published = leading_double(f[18]);
@@ -1048,10 +1052,13 @@ void split(std::vector<Row>& rows) {
   }
 }
 
+// A mixture-of-experts row: its fitting half is reported as such, but no constant is fitted to it.
+bool moe_row(const Row& row) { return row.config.ep > 1 || row.config.etp > 1 || row.model.is_moe(); }
+
 double fit_loss(const std::vector<Row>& rows, const ComputeEfficiency& efficiency) {
   double loss = 0;
   for (const Row& row : rows) {
-    if (!row.fit || !row.excluded.empty()) continue;
+    if (!row.fit || !row.excluded.empty() || moe_row(row)) continue;
     const double log_error = std::log(predict(row, efficiency).value / row.published);
     loss += log_error * log_error;
   }
@@ -1126,7 +1133,7 @@ void report(const std::vector<Row>& rows, const ComputeEfficiency& efficiency) {
       continue;
     }
     // The "all" lines stay the dense models' (their figures predate the MoE rows).
-    const bool moe = row.config.ep > 1 || row.config.etp > 1 || row.model.is_moe();
+    const bool moe = moe_row(row);
     for (const std::string& key : {row.source + " / " + half, row.source + " / all", std::string("all / ") + half,
                                   std::string("all / all")}) {
       if (moe && key.rfind("all / ", 0) == 0) continue;
@@ -1291,7 +1298,8 @@ int main(int argc, char** argv) {
     efficiency = fit(rows);
     std::printf("fitted on %zu rows: gemm_fraction_16bit=%.4f gemm_fraction_fp8=%.4f attention_fraction=%.4f "
                 "memory_fraction=%.4f layer_overhead_seconds=%.3g chunk_pass_overhead_seconds=%.3g (loss %.4f, was %.4f)\n\n",
-                static_cast<size_t>(std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.fit; })),
+                static_cast<size_t>(std::count_if(rows.begin(), rows.end(),
+                                                  [](const Row& r) { return r.fit && r.excluded.empty() && !moe_row(r); })),
                 efficiency.gemm_fraction_16bit, efficiency.gemm_fraction_fp8, efficiency.attention_fraction,
                 efficiency.memory_fraction, efficiency.layer_overhead_seconds, efficiency.chunk_pass_overhead_seconds,
                 fit_loss(rows, efficiency),

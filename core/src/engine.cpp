@@ -66,6 +66,13 @@ std::string refusal(const std::string& key, bool value, Framework framework) {
     return "tp-comm-overlap is Megatron-core's --tp-comm-overlap (Transformer Engine userbuffers, "
            "core/model_parallel_config.py @d98e8a64 l.265), which " + name + " does not have";
   }
+  if (key == "ce-fusion") {
+    // Megatron-core's --cross-entropy-loss-fusion (core/model_parallel_config.py @d98e8a64 l.320),
+    // Megatron-Bridge's model.cross_entropy_loss_fusion (models/gpt_provider.py @067f987d l.205).
+    if (megatron_stack(framework)) return {};
+    return "ce-fusion is Megatron-core's --cross-entropy-loss-fusion (Megatron-Bridge: model.cross_entropy_loss_fusion); " +
+           name + " runs its own cross entropy, which Pipette neither switches nor exports";
+  }
   if (key == "tp-recompute-allgather") {
     if (framework == Framework::nanotron) return {};
     return "tp-recompute-allgather is nanotron's parallelism.tp_recompute_allgather (config/parallelism_config.py "
@@ -102,8 +109,8 @@ const char* to_string(EngineSource source) {
 const std::vector<std::string>& engine_keys() {
   static const std::vector<std::string> keys = {"precision",       "attention",       "fp8-params",
                                                 "fp32-grads",      "dp-overlap",      "tp-overlap",
-                                                "tp-comm-overlap", "tp-recompute-allgather", "pp-schedule",
-                                                "nvls"};
+                                                "tp-comm-overlap", "tp-recompute-allgather", "ce-fusion",
+                                                "pp-schedule",     "nvls"};
   return keys;
 }
 
@@ -180,6 +187,7 @@ ResolvedEngine apply_engine_overrides(TrainingSpec& training, const EngineOverri
   // nanotron's own switch: refused for any other stack even at the value they all behave as.
   switch_setting("tp-recompute-allgather", training.tensor_parallel_recompute_allgather, site.tp_recompute_allgather,
                  job.tp_recompute_allgather, true);
+  switch_setting("ce-fusion", training.cross_entropy_fusion, site.cross_entropy_fusion, job.cross_entropy_fusion, false);
   // nanotron's parallelism.pp_engine; every other stack's pipeline runs 1F1B (interleaved with vpp).
   source = pick(training.pipeline_schedule, site.pipeline_schedule, job.pipeline_schedule);
   resolved.settings.push_back({"pp-schedule", to_string(training.pipeline_schedule), source});

@@ -294,6 +294,7 @@ LaunchDescription describe_launch(const ModelSpec& model, const TrainingSpec& tr
   launch.fp32_gradients = training.gradients_in_fp32 || training.precision == Precision::fp32;
   launch.precision = training.precision;
   launch.tp_recompute_allgather = training.tensor_parallel_recompute_allgather;
+  launch.cross_entropy_fusion = training.cross_entropy_fusion;
   launch.pipeline_schedule = training.pipeline_schedule;
   launch.sequence_length = training.sequence_length;
   const ModelSpec launched = model_for_sequence(model, training.sequence_length);
@@ -514,6 +515,9 @@ std::string megatron_arguments(const LaunchDescription& launch) {
   // bf16 accumulates and reduces gradients in fp32 unless told (training/arguments.py @d98e8a64
   // l.1213-1217).
   if (!launch.fp32_gradients) args += " --grad-reduce-in-bf16";
+  // Its implementation is left at Megatron's default, "native" (model_parallel_config.py @d98e8a64
+  // l.325): the one priced (stack_profile.cpp).
+  if (launch.cross_entropy_fusion) args += " --cross-entropy-loss-fusion";
   if (launch.num_experts > 0) {
     // The MoE layer as priced: the alltoall dispatcher and grouped expert GEMMs (Megatron's
     // defaults are the allgather dispatcher and per-expert GEMMs: transformer_config.py
@@ -580,6 +584,7 @@ std::string nemo_overrides(const LaunchDescription& launch) {
   set("ddp.overlap_grad_reduce", boolean(launch.overlap_grad_reduce));
   set("ddp.overlap_param_gather", boolean(launch.overlap_param_gather));
   set("optimizer.overlap_param_gather", boolean(launch.overlap_param_gather));
+  set("model.cross_entropy_loss_fusion", boolean(launch.cross_entropy_fusion));
   if (launch.num_experts > 0) {
     // Megatron-Bridge's GPT providers are Megatron-core TransformerConfigs: the same fields.
     set("model.expert_model_parallel_size", std::to_string(launch.ep));

@@ -328,10 +328,11 @@ HeadSeconds head_cost(const ModelSpec& model, const TrainingSpec& training, cons
   HeadSeconds head;
   head.gemm = linear_seconds(tokens, vocab_shard, model.hidden_size, roofs, activation_bytes_of(head_precision));
   const StackProfile& stack = stack_profile(training.target.framework);
-  const double cast_bytes = stack.loss_casts_logits_to_fp32 && head_precision != Precision::fp32 ? 2.0 + 4.0 : 0.0;
+  const LossKernels& loss = training.cross_entropy_fusion && stack.fused_loss ? *stack.fused_loss : stack.loss;
+  const double cast_bytes = loss.casts_logits_to_fp32 && head_precision != Precision::fp32 ? 2.0 + 4.0 : 0.0;
   const double logits = tokens * vocab_shard;
-  head.loss = {(stack.loss_forward_bytes_per_logit + cast_bytes) * logits / roofs.memory_bytes_per_second,
-               (stack.loss_backward_bytes_per_logit + cast_bytes) * logits / roofs.memory_bytes_per_second};
+  head.loss = {(loss.forward_bytes_per_logit + cast_bytes) * logits / roofs.memory_bytes_per_second,
+               (loss.backward_bytes_per_logit + cast_bytes) * logits / roofs.memory_bytes_per_second};
   head.both = head.gemm;
   head.both.forward += head.loss.forward;
   head.both.backward += head.loss.backward;

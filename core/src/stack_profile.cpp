@@ -39,18 +39,35 @@ FlashAttentionSpeed flash_attention_speed_vs_reference(FlashKernel kernel, doubl
 
 namespace {
 
+// Megatron-LM's vocab-parallel cross entropy, unfused, as Megatron-core, Megatron-DeepSpeed and
+// nanotron run it, each on an fp32 copy of the 16-bit logits made by a cast of its own: a max, a
+// shift by it, an in-place exp, a sum and an in-place divide in the forward (4 + 4 + 4 + 4 + 4 + 4 +
+// 4 + 4 bytes per logit), an in-place multiply by the loss's gradient in the backward (4 + 4). Each
+// profile cites its lines.
+constexpr LossKernels kUnfusedFp32Loss{32, 8, true};
+
 // Megatron-core with Transformer Engine, the stack the constants were fitted on (NeMo is priced
-// the same way: its differences are the launch rules in launch.cpp and its fp8 weights).
-// The loss's 20 + 10 bytes per logit lie between the two losses the fit rows ran: Megatron-LM's
-// unfused vocab-parallel cross entropy on an fp32 copy (SC21, Korthikanti; 38 + 14 as counted for
-// Megatron-DeepSpeed below) and Transformer Engine's fused Triton kernels, which read the 16-bit
-// logits and write their gradient in place (NeMo's performance scripts set cross_entropy_fusion_impl
-// "te": Megatron-Bridge @067f987d scripts/performance/utils/overrides.py l.83-84). On those rows the
-// loss is a few percent of the time or less, so the fit cannot tell the two apart; a
-// count of either would move every fitted row and want a refit.
+// the same way: its differences are the launch rules in launch.cpp, its fp8 weights, NVLink SHARP
+// and its fused loss).
 StackProfile reference_profile(Framework framework) {
   StackProfile profile;
   profile.framework = framework;
+  // The loss. Unless --cross-entropy-loss-fusion (cross_entropy_loss_fusion defaults False,
+  // core/model_parallel_config.py @d98e8a64 l.320) Megatron-core runs the unfused
+  // tensor_parallel.vocab_parallel_cross_entropy (models/common/language_module/language_module.py
+  // l.173, 200; tensor_parallel/cross_entropy.py l.25 the cast, 27 max, 42 the in-place shift, 62-63
+  // exp and sum, 77 divide, 114 the multiply), as the A100 fit rows' Megatron-LM of 2021-22 did.
+  // Fused (l.198), its default "native" implementation runs each step as one compiled kernel
+  // (fusions/fused_cross_entropy.py l.12-82 under jit_fuser): the cast with the max, the shift with
+  // exp and sum (4 + 4), the divide (4 + 4), and in the backward the multiply with the cast back to
+  // bf16 (read 4, write 2, l.82), no more than the cast itself moves. Megatron-Bridge's GPT providers
+  // fuse it by default (models/gpt_provider.py @067f987d l.205); its performance scripts pick
+  // Transformer Engine's Triton kernels instead (scripts/performance/utils/overrides.py l.83-84),
+  // which move 22 bytes per logit where the native ones move 28: priced as the native ones, since
+  // Pipette's export leaves the implementation to the recipe.
+  profile.loss = kUnfusedFp32Loss;
+  profile.fused_loss = LossKernels{16, 0, true};
+  profile.cross_entropy_fusion = framework == Framework::nemo;
   // Megatron-Bridge's fp8 mixed-precision presets (delayed and current scaling, MXFP8) set
   // fp8_param_gather = True (training/mixed_precision.py @067f987d l.231-302); only its blockwise
   // presets keep 16-bit weights (l.384, 400). Megatron-LM's --fp8-param-gather is off unless given.
@@ -87,17 +104,6 @@ StackProfile pytorch_layers_profile(Framework framework, std::string code) {
   profile.swiglu_saved_ffn_tensors = 4;
   profile.swiglu_forward_ffn_accesses = 5;
   return profile;
-}
-
-// Megatron-LM's vocab-parallel cross entropy as Megatron-DeepSpeed and nanotron run it, each on an
-// fp32 copy of the 16-bit logits made by a cast of its own: a max, an out-of-place shift by it, an
-// in-place exp, a sum and an in-place divide in the forward (4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 bytes per
-// logit), an in-place multiply by the loss's gradient in the backward (4 + 4). Each profile cites
-// its lines.
-void set_unfused_fp32_loss(StackProfile& profile) {
-  profile.loss_forward_bytes_per_logit = 32;
-  profile.loss_backward_bytes_per_logit = 8;
-  profile.loss_casts_logits_to_fp32 = true;
 }
 
 // torchtitan's Llama 3 in eager mode, as its llama3 configs run it (compile.enable defaults off).
@@ -148,8 +154,8 @@ StackProfile torchtitan_profile() {
       "shorter than it; the SMs and HBM bandwidth NCCL's kernels take from the GEMMs they overlap are not priced",
       "the loss is priced as Megatron-core's (fp32 logits, softmax in place); the llama3 configs' ChunkedLossWrapper "
       "(models/llama3/config_registry.py l.197) runs the LM head and loss a chunk of tokens at a time "
-      "(components/loss.py l.501-507), so it keeps less and the count errs on the safe side; its time is the "
-      "fitted reference's 20 + 10 bytes per logit, though F.cross_entropy on an fp32 copy of the logits "
+      "(components/loss.py l.501-507), so it keeps less and the count errs on the safe side; its time is 20 + "
+      "10 bytes per logit, about what a fused cross entropy moves, though F.cross_entropy on an fp32 copy of the logits "
       "(components/loss.py l.57-62) adds the cast's 2 + 4 and 4 + 2 and PyTorch's own softmax passes, not read",
   };
   return profile;
@@ -178,7 +184,7 @@ StackProfile nanotron_profile() {
   // 4 the reference's GEMMs spend accumulating into the fp32 buffer themselves.
   profile.fp32_gradient_accumulation_bytes_per_parameter = 8;
   profile.extra_logits_bytes_per_element = 2;
-  set_unfused_fp32_loss(profile);
+  profile.loss = kUnfusedFp32Loss;
   profile.main_gradient_copy = MainGradientCopy::whole_iteration;
   profile.interleaved_pipeline = false;
   profile.evidence = {
@@ -226,8 +232,8 @@ StackProfile nanotron_profile() {
       "loss: 16-bit logits cast to fp32 (models/llama.py l.899-903, 934), shifted out of place and kept as the "
       "softmax (parallel/tensor_parallel/functional.py l.43, 73-85): 8 bytes per logit at the peak; its kernels "
       "move 38 bytes per logit forward (the cast 2 + 4, max 4, the shift 4 + 4, exp 4 + 4, sum 4, the divide "
-      "4 + 4: l.40, 43, 74-75, 82) and 14 backward (mul_ 4 + 4, l.105, and the cast back 4 + 2), against the "
-      "fitted reference's 20 and 10",
+      "4 + 4: l.40, 43, 74-75, 82) and 14 backward (mul_ 4 + 4, l.105, and the cast back 4 + 2), as Megatron-core's "
+      "unfused loss does; nanotron has no fused one",
       "pipeline: no interleaved schedule (parallel/pipeline_parallel/engine.py l.175 afab and l.235 1f1b only)",
       "pipeline messages: each boundary's exchange runs in series and blocks both ranks, the activation then its "
       "gradient, each after two metadata messages the receiver reads on the host, and the sequence mask beside the "
@@ -315,7 +321,7 @@ StackProfile megatron_deepspeed_profile() {
   profile.swiglu_forward_ffn_accesses = 5;
   profile.rotary_extra_accesses = 8;
   profile.extra_logits_bytes_per_element = 4;
-  set_unfused_fp32_loss(profile);
+  profile.loss = kUnfusedFp32Loss;
   profile.fp32_gradient_accumulation_bytes_per_parameter = 16;
   profile.sixteen_bit_gradients = SixteenBitGradients::kept_through_the_next_forward;
   profile.partitioned_pipeline_messages = true;
@@ -351,7 +357,7 @@ StackProfile megatron_deepspeed_profile() {
       "(gpt_model.py l.438-439, float16_to_fp32 in megatron/model/module.py l.147-159), and the kernels move 38 "
       "bytes per logit forward (the cast 2 + 4, max 4, the out-of-place shift 4 + 4, exp 4 + 4, sum 4, the "
       "divide 4 + 4: cross_entropy.py l.20, 25, 58-59, 68) and 14 backward (mul_ 4 + 4, l.124, and the cast "
-      "back 4 + 2), against the fitted reference's 20 and 10",
+      "back 4 + 2), as Megatron-core's unfused loss does; no fused one is priced or exported for this stack",
       "pipeline: DeepSpeed's TrainSchedule, 1F1B with min(stages - stage, micro-batches) buffers and no "
       "interleaving (deepspeed/runtime/pipe/schedule.py l.189-257)",
       deepspeed_pipeline_exchange_evidence,
@@ -446,6 +452,7 @@ void apply_stack_profile(TrainingSpec& training) {
   training.tensor_parallel_recompute_allgather = profile.tensor_parallel_recompute_allgather;
   training.nccl_nvls = profile.nccl_nvls;
   training.fp8_parameters = profile.fp8_parameters && training.precision == Precision::fp8;
+  training.cross_entropy_fusion = profile.cross_entropy_fusion;
 }
 
 }  // namespace pipette

@@ -146,6 +146,7 @@ std::string judge(const ModelSpec& model, const TrainingSpec& training, const Cl
   expect(built.overlap_grad_reduce == launch.overlap_grad_reduce, "gradient-reduce overlap");
   expect(built.overlap_param_gather == launch.overlap_param_gather, "param-gather overlap");
   if (training.target.framework == Framework::megatron_core) expect(built.tp_comm_overlap == launch.tp_comm_overlap, "TP comm overlap");
+  expect(built.cross_entropy_fusion == launch.cross_entropy_fusion, "fused cross entropy");
   expect(built.ep == launch.ep, "ep");
   expect(built.etp == launch.etp, "etp");
   return mismatch;
@@ -616,6 +617,7 @@ TEST(Conformance, EngineSwitchesStartAsPriced) {
   };
   EngineOverrides megatron;
   megatron.tp_comm_overlap = true, megatron.dp_overlap = false, megatron.fp32_gradients = false;
+  megatron.cross_entropy_fusion = true;
   EngineOverrides nanotron;
   nanotron.tp_overlap = true, nanotron.tp_recompute_allgather = false, nanotron.fp32_gradients = false;
   EngineOverrides nanotron_afab;
@@ -625,7 +627,7 @@ TEST(Conformance, EngineSwitchesStartAsPriced) {
   EngineOverrides fp8_weights;
   fp8_weights.precision = Precision::fp8, fp8_weights.fp8_parameters = true, fp8_weights.dp_overlap = false;
   const Case cases[] = {
-      {Framework::megatron_core, megatron, {"--tp-comm-overlap", "--grad-reduce-in-bf16"}},
+      {Framework::megatron_core, megatron, {"--tp-comm-overlap", "--grad-reduce-in-bf16", "--cross-entropy-loss-fusion"}},
       {Framework::megatron_core, fp8_weights, {"--use-distributed-optimizer"}, false},
       {Framework::nanotron, nanotron,
        {"tp_linear_async_communication=true", "tp_recompute_allgather=false", "accumulate_grad_in_fp32=false"}},
@@ -871,7 +873,7 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
                    virtual_stages, microbatch_group_size, layers_per_stage, recompute, recomputed_layers_per_chunk,
                    sequence_parallel,
                    distributed_optimizer, fully_sharded, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap,
-                   tp_backward_overlap, fp32_gradients, tp_recompute_allgather, pipeline_schedule, precision,
+                   tp_backward_overlap, fp32_gradients, tp_recompute_allgather, cross_entropy_fusion, pipeline_schedule, precision,
                    sequence_length,
                    max_position_embeddings, environment] = launch;
       const ParallelConfig& priced = plan->config;
@@ -938,6 +940,7 @@ TEST(LaunchDescription, EveryFieldIsWhatTheModelPricedAndWhatIsRendered) {
       EXPECT_EQ(tp_backward_overlap, training.overlap_tensor_parallel_backward && sequence_parallel);
       EXPECT_EQ(fp32_gradients, training.gradients_in_fp32);
       EXPECT_EQ(tp_recompute_allgather, training.tensor_parallel_recompute_allgather);
+      EXPECT_EQ(cross_entropy_fusion, training.cross_entropy_fusion);
       // The schedule the simulator and the memory model ran.
       EXPECT_EQ(pipeline_schedule, work.pipeline_schedule);
       EXPECT_EQ(pipeline_schedule, training.pipeline_schedule);

@@ -95,7 +95,7 @@ struct CoreConfig {
   std::string recompute_method;
   std::optional<int> recompute_num_layers;
   bool sequence_parallel = false, distributed_optimizer = false, overlap_grad_reduce = false,
-       overlap_param_gather = false, tp_comm_overlap = false, grad_reduce_in_bf16 = false;
+       overlap_param_gather = false, tp_comm_overlap = false, grad_reduce_in_bf16 = false, cross_entropy_fusion = false;
   int sequence_length = 0;
   // MoE: absent unless given.
   std::optional<int> num_experts, ep, etp, router_topk, moe_ffn_hidden_size;
@@ -333,6 +333,7 @@ std::string check_core(const CoreConfig& c, const JobFacts& facts, BuiltLayout& 
   // arguments.py:1204-1217: bf16 accumulates and reduces gradients in fp32 unless --grad-reduce-in-bf16
   // (training.py:2635 hands that to DDP as grad_reduce_in_fp32).
   built.fp32_gradients = !c.grad_reduce_in_bf16;
+  built.cross_entropy_fusion = c.cross_entropy_fusion;
   built.distributed_optimizer = c.distributed_optimizer;
   built.overlap_grad_reduce = c.overlap_grad_reduce;
   built.overlap_param_gather = c.overlap_param_gather;
@@ -364,6 +365,9 @@ Verdict check_megatron(const std::string& arguments, const JobFacts& facts) {
       // M:core/model_parallel_config.py:265 tp_comm_overlap, a flag through ArgumentGroupFactory
       // (M:training/arguments.py:2373); M:training/arguments.py:3053 --grad-reduce-in-bf16.
       "tp-comm-overlap", "grad-reduce-in-bf16",
+      // M:core/model_parallel_config.py:320 cross_entropy_loss_fusion, a flag through
+      // ArgumentGroupFactory (M:training/arguments.py:2373).
+      "cross-entropy-loss-fusion",
       // M:core/model_parallel_config.py:100 context_parallel_size, a flag through
       // ArgumentGroupFactory(TransformerConfig) (M:training/arguments.py:2373; TransformerConfig is a
       // ModelParallelConfig).
@@ -415,6 +419,7 @@ Verdict check_megatron(const std::string& arguments, const JobFacts& facts) {
   c.overlap_param_gather = present("overlap-param-gather");
   c.tp_comm_overlap = present("tp-comm-overlap");
   c.grad_reduce_in_bf16 = present("grad-reduce-in-bf16");
+  c.cross_entropy_fusion = present("cross-entropy-loss-fusion");
   c.sequence_length = number("seq-length").value_or(0);
   c.num_experts = number("num-experts");
   c.ep = number("expert-model-parallel-size");
@@ -487,6 +492,8 @@ Verdict check_nemo(const std::string& overrides, const JobFacts& facts) {
   c.distributed_optimizer = flag("ddp.use_distributed_optimizer") || flag("optimizer.use_distributed_optimizer");
   c.overlap_grad_reduce = flag("ddp.overlap_grad_reduce");
   c.overlap_param_gather = flag("ddp.overlap_param_gather") || flag("optimizer.overlap_param_gather");
+  // B:models/gpt_provider.py:205: the GPT providers fuse the loss unless told not to.
+  c.cross_entropy_fusion = !values.count("model.cross_entropy_loss_fusion") || flag("model.cross_entropy_loss_fusion");
   c.sequence_length = number("model.seq_length").value_or(0);
   // MoE: the TransformerConfig fields themselves (M:core/transformer/transformer_config.py:239,
   // 740-760, 850, 891; parallel sizes in model_parallel_config.py).

@@ -66,6 +66,7 @@ struct BuiltLayout {
   bool tp_backward_overlap = false;
   bool fp32_gradients = true;
   bool tp_recompute_allgather = true;
+  bool cross_entropy_fusion = false;  // Megatron-core's and Megatron-Bridge's fused loss
   std::string pipeline_schedule = "1f1b";  // nanotron's pp_engine: "1f1b" or "afab"
   // The training precision where the string sets it (DeepSpeed's JSON: "bf16", "fp16" or "fp32");
   // empty where the job's own arguments do.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "pipette/core/gpu_catalog.hpp"
 #include "pipette/core/launch.hpp"
@@ -199,13 +200,17 @@ TEST(StackProfile, TorchtitanKeepsTheSiluOutputOfItsEagerSwiglu) {
 // two elementwise passes (5 ffn-wide accesses, not 3) and ComplexRoPE three passes over Q and K in
 // fp32 (models/common/rope.py l.260-264: 8 more 16-bit accesses of each element); its TP backward
 // collectives wait for the GEMMs (async TP is off, l.298-299); and FlexAttention runs at flash-attn
-// 2's rate. The forward grows by the extra bytes and the attention's slower rate.
+// 2's rate. The forward grows by the extra bytes and the attention's slower rate; its loss is
+// priced at 20 + 10 bytes per logit against Megatron-core's unfused 38 + 14 (the test
+// TheLossKernelsMoveWhatEachStackRuns).
 TEST(StackProfile, TorchtitanEagerLayersCostTheirExtraPassesAndSlowerAttention) {
   const double h = 2048, f = 8192;
   const ExtraSeconds extra = extra_seconds_over_megatron(Framework::torchtitan);
   const ExtraSeconds expected = extra_per_layer(tokens * 2 * (2 * f + 8 * (h + h)));
-  EXPECT_NEAR(extra.forward, 24 * expected.forward, 1e-9);
-  EXPECT_NEAR(extra.backward, 24 * expected.backward, 1e-9);
+  const double bandwidth = fitted_compute_efficiency().memory_fraction * find_gpu("H100-SXM")->hbm_bytes_per_second;
+  const double logits = tokens * 50257;
+  EXPECT_NEAR(extra.forward, 24 * expected.forward - 18 * logits / bandwidth, 1e-9);
+  EXPECT_NEAR(extra.backward, 24 * expected.backward - 4 * logits / bandwidth, 1e-9);
   EXPECT_FALSE(training_for(Framework::torchtitan).overlap_tensor_parallel_backward);
   EXPECT_TRUE(training_for(Framework::megatron_core).overlap_tensor_parallel_backward);
 }
@@ -267,50 +272,61 @@ TEST(StackProfile, UnfusedElementwiseWorkCostsItsBytesAtMemoryBandwidth) {
   // o_proj's fold of the attention output (h).
   const ExtraSeconds extra = extra_seconds_over_megatron(Framework::nanotron);
   const ExtraSeconds expected = extra_per_layer(tokens * 2 * (2 * f + 2 * (3 * h + 2 * 2 * h) + 2 * h));
-  // Beside the layers, the loss's kernels (the test TheLossKernelsMoveWhatEachStackRuns: 18 bytes
-  // per logit more forward, 4 backward) and the add of the backward's 16-bit gradients into the
-  // fp32 buffer (the test SeparateFp32GradientAddsCostTheirBytesEveryMicroBatch): 8 bytes per
-  // parameter.
+  // Beside the layers, the add of the backward's 16-bit gradients into the fp32 buffer (the test
+  // SeparateFp32GradientAddsCostTheirBytesEveryMicroBatch): 8 bytes per parameter. The loss's
+  // kernels are Megatron-core's unfused ones (the test TheLossKernelsMoveWhatEachStackRuns).
   const ParallelConfig config = config_of(1, 1, 8);
   const GpuSpec& gpu = *find_gpu("H100-SXM");
   const double bandwidth = fitted_compute_efficiency().memory_fraction * gpu.hbm_bytes_per_second;
-  const double logits = tokens * 50257;
-  EXPECT_NEAR(extra.forward, 24 * expected.forward + 18 * logits / bandwidth, 1e-9);
+  EXPECT_NEAR(extra.forward, 24 * expected.forward, 1e-9);
   const double gradient_add = 8 * parameters_on_stage(llama_1b(), config, 0) / bandwidth;
-  EXPECT_NEAR(extra.backward, 24 * expected.backward + 4 * logits / bandwidth + gradient_add, 1e-9);
+  EXPECT_NEAR(extra.backward, 24 * expected.backward + gradient_add, 1e-9);
 }
 
-// Megatron-DeepSpeed and nanotron run Megatron-LM's vocab-parallel cross entropy on an fp32 copy of
-// the logits made by a cast kernel of its own (Megatron-DeepSpeed @4efb479d megatron/model/
+// Megatron-core (unless --cross-entropy-loss-fusion: megatron/core/model_parallel_config.py
+// @d98e8a64 l.320), Megatron-DeepSpeed and nanotron run Megatron-LM's vocab-parallel cross entropy
+// on an fp32 copy of the logits made by a cast kernel of its own (Megatron-core @d98e8a64
+// tensor_parallel/cross_entropy.py l.25-114; Megatron-DeepSpeed @4efb479d megatron/model/
 // gpt_model.py l.438-439, megatron/core/tensor_parallel/cross_entropy.py l.20-68, 124; nanotron
 // @2411b022 models/llama.py l.901, parallel/tensor_parallel/functional.py l.40-105): the cast 2 + 4,
-// max 4, the out-of-place shift 4 + 4, exp 4 + 4, sum 4 and divide 4 + 4 bytes per logit forward,
-// 38; the multiply by the loss's gradient 4 + 4 and the cast back 4 + 2 backward, 14. The
-// reference prices 20 and 10 (stack_profile.cpp says why), torchtitan too. In fp32 training nothing
-// is cast: 32 and 8.
+// max 4, the shift 4 + 4, exp 4 + 4, sum 4 and divide 4 + 4 bytes per logit forward, 38; the
+// multiply by the loss's gradient 4 + 4 and the cast back 4 + 2 backward, 14. Fused
+// (fusions/fused_cross_entropy.py l.12-82), the cast with the max 2 + 4, the shift with exp and sum
+// 4 + 4, the divide 4 + 4: 22; backward the multiply with the cast back, 4 + 2. Megatron-Bridge fuses
+// by default (models/gpt_provider.py @067f987d l.205). torchtitan is priced at 20 and 10. In fp32
+// training nothing is cast: 32 and 8, fused 16 and 0.
 TEST(StackProfile, TheLossKernelsMoveWhatEachStackRuns) {
   const ParallelConfig config = config_of(2, 2, 4);
   const GpuSpec& gpu = *find_gpu("A100-80GB");
   const ComputeEfficiency efficiency = fitted_compute_efficiency();
   const double bandwidth = efficiency.memory_fraction * gpu.hbm_bytes_per_second;
   const double logits = tokens * 50257 / 2;
-  const auto last_stage = [&](Framework framework, Precision precision) {
+  const auto last_stage = [&](Framework framework, Precision precision, std::optional<bool> fusion = std::nullopt) {
     TrainingSpec training = training_for(framework);
     training.precision = precision;
     training.gradients_in_fp32 = false;  // the same backward on every stack: only the loss differs
+    if (fusion) training.cross_entropy_fusion = *fusion;
     const PipelineBlocks blocks = pipeline_blocks(llama_1b(), framework, config);
     ParallelConfig same_layers = config;
     same_layers.layers_per_stage = layers_of(blocks);
     return profile_work(llama_1b(), training, gpu, same_layers, efficiency).stages.back().embedding_and_head_seconds;
   };
+  EXPECT_FALSE(training_for(Framework::megatron_core).cross_entropy_fusion);
+  EXPECT_TRUE(training_for(Framework::nemo).cross_entropy_fusion);
   for (const Precision precision : {Precision::bf16, Precision::fp16, Precision::fp32}) {
-    const double reference = last_stage(Framework::megatron_core, precision);
+    const double unfused = last_stage(Framework::megatron_core, precision);
     const double cast = precision == Precision::fp32 ? 0 : 6 + 6;
     for (const Framework framework : {Framework::megatron_deepspeed, Framework::nanotron}) {
-      EXPECT_NEAR(last_stage(framework, precision) - reference, (32 + 8 + cast - 30) * logits / bandwidth, 1e-12)
-          << to_string(framework) << " " << to_string(precision);
+      EXPECT_NEAR(last_stage(framework, precision), unfused, 1e-12) << to_string(framework) << " " << to_string(precision);
     }
-    EXPECT_DOUBLE_EQ(last_stage(Framework::torchtitan, precision), reference);
+    const double fused = last_stage(Framework::megatron_core, precision, true);
+    EXPECT_NEAR(unfused - fused, (32 + 8 - 16 - 0) * logits / bandwidth, 1e-12) << to_string(precision);
+    EXPECT_DOUBLE_EQ(last_stage(Framework::nemo, precision), fused);
+    EXPECT_NEAR(last_stage(Framework::nemo, precision, false), unfused, 1e-12);
+    EXPECT_NEAR(last_stage(Framework::torchtitan, precision) - unfused, (20 + 10 - 32 - 8 - cast) * logits / bandwidth, 1e-12)
+        << to_string(precision);
+    // A stack without a fused loss runs its own whatever the flag says (the engine refuses it).
+    EXPECT_DOUBLE_EQ(last_stage(Framework::nanotron, precision, true), last_stage(Framework::nanotron, precision));
   }
 }
 

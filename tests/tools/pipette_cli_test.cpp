@@ -926,6 +926,24 @@ TEST_F(PipetteCli, EngineSwitchesShowTheirSourceAndReachTheExport) {
   const std::string args = chosen["environment"]["PIPETTE_MEGATRON_ARGS"].as<std::string>();
   EXPECT_EQ(args.find("--overlap-grad-reduce"), std::string::npos) << args;
   EXPECT_EQ(args.find("--tp-comm-overlap") != std::string::npos, chosen["tp"].as<int>() > 1) << args;
+  // Megatron-LM's loss is unfused unless told; Megatron-Bridge's fused unless told.
+  EXPECT_EQ(engine["ce-fusion"]["value"].as<std::string>(), "off");
+  EXPECT_EQ(args.find("--cross-entropy-loss-fusion"), std::string::npos) << args;
+  const Outcome fused = pipette("plan --model llama3-70b --top 1 --json --engine ce-fusion=on");
+  ASSERT_EQ(fused.status, 0) << fused.err;
+  const YAML::Node fused_json = parse_json(fused.out);
+  EXPECT_NE(fused_json["plans"][0]["environment"]["PIPETTE_MEGATRON_ARGS"].as<std::string>().find(" --cross-entropy-loss-fusion"),
+            std::string::npos);
+  // The fused loss moves less: priced faster than the default's plan.
+  const Outcome unfused = pipette("plan --model llama3-70b --top 1 --json");
+  ASSERT_EQ(unfused.status, 0) << unfused.err;
+  EXPECT_LT(fused_json["plans"][0]["iteration_seconds"].as<double>(),
+            parse_json(unfused.out)["plans"][0]["iteration_seconds"].as<double>());
+  const Outcome nemo = pipette("plan --model llama3-70b --top 1 --json --framework nemo --engine ce-fusion=off");
+  ASSERT_EQ(nemo.status, 0) << nemo.err;
+  EXPECT_NE(parse_json(nemo.out)["plans"][0]["environment"]["PIPETTE_NEMO_OVERRIDES"].as<std::string>().find(
+                "model.cross_entropy_loss_fusion=false"),
+            std::string::npos);
 
   const Outcome explain = pipette(planning("explain") + " --top 1 --framework nanotron --engine tp-recompute-allgather=on");
   ASSERT_EQ(explain.status, 0) << explain.err;

@@ -46,10 +46,11 @@ TEST(EngineOverrides, BadInputIsOneLineNamingTheKeyAndTheAcceptedValues) {
       {"tp-overlap=yes", "tp-overlap must be on or off"},
       {"tp-comm-overlap=2", "tp-comm-overlap must be on or off"},
       {"tp-recompute-allgather=no", "tp-recompute-allgather must be on or off"},
+      {"ce-fusion=fused", "ce-fusion must be on or off (got \"fused\")"},
       {"pp-schedule=gpipe", "pp-schedule must be 1f1b or afab (got \"gpipe\")"},
       {"nvls=2", "nvls must be on or off (got \"2\")"},
       {"overlap-grad-reduce=on", "unknown key \"overlap-grad-reduce\"; keys are precision, attention, fp8-params, fp32-grads, "
-                                 "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather, pp-schedule, nvls"},
+                                 "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather, ce-fusion, pp-schedule, nvls"},
       {"dp-overlap", "expected key=value"},
       {"dp-overlap=on,,tp-overlap=on", "empty item"},
       {"dp-overlap=on,dp-overlap=off", "dp-overlap is given twice; keep one"},
@@ -358,6 +359,12 @@ TEST_F(EngineSources, WhatAStackCannotRunIsRefusedWithTheReason) {
       {"nanotron", "tp-overlap=on,tp-recompute-allgather=off,fp32-grads=off", "", ""},
       // nanotron's own pp_engine; every other stack's pipeline is exported as 1F1B.
       {"nanotron", "pp-schedule=afab", "", ""},
+      // Megatron-core's --cross-entropy-loss-fusion and Megatron-Bridge's model.cross_entropy_loss_fusion.
+      {"megatron-core", "ce-fusion=on", "", ""},
+      {"nemo", "ce-fusion=off", "", ""},
+      {"nanotron", "ce-fusion=on", "",
+       "engine ce-fusion=on (job) cannot run on nanotron: ce-fusion is Megatron-core's --cross-entropy-loss-fusion"},
+      {"torchtitan", "ce-fusion=off", "", ""},
       {"torchtitan", "pp-schedule=afab", "",
        "engine pp-schedule=afab (job) cannot run on torchtitan: afab (all forward, then all backward) is nanotron's"},
       {"megatron-core", "pp-schedule=1f1b", "", ""},

@@ -109,6 +109,30 @@ TEST(MegatronLog, ResolvesAgainstItsModelAndRejectsAnotherModel) {
       << wrong.error().message;
 }
 
+// Megatron's _print_args lists cross_entropy_loss_fusion (core/model_parallel_config.py @d98e8a64
+// l.320, False unless --cross-entropy-loss-fusion): the record is priced with the loss that ran.
+// The sample's arguments block predates the argument: the stack's default, unfused.
+TEST(MegatronLog, TheLossRunsFusedWhereTheLogSaysSo) {
+  std::string log = sample("megatron_llama3_8b_2nodes.log");
+  RunDescription flags;
+  flags.name = "the command line";
+  flags.model = "llama3-8b";
+  flags.nodes = 2;
+  const auto priced = [&](const std::string& text) {
+    const auto run = parse_megatron_log(text, "m.log");
+    EXPECT_TRUE(run.ok()) << run.error().message;
+    const auto record = resolve_run(*complete_run(*run, flags), h100_site(), {});
+    EXPECT_TRUE(record.ok()) << record.error().message;
+    return std::pair{run->cross_entropy_fusion, record->training.cross_entropy_fusion};
+  };
+  EXPECT_EQ(priced(log), std::pair(std::optional<bool>{}, false));
+  const std::string context = "  context_parallel_size ........................... 1\n";
+  const auto at = log.find(context);
+  ASSERT_NE(at, std::string::npos);
+  log.insert(at + context.size(), "  cross_entropy_loss_fusion ....................... True\n");
+  EXPECT_EQ(priced(log), std::pair(std::optional<bool>{true}, true));
+}
+
 // --recompute-method block --recompute-num-layers N (Megatron's _print_args lists both): full
 // recompute of the first N layers of each chunk, which the record prices as such.
 TEST(MegatronLog, BlockRecomputeKeepsItsLayerCount) {

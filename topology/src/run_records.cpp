@@ -223,6 +223,7 @@ std::optional<Error> apply_arguments(const MegatronArguments& arguments, const s
   flag("use_distributed_optimizer", run.distributed_optimizer);
   flag("tp_comm_overlap", run.tp_comm_overlap);
   flag("accumulate_allreduce_grads_in_fp32", run.gradients_in_fp32);
+  flag("cross_entropy_loss_fusion", run.cross_entropy_fusion);
   // Megatron-DeepSpeed's arguments (megatron/arguments.py @4efb479d): DeepSpeed's --deepspeed, the
   // ZeRO stage (l.1487) standing in for the distributed optimizer, the flash-attention flags
   // (l.927-933; args.use_flash_attn is their or, l.433).
@@ -772,6 +773,7 @@ Result<RunDescription> complete_run(RunDescription run, const RunDescription& fa
   if (!run.tp_comm_overlap) run.tp_comm_overlap = fallback.tp_comm_overlap;
   if (!run.gradients_in_fp32) run.gradients_in_fp32 = fallback.gradients_in_fp32;
   if (!run.attention) run.attention = fallback.attention;
+  if (!run.cross_entropy_fusion) run.cross_entropy_fusion = fallback.cross_entropy_fusion;
   return run;
 }
 
@@ -834,6 +836,7 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
   if (run.attention) record.training.attention = *run.attention;
   if (run.gradients_in_fp32) record.training.gradients_in_fp32 = *run.gradients_in_fp32;
   if (run.tp_comm_overlap) record.training.overlap_tensor_parallel_communication = *run.tp_comm_overlap;
+  if (run.cross_entropy_fusion) record.training.cross_entropy_fusion = *run.cross_entropy_fusion;
   record.cluster = prepared->cluster;
   const ModelSpec& model = record.model;
   const auto check_dimension = [&](const std::optional<int>& stated, int actual, const char* name) -> std::optional<Error> {

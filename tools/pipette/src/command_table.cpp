@@ -38,7 +38,8 @@ constexpr OptionSpec kEngine{"engine", "SWITCHES",
                              "the engine's switches over the site's defaults.engine and the stack's, e.g. "
                              "dp-overlap=off,tp-comm-overlap=on; keys: precision (fp32, fp16, bf16, fp8), attention "
                              "(flash, unfused), and on|off: fp8-params (fp8 weights, megatron-core and nemo), fp32-grads, "
-                             "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather (nanotron), nvls (NCCL_NVLS_ENABLE); pp-schedule (1f1b, "
+                             "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather (nanotron), ce-fusion (megatron-core, nemo), "
+                             "nvls (NCCL_NVLS_ENABLE); pp-schedule (1f1b, "
                              "afab: nanotron)",
                              "the site's, else the stack's"};
 constexpr OptionSpec kPrecision{"precision", "P", "training precision: fp32, fp16, bf16 or fp8 (the engine's precision key)",

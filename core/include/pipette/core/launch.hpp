@@ -52,12 +52,13 @@ struct LaunchDescription {
   bool overlap_param_gather = false;     // distributed optimizer's all-gather under the next forwards
   // The engine's switches as they reach the framework (engine.hpp): Megatron-core's --tp-comm-overlap
   // (with sequence parallelism only), the TP backward collectives beside the GEMMs (nanotron's
-  // tp_linear_async_communication, with sequence parallelism only), fp32 gradients, and nanotron's
-  // re-gather of the column-parallel inputs and pipeline engine (pp_engine).
+  // tp_linear_async_communication, with sequence parallelism only), fp32 gradients, nanotron's
+  // re-gather of the column-parallel inputs and pipeline engine (pp_engine), and the fused loss.
   bool tp_comm_overlap = false;
   bool tp_backward_overlap = false;
   bool fp32_gradients = true;
   bool tp_recompute_allgather = true;
+  bool cross_entropy_fusion = false;     // Megatron-core's --cross-entropy-loss-fusion
   PipelineSchedule pipeline_schedule = PipelineSchedule::one_forward_one_backward;
   // The training precision. Only DeepSpeed's JSON carries it (deepspeed_config): there it also
   // selects the optimizer that was priced; the other stacks take it from the job's own arguments.

@@ -5,6 +5,7 @@
 // does more work or keeps more, read from that stack's own code (file and line in `evidence`), or
 // says that nothing tells (`assumptions`). Megatron-core and NeMo share the reference profile, so
 // their predictions do not depend on this file.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,16 @@ struct GradientBuckets {
   bool per_block = false;
 };
 
+// What a stack's cross entropy moves through HBM: bytes per logit (vocabulary element of the TP
+// shard and token) its kernels read and write in the forward and in the backward, and whether
+// 16-bit logits reach it through a cast kernel of their own (an fp32 copy: read 2, write 4 in the
+// forward, and the gradient cast back, read 4, write 2, in the backward), which the counts leave out.
+struct LossKernels {
+  double forward_bytes_per_logit = 20;
+  double backward_bytes_per_logit = 10;
+  bool casts_logits_to_fp32 = false;
+};
+
 struct StackProfile {
   Framework framework = Framework::megatron_core;
   // What the stack runs unless told otherwise; apply_stack_profile copies them into the
@@ -160,14 +171,12 @@ struct StackProfile {
   // Bytes per logit (vocabulary element of the TP shard and token) at the loss's peak beyond the
   // reference's fp32 logits, turned into the softmax in place, beside the 16-bit logits (4 + 2).
   double extra_logits_bytes_per_element = 0;
-  // Bytes per logit the loss's kernels read and write in the forward and in the backward, and
-  // whether 16-bit logits reach the loss through a cast kernel of their own (an fp32 copy: read 2,
-  // write 4 in the forward, and the gradient cast back, read 4, write 2, in the backward), which
-  // the same counts leave out. The reference's 20 and 10 stand beside the fitted constants
-  // (stack_profile.cpp says why); the other stacks' are counted in their code.
-  double loss_forward_bytes_per_logit = 20;
-  double loss_backward_bytes_per_logit = 10;
-  bool loss_casts_logits_to_fp32 = false;
+  // The cross entropy's kernels as the stack runs them by default, and its fused cross entropy
+  // (the ce-fusion switch, TrainingSpec::cross_entropy_fusion) where it has one, with whether that
+  // is its default. Counted in each stack's code (stack_profile.cpp); torchtitan's is an assumption.
+  LossKernels loss;
+  std::optional<LossKernels> fused_loss;
+  bool cross_entropy_fusion = false;
   // Bytes moved per parameter of the pipeline rank after every micro-batch's backward by an
   // optimizer that keeps each micro-batch's 16-bit gradients apart from its fp32 accumulator and
   // adds them in with separate kernels, beyond what the reference prices (its wgrad GEMMs

@@ -105,6 +105,10 @@ struct TrainingSpec {
   // weights beside Transformer Engine's cached fp8 casts, and the distributed optimizer all-gathers
   // them in fp8 (distributed_data_parallel_config.py @d98e8a64 l.78). Only with fp8 precision.
   bool fp8_parameters = false;
+  // Megatron-core's --cross-entropy-loss-fusion (Megatron-Bridge's model.cross_entropy_loss_fusion):
+  // the vocab-parallel cross entropy as a few compiled kernels instead of one pass per operation
+  // (StackProfile::fused_loss). Set from the stack's profile.
+  bool cross_entropy_fusion = false;
   // Assumption, not a measurement: the busiest expert rank receives this many times the average
   // routed tokens (Megatron's dropless default, --moe-expert-capacity-factor unset, drops none, so
   // the imbalance the aux loss leaves lands on the expert GEMMs, the all-to-alls and the routed
