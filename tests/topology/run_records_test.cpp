@@ -109,28 +109,44 @@ TEST(MegatronLog, ResolvesAgainstItsModelAndRejectsAnotherModel) {
       << wrong.error().message;
 }
 
-// Megatron's _print_args lists cross_entropy_loss_fusion (core/model_parallel_config.py @d98e8a64
-// l.320, False unless --cross-entropy-loss-fusion): the record is priced with the loss that ran.
-// The sample's arguments block predates the argument: the stack's default, unfused.
-TEST(MegatronLog, TheLossRunsFusedWhereTheLogSaysSo) {
-  std::string log = sample("megatron_llama3_8b_2nodes.log");
+// What Megatron's _print_args lists of the engine is priced as it ran: cross_entropy_loss_fusion
+// (core/model_parallel_config.py @d98e8a64 l.320, False unless --cross-entropy-loss-fusion),
+// overlap_grad_reduce (training/arguments.py l.3121, False unless given) and attention_backend
+// (core/transformer/enums.py l.51-58, printed as the enum). The sample's arguments block predates
+// them: the stack's defaults.
+TEST(MegatronLog, TheArgumentsSayWhichLossReductionAndAttentionRan) {
+  const std::string sample_log = sample("megatron_llama3_8b_2nodes.log");
   RunDescription flags;
   flags.name = "the command line";
   flags.model = "llama3-8b";
   flags.nodes = 2;
-  const auto priced = [&](const std::string& text) {
-    const auto run = parse_megatron_log(text, "m.log");
+  const auto priced = [&](const std::string& arguments) {
+    std::string log = sample_log;
+    const std::string context = "  context_parallel_size ........................... 1\n";
+    const auto at = log.find(context);
+    EXPECT_NE(at, std::string::npos);
+    log.insert(at + context.size(), arguments);
+    const auto run = parse_megatron_log(log, "m.log");
     EXPECT_TRUE(run.ok()) << run.error().message;
-    const auto record = resolve_run(*complete_run(*run, flags), h100_site(), {});
+    auto record = resolve_run(*complete_run(*run, flags), h100_site(), {});
     EXPECT_TRUE(record.ok()) << record.error().message;
-    return std::pair{run->cross_entropy_fusion, record->training.cross_entropy_fusion};
+    return std::pair{*run, *record};
   };
-  EXPECT_EQ(priced(log), std::pair(std::optional<bool>{}, false));
-  const std::string context = "  context_parallel_size ........................... 1\n";
-  const auto at = log.find(context);
-  ASSERT_NE(at, std::string::npos);
-  log.insert(at + context.size(), "  cross_entropy_loss_fusion ....................... True\n");
-  EXPECT_EQ(priced(log), std::pair(std::optional<bool>{true}, true));
+  const auto [plain_run, plain] = priced("");
+  EXPECT_EQ(plain_run.cross_entropy_fusion, std::nullopt);
+  EXPECT_EQ(plain_run.overlap_gradient_reduce, std::nullopt);
+  EXPECT_EQ(plain_run.attention, std::nullopt);
+  EXPECT_FALSE(plain.training.cross_entropy_fusion);
+  EXPECT_TRUE(plain.training.overlap_gradient_reduce);
+  EXPECT_EQ(plain.training.attention, AttentionKernel::flash);
+
+  const auto [run, record] = priced("  cross_entropy_loss_fusion ....................... True\n"
+                                    "  overlap_grad_reduce ............................. False\n");
+  EXPECT_TRUE(record.training.cross_entropy_fusion);
+  EXPECT_FALSE(record.training.overlap_gradient_reduce);
+  EXPECT_EQ(priced("  attention_backend ............................... AttnBackend.unfused\n").second.training.attention, AttentionKernel::unfused);
+  EXPECT_EQ(priced("  attention_backend ............................... AttnBackend.local\n").second.training.attention, AttentionKernel::unfused);
+  EXPECT_EQ(priced("  attention_backend ............................... AttnBackend.auto\n").second.training.attention, AttentionKernel::flash);
 }
 
 // --recompute-method block --recompute-num-layers N (Megatron's _print_args lists both): full

@@ -224,6 +224,16 @@ std::optional<Error> apply_arguments(const MegatronArguments& arguments, const s
   flag("tp_comm_overlap", run.tp_comm_overlap);
   flag("accumulate_allreduce_grads_in_fp32", run.gradients_in_fp32);
   flag("cross_entropy_loss_fusion", run.cross_entropy_fusion);
+  // --overlap-grad-reduce is off unless given (training/arguments.py @d98e8a64 l.3121): a run that
+  // Pipette did not plan may well have reduced its gradients after the backward.
+  flag("overlap_grad_reduce", run.overlap_gradient_reduce);
+  // --attention-backend (AttnBackend, core/transformer/enums.py l.51-58; printed as
+  // "AttnBackend.auto"): unfused and local run Megatron's unfused attention, the others Transformer
+  // Engine's fused kernels.
+  if (const auto backend = text("attention_backend")) {
+    run.attention = *backend == "AttnBackend.unfused" || *backend == "AttnBackend.local" ? AttentionKernel::unfused
+                                                                                         : AttentionKernel::flash;
+  }
   // Megatron-DeepSpeed's arguments (megatron/arguments.py @4efb479d): DeepSpeed's --deepspeed, the
   // ZeRO stage (l.1487) standing in for the distributed optimizer, the flash-attention flags
   // (l.927-933; args.use_flash_attn is their or, l.433).
@@ -774,6 +784,7 @@ Result<RunDescription> complete_run(RunDescription run, const RunDescription& fa
   if (!run.gradients_in_fp32) run.gradients_in_fp32 = fallback.gradients_in_fp32;
   if (!run.attention) run.attention = fallback.attention;
   if (!run.cross_entropy_fusion) run.cross_entropy_fusion = fallback.cross_entropy_fusion;
+  if (!run.overlap_gradient_reduce) run.overlap_gradient_reduce = fallback.overlap_gradient_reduce;
   return run;
 }
 
@@ -837,6 +848,7 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
   if (run.gradients_in_fp32) record.training.gradients_in_fp32 = *run.gradients_in_fp32;
   if (run.tp_comm_overlap) record.training.overlap_tensor_parallel_communication = *run.tp_comm_overlap;
   if (run.cross_entropy_fusion) record.training.cross_entropy_fusion = *run.cross_entropy_fusion;
+  if (run.overlap_gradient_reduce) record.training.overlap_gradient_reduce = *run.overlap_gradient_reduce;
   record.cluster = prepared->cluster;
   const ModelSpec& model = record.model;
   const auto check_dimension = [&](const std::optional<int>& stated, int actual, const char* name) -> std::optional<Error> {

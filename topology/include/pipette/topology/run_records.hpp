@@ -37,10 +37,12 @@ struct RunDescription {
   std::optional<Precision> precision;
   std::optional<bool> tp_comm_overlap;          // Megatron-core --tp-comm-overlap (userbuffers)
   std::optional<bool> gradients_in_fp32;        // --accumulate-allreduce-grads-in-fp32
-  std::optional<AttentionKernel> attention;     // Megatron-DeepSpeed's --use-flash-attn-* flags
+  std::optional<AttentionKernel> attention;     // Megatron's --attention-backend, Megatron-DeepSpeed's --use-flash-attn-*
   std::optional<bool> cross_entropy_fusion;     // Megatron-core --cross-entropy-loss-fusion
+  std::optional<bool> overlap_gradient_reduce;  // Megatron-core --overlap-grad-reduce
   // The engine's switches in --engine syntax (a plan's, or --engine): the base the switches a log
-  // states (precision, attention, fp32 gradients, TP communication overlap, the fused loss) override.
+  // states (precision, attention, fp32 gradients, TP communication and DP reduction overlap, the
+  // fused loss) override.
   std::string engine;
   // The model's dimensions as the log states them, checked against the model file.
   std::optional<int> num_layers, hidden_size, num_attention_heads;
