@@ -38,6 +38,16 @@ std::string sample(const char* name) {
   return text.str();
 }
 
+// Rewrites the first `from` in a sample's text; a sample without it fails the test.
+void replace_once(std::string& text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "the sample has no \"" << from << "\"";
+    return;
+  }
+  text.replace(at, from.size(), to);
+}
+
 SiteConfig h100_site() {
   SiteConfig site;
   site.gpu = "H100-SXM";
@@ -123,9 +133,7 @@ TEST(MegatronLog, TheArgumentsSayWhichLossReductionAndAttentionRan) {
   const auto priced = [&](const std::string& arguments) {
     std::string log = sample_log;
     const std::string context = "  context_parallel_size ........................... 1\n";
-    const auto at = log.find(context);
-    EXPECT_NE(at, std::string::npos);
-    log.insert(at + context.size(), arguments);
+    replace_once(log, context, context + arguments);
     const auto run = parse_megatron_log(log, "m.log");
     EXPECT_TRUE(run.ok()) << run.error().message;
     auto record = resolve_run(*complete_run(*run, flags), h100_site(), {});
@@ -153,13 +161,10 @@ TEST(MegatronLog, TheArgumentsSayWhichLossReductionAndAttentionRan) {
 // recompute of the first N layers of each chunk, which the record prices as such.
 TEST(MegatronLog, BlockRecomputeKeepsItsLayerCount) {
   std::string log = sample("megatron_llama3_8b_2nodes.log");
-  const std::string selective = "  recompute_granularity ........................... selective\n";
-  const auto at = log.find(selective);
-  ASSERT_NE(at, std::string::npos);
-  log.replace(at, selective.size(),
-              "  recompute_granularity ........................... full\n"
-              "  recompute_method ................................ block\n"
-              "  recompute_num_layers ............................ 5\n");
+  replace_once(log, "  recompute_granularity ........................... selective\n",
+               "  recompute_granularity ........................... full\n"
+               "  recompute_method ................................ block\n"
+               "  recompute_num_layers ............................ 5\n");
   const auto run = parse_megatron_log(log, "m.log");
   ASSERT_TRUE(run.ok()) << run.error().message;
   EXPECT_EQ(run->recompute, RecomputeMode::full);
@@ -305,6 +310,39 @@ TEST(NanotronLog, ReadRecordsPickTheReaderAndPriceTheStack) {
   EXPECT_EQ(record->framework, "nanotron");
   EXPECT_EQ(record->training.target.framework, Framework::nanotron);
   EXPECT_FALSE(record->training.overlap_tensor_parallel_backward);
+}
+
+// The engine switches nanotron's Config record states (ParallelismArgs, config/parallelism_config.py
+// @2411b022 l.30-36: pp_engine printed as the engine object's repr, tp_linear_async_communication,
+// tp_recompute_allgather) are priced as the run had them, whatever the stack's defaults are.
+TEST(NanotronLog, TheConfigSaysWhichPipelineEngineAndTpSwitchesRan) {
+  std::string text = sample("nanotron_llama_1b_dp8.log");
+  replace_once(text, "OneForwardOneBackwardPipelineEngine", "AllForwardAllBackwardPipelineEngine");
+  replace_once(text, "tp_linear_async_communication=False", "tp_linear_async_communication=True");
+  replace_once(text, "tp_recompute_allgather=True", "tp_recompute_allgather=False");
+  const auto run = parse_nanotron_log(text, "n.log");
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  EXPECT_EQ(run->pipeline_schedule, PipelineSchedule::all_forward_all_backward);
+  EXPECT_EQ(run->tp_backward_overlap, true);
+  EXPECT_EQ(run->tp_recompute_allgather, false);
+  RunDescription flags;
+  flags.name = "flags";
+  flags.model = "llama2-7b";
+  flags.nodes = 1;
+  RunDescription described = *run;
+  described.num_layers.reset();
+  described.hidden_size.reset();
+  auto record = resolve_run(*complete_run(described, flags), h100_site(), {});
+  ASSERT_TRUE(record.ok()) << record.error().message;
+  EXPECT_EQ(record->training.pipeline_schedule, PipelineSchedule::all_forward_all_backward);
+  EXPECT_TRUE(record->training.overlap_tensor_parallel_backward);
+  EXPECT_FALSE(record->training.tensor_parallel_recompute_allgather);
+  // The sample as written: 1f1b, synchronous, re-gathered.
+  const auto plain = parse_nanotron_log(sample("nanotron_llama_1b_dp8.log"), "n.log");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->pipeline_schedule, PipelineSchedule::one_forward_one_backward);
+  EXPECT_EQ(plain->tp_backward_overlap, false);
+  EXPECT_EQ(plain->tp_recompute_allgather, true);
 }
 
 // nanotron of the Ultra-Scale Playbook's runs printed elapsed_time_per_iteration_ms (the label
@@ -515,11 +553,7 @@ TEST(RunTable, ALayoutThatDoesNotMakeTheJobIsAnError) {
 // run's log prints the same arguments, which say nothing of it.
 TEST(MegatronLog, AnMoeRunKeepsItsExpertGroups) {
   std::string log = sample("megatron_llama3_8b_2nodes.log");
-  const auto replace = [&](const std::string& from, const std::string& to) {
-    const size_t at = log.find(from);
-    ASSERT_NE(at, std::string::npos) << from;
-    log.replace(at, from.size(), to);
-  };
+  const auto replace = [&](const std::string& from, const std::string& to) { replace_once(log, from, to); };
   replace("  num_layers ...................................... 32", "  num_layers ...................................... 48");
   replace("  hidden_size ..................................... 4096", "  hidden_size ..................................... 2048");
   replace("  ffn_hidden_size ................................. 14336",

@@ -459,6 +459,14 @@ std::optional<Error> apply_nanotron_config(const std::map<std::string, std::stri
   if (const auto mode = text("tp_mode")) run.sequence_parallel = mode->find("REDUCE_SCATTER") != std::string::npos;
   if (const auto stage = text("zero_stage")) run.distributed_optimizer = *stage != "0";
   if (const auto fp32 = text("accumulate_grad_in_fp32")) run.gradients_in_fp32 = *fp32 == "True";
+  // ParallelismArgs (config/parallelism_config.py @2411b022 l.30-36, 41-48): the engine switches the
+  // run had; pformat prints pp_engine as the engine object's repr (engine.py l.175, 235).
+  if (const auto async = text("tp_linear_async_communication")) run.tp_backward_overlap = *async == "True";
+  if (const auto regather = text("tp_recompute_allgather")) run.tp_recompute_allgather = *regather == "True";
+  if (const auto engine = text("pp_engine")) {
+    if (engine->find("AllForwardAllBackward") != std::string::npos) run.pipeline_schedule = PipelineSchedule::all_forward_all_backward;
+    if (engine->find("OneForwardOneBackward") != std::string::npos) run.pipeline_schedule = PipelineSchedule::one_forward_one_backward;
+  }
   if (const auto dtype = text("dtype")) {
     if (*dtype == "torch.bfloat16") run.precision = Precision::bf16;
     else if (*dtype == "torch.float16") run.precision = Precision::fp16;
@@ -785,6 +793,9 @@ Result<RunDescription> complete_run(RunDescription run, const RunDescription& fa
   if (!run.attention) run.attention = fallback.attention;
   if (!run.cross_entropy_fusion) run.cross_entropy_fusion = fallback.cross_entropy_fusion;
   if (!run.overlap_gradient_reduce) run.overlap_gradient_reduce = fallback.overlap_gradient_reduce;
+  if (!run.tp_backward_overlap) run.tp_backward_overlap = fallback.tp_backward_overlap;
+  if (!run.tp_recompute_allgather) run.tp_recompute_allgather = fallback.tp_recompute_allgather;
+  if (!run.pipeline_schedule) run.pipeline_schedule = fallback.pipeline_schedule;
   return run;
 }
 
@@ -849,6 +860,9 @@ Result<RunRecord> resolve_run(const RunDescription& run, const SiteConfig& site,
   if (run.tp_comm_overlap) record.training.overlap_tensor_parallel_communication = *run.tp_comm_overlap;
   if (run.cross_entropy_fusion) record.training.cross_entropy_fusion = *run.cross_entropy_fusion;
   if (run.overlap_gradient_reduce) record.training.overlap_gradient_reduce = *run.overlap_gradient_reduce;
+  if (run.tp_backward_overlap) record.training.overlap_tensor_parallel_backward = *run.tp_backward_overlap;
+  if (run.tp_recompute_allgather) record.training.tensor_parallel_recompute_allgather = *run.tp_recompute_allgather;
+  if (run.pipeline_schedule) record.training.pipeline_schedule = *run.pipeline_schedule;
   record.cluster = prepared->cluster;
   const ModelSpec& model = record.model;
   const auto check_dimension = [&](const std::optional<int>& stated, int actual, const char* name) -> std::optional<Error> {

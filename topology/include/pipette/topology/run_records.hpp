@@ -40,6 +40,10 @@ struct RunDescription {
   std::optional<AttentionKernel> attention;     // Megatron's --attention-backend, Megatron-DeepSpeed's --use-flash-attn-*
   std::optional<bool> cross_entropy_fusion;     // Megatron-core --cross-entropy-loss-fusion
   std::optional<bool> overlap_gradient_reduce;  // Megatron-core --overlap-grad-reduce
+  // nanotron's parallelism: tp_linear_async_communication, tp_recompute_allgather, pp_engine.
+  std::optional<bool> tp_backward_overlap;
+  std::optional<bool> tp_recompute_allgather;
+  std::optional<PipelineSchedule> pipeline_schedule;
   // The engine's switches in --engine syntax (a plan's, or --engine): the base the switches a log
   // states (precision, attention, fp32 gradients, TP communication and DP reduction overlap, the
   // fused loss) override.
