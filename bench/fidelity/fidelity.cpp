@@ -158,7 +158,9 @@ const System dgx2_v100{"V100-SXM2-32GB", 130e9, 8 * 12e9};
 // (bloom_rows and bigscience_time_rows report every row under both):
 //  - measured: the all-reduce bus bandwidth BigScience measured there on 4 nodes x 8 GPUs in January
 //    2022, before the run (the same file, median of its 160 per-rank "busbw" lines: 40.54 Gb/s =
-//    5.07 GB/s; experiments/bandwidth/README.md l.70-83), a tenth of the line rate;
+//    5.07 GB/s; experiments/bandwidth/README.md l.70-83), a tenth of the line rate. The README still
+//    reported it on 2022-02-21 ("tried a larger number but got the same results", commit a6f804c),
+//    in the week of the prototype runs (2022-02-17 to 02-24): the network those rows had;
 //  - line rate: 4 x 100 Gb/s Omni-Path (Intel OPA 100 series; Jean Zay's fabric is "Intel Omni-Path
 //    100 Gb/s", LMI MAG March 2020 p.27) at the share of its line rate NCCL reaches on the DGX A100's
 //    HDR NICs (24 of 25 GB/s, dgx_a100 above): 4 x 12 GB/s.
