@@ -784,7 +784,10 @@ std::vector<MemoryRow> bigscience_memory_rows() {
 // (bench/fidelity/data/torchtitan_llama3_8b_h100_fsdp_selective.csv, whose header names the source):
 // Llama 3.1 8B on 8 and 128 H100, two sequences of 8192 tokens per GPU, FSDP over every GPU. The
 // runs' torchtitan (2024-12) computed the loss on the whole fp32 logits, where the profile prices
-// today's; neither compile nor Float8 ran. Never fitted.
+// today's; neither compile nor Float8 ran. Their RMSNorm was torchtitan's own composite class (the
+// llama3_8b config's norm_type "rmsnorm", train_configs/llama3_8b.toml @9dec370 l.21;
+// torchtitan/models/norms.py l.77-101), which eager runs as separate ops over an fp32 copy: the
+// engine's fused-norm=off. Never fitted.
 struct TorchtitanSelectiveRun {
   MemoryRow memory;                       // its configuration and published memory
   double tokens_per_second_per_gpu = 0;   // its published throughput
@@ -801,6 +804,7 @@ std::vector<TorchtitanSelectiveRun> torchtitan_selective_runs() {
         "torchtitan Llama 3.1 8B FSDP, per-operator selective checkpointing (eager)", std::stoi(f[4]), std::stoll(f[3]),
         std::stoi(f[1]), 1, std::stoi(f[2]), RecomputeMode::selective, std::stod(f[6]));
     run.memory.label = "8B FSDP " + f[1] + " mbs" + f[2] + " at " + f[4] + " tokens: peak memory reserved";
+    run.memory.training.fused_norm = false;
     run.tokens_per_second_per_gpu = std::stod(f[5]);
     run.label = "8B FSDP " + f[1] + " mbs" + f[2] + " selective at " + f[4] + " tokens";
     runs.push_back(run);

@@ -73,6 +73,15 @@ std::string refusal(const std::string& key, bool value, Framework framework) {
     return "ce-fusion is Megatron-core's --cross-entropy-loss-fusion (Megatron-Bridge: model.cross_entropy_loss_fusion); " +
            name + " runs its own cross entropy, which Pipette neither switches nor exports";
   }
+  if (key == "fused-norm") {
+    // What the job's PyTorch and torchtitan run (described like the precision, not exported):
+    // torchtitan's own composite RMSNorm until 2025 (torchtitan/models/norms.py @9dec370 l.77-102,
+    // the llama configs' norm_type "rmsnorm"), nn.RMSNorm's composite rms_norm on a PyTorch without
+    // the fused aten::_fused_rms_norm (pytorch/pytorch#153666).
+    if (framework == Framework::torchtitan) return {};
+    return name + "'s norms are fused kernels (Transformer Engine, apex's FusedLayerNorm, nanotron's Triton "
+           "RMSNorm); fused-norm=off describes torchtitan's eager RMSNorm on an older PyTorch";
+  }
   if (key == "tp-recompute-allgather") {
     if (framework == Framework::nanotron) return {};
     return "tp-recompute-allgather is nanotron's parallelism.tp_recompute_allgather (config/parallelism_config.py "
@@ -110,7 +119,7 @@ const std::vector<std::string>& engine_keys() {
   static const std::vector<std::string> keys = {"precision",       "attention",       "fp8-params",
                                                 "fp32-grads",      "dp-overlap",      "tp-overlap",
                                                 "tp-comm-overlap", "tp-recompute-allgather", "ce-fusion",
-                                                "pp-schedule",     "nvls"};
+                                                "fused-norm",      "pp-schedule",     "nvls"};
   return keys;
 }
 
@@ -188,6 +197,7 @@ ResolvedEngine apply_engine_overrides(TrainingSpec& training, const EngineOverri
   switch_setting("tp-recompute-allgather", training.tensor_parallel_recompute_allgather, site.tp_recompute_allgather,
                  job.tp_recompute_allgather, true);
   switch_setting("ce-fusion", training.cross_entropy_fusion, site.cross_entropy_fusion, job.cross_entropy_fusion, false);
+  switch_setting("fused-norm", training.fused_norm, site.fused_norm, job.fused_norm, false);
   // nanotron's parallelism.pp_engine; every other stack's pipeline runs 1F1B (interleaved with vpp).
   source = pick(training.pipeline_schedule, site.pipeline_schedule, job.pipeline_schedule);
   resolved.settings.push_back({"pp-schedule", to_string(training.pipeline_schedule), source});

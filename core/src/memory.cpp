@@ -30,6 +30,10 @@ struct LayerActivationElements {
   // fp32 bytes (whatever the training precision), split across TP: flash attention's per-head
   // log-sum-exp of every query, which its backward needs (TE's fused attention saves it as `aux`).
   double split_fp32_bytes = 0;
+  // Replicated like the values: a composite RMSNorm's fp32 copy of its input, which pow and the
+  // multiply save (TrainingSpec::fused_norm off; its normalised 16-bit output, saved by the weight's
+  // multiply, takes the place of the fused kernel's saved input).
+  double replicated_fp32_bytes = 0;
 };
 
 struct LayerShape {
@@ -46,6 +50,7 @@ struct LayerShape {
   // attention output; q, kv and rotary then play no part.
   double q_lora = 0, kv_lora = 0, rope = 0;
   double mla_q = 0, mla_k = 0, mla_v = 0, mla_output = 0;
+  bool composite_norms = false;  // RMSNorms as eager composite ops (TrainingSpec::fused_norm off)
 };
 
 // What MLASelfAttention (multi_latent_attention.py @d98e8a64) keeps for its backward, beyond the
@@ -74,6 +79,7 @@ LayerActivationElements layer_activation_elements(const LayerShape& shape, bool 
   LayerActivationElements e;
   e.replicated_values = tokens * h * 4;  // two norm inputs, QKV input, MLP input
   e.replicated_masks = shape.dropout ? tokens * h * 2 : 0;  // dropout after attention and after the MLP
+  if (shape.composite_norms) e.replicated_fp32_bytes = 2 * 4 * tokens * h;
   const double q = shape.q > 0 ? shape.q : h;
   const bool mla = shape.kv_lora > 0;
   const double ffn_values = tokens * shape.f * (shape.ffn == FfnKind::swiglu ? shape.swiglu_saved_ffn_tensors : 2);
@@ -124,7 +130,8 @@ double activation_bytes(const LayerActivationElements& e, double value_bytes, do
     return e.layer_input_values * value_bytes / (sequence_parallel ? tp : 1.0);
   }
   const double saved_on_gemm_inputs = value_bytes - gemm_input_bytes;
-  const double replicated = e.replicated_values * value_bytes + e.replicated_masks - e.replicated_gemm_inputs * saved_on_gemm_inputs;
+  const double replicated = e.replicated_values * value_bytes + e.replicated_masks + e.replicated_fp32_bytes -
+                            e.replicated_gemm_inputs * saved_on_gemm_inputs;
   const double split =
       e.split_values * value_bytes + e.split_masks + e.split_fp32_bytes - e.split_gemm_inputs * saved_on_gemm_inputs;
   const double gathered = sequence_parallel && keep_gathered_gemm_inputs
@@ -241,7 +248,8 @@ LayerShape layer_shape_of(const ModelSpec& model, const TrainingSpec& training, 
           static_cast<double>(model.q_lora_rank),        static_cast<double>(model.kv_lora_rank),
           static_cast<double>(model.qk_pos_emb_head_dim), static_cast<double>(model.query_width()),
           static_cast<double>(model.key_width()),        static_cast<double>(model.value_width()),
-          static_cast<double>(model.attention_output_width())};
+          static_cast<double>(model.attention_output_width()),
+          !training.fused_norm && model.norm_kind == NormKind::rmsnorm};
 }
 
 // What a block keeps under torchtitan's per-operator checkpointing

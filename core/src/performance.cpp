@@ -91,6 +91,18 @@ Roofs roofs_of(const GpuSpec& gpu, Precision precision, const ComputeEfficiency&
   return roofs;
 }
 
+// Bytes per element an RMSNorm's forward moves beyond a fused kernel's (read the input, write the
+// output) when it runs as eager composite ops over an fp32 copy, torchtitan's RMSNorm before 2025
+// (torchtitan/models/norms.py @9dec370 l.96-101: x.float(), pow, mean, rsqrt, x * rsqrt, type_as,
+// * weight) as PyTorch's composite rms_norm runs nn.RMSNorm: the cast up (read v, write 4), pow
+// (4 + 4), mean (4), the multiply (4 + 4) and the cast back (read 4, write v), v being the
+// training precision's bytes (in fp32 the casts are no-ops); the weight's multiply (v + v) moves
+// what the fused kernel moves in all.
+double composite_rms_norm_extra_bytes(double value_bytes) {
+  const double casts = value_bytes == 4.0 ? 0.0 : (value_bytes + 4) + (4 + value_bytes);
+  return casts + (4 + 4) + 4 + (4 + 4);
+}
+
 // One GEMM C[M×N] = A[M×K]·B[K×N]: compute roof plus operand traffic (an additive roofline, so
 // small shapes are memory bound and large ones approach the compute roof smoothly).
 double gemm_seconds(double m, double n, double k, const Roofs& roofs, double output_bytes) {
@@ -231,6 +243,8 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   double elementwise_bytes =
       tokens * (20 * hidden_per_rank + value_bytes * (swiglu ? stack.swiglu_forward_ffn_accesses : 2) * f / t);
   if (training.precision == Precision::fp8) elementwise_bytes += tokens * 3 * (h / t + f / t);
+  if (!training.fused_norm && model.norm_kind == NormKind::rmsnorm)
+    elementwise_bytes += tokens * 2 * composite_rms_norm_extra_bytes(value_bytes) * hidden_per_rank;
   elementwise_bytes += tokens * value_bytes *
                        (2 * (stack.qkv_copy_passes * (q + (k + v)) + stack.kv_copy_passes * (k + v)) +
                         (model.rotary() ? stack.rotary_extra_accesses * (q + k) : 0)) / t;

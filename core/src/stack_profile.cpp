@@ -148,8 +148,9 @@ StackProfile torchtitan_profile() {
       "FlexAttention is priced at flash-attn 2's measured H100 rate: the FlashAttention-3 paper (arXiv 2407.08608) "
       "measures a Triton flash attention at 389 and flash-attn 2 at 368 TFLOP/s (head dim 128, 4k tokens), within 6%",
       "nn.RMSNorm (models/common/nn_modules.py l.134) is priced as a fused norm that keeps only its input, as "
-      "PyTorch's CUDA aten::_fused_rms_norm (pytorch/pytorch#153666) runs it; an older PyTorch's composite "
-      "rms_norm keeps an fp32 copy too",
+      "PyTorch's CUDA aten::_fused_rms_norm (pytorch/pytorch#153666) runs it; on an older PyTorch (or torchtitan's "
+      "own RMSNorm before 2025, models/norms.py @9dec370) it runs as composite ops over an fp32 copy, which it "
+      "keeps: say fused-norm=off",
       "FSDP's gathers and reduce-scatters are priced as hidden beside the blocks' compute wherever they are "
       "shorter than it; the SMs and HBM bandwidth NCCL's kernels take from the GEMMs they overlap are not priced",
       "the loss is priced as Megatron-core's (fp32 logits, softmax in place); the llama3 configs' ChunkedLossWrapper "
@@ -453,6 +454,9 @@ void apply_stack_profile(TrainingSpec& training) {
   training.nccl_nvls = profile.nccl_nvls;
   training.fp8_parameters = profile.fp8_parameters && training.precision == Precision::fp8;
   training.cross_entropy_fusion = profile.cross_entropy_fusion;
+  // Every stack's norms are fused kernels by default; the engine's fused-norm describes an older
+  // torchtitan's composite RMSNorm.
+  training.fused_norm = true;
 }
 
 }  // namespace pipette

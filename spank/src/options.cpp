@@ -43,7 +43,7 @@ const std::array<OptionInfo, option_count>& option_table() {
        1},
       {OptionId::engine, "pipette-engine", "PIPETTE_ENGINE", "KEY=VALUE[,...]",
        "[pipette] the engine's switches, over the site's defaults.engine: precision, attention, fp8-params, "
-       "fp32-grads, dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather, ce-fusion, pp-schedule, nvls "
+       "fp32-grads, dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather, ce-fusion, fused-norm, pp-schedule, nvls "
        "(e.g. dp-overlap=off,tp-comm-overlap=on)",
        1},
       {OptionId::precision, "pipette-precision", "PIPETTE_PRECISION", "fp32|fp16|bf16|fp8",

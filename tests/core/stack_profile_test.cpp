@@ -215,6 +215,43 @@ TEST(StackProfile, TorchtitanEagerLayersCostTheirExtraPassesAndSlowerAttention) 
   EXPECT_TRUE(training_for(Framework::megatron_core).overlap_tensor_parallel_backward);
 }
 
+// torchtitan's RMSNorm before 2025 (torchtitan/models/norms.py @9dec370 l.96-101) and nn.RMSNorm on a
+// PyTorch without aten::_fused_rms_norm run as eager ops over an fp32 copy (the engine's
+// fused-norm=off): in bf16 the cast up 2 + 4, pow 4 + 4, mean 4, the multiply 4 + 4 and the cast
+// back 4 + 2 bytes per element beyond the fused kernel, 32 in the forward of each of a layer's two
+// norms (twice that in the backward; the per-operator checkpointing re-runs the forward), 20 in
+// fp32 where the casts are no-ops. Without recompute each norm keeps its fp32 copy: 4 bytes more
+// per element.
+TEST(StackProfile, ACompositeRmsNormCostsItsPassesAndItsFp32Copy) {
+  const GpuSpec& gpu = *find_gpu("H100-SXM");
+  const ComputeEfficiency efficiency = fitted_compute_efficiency();
+  const double bandwidth = efficiency.memory_fraction * gpu.hbm_bytes_per_second;
+  ParallelConfig config = config_of(1, 1, 8);
+  config.recompute = RecomputeMode::none;
+  for (const Precision precision : {Precision::bf16, Precision::fp32}) {
+    TrainingSpec fused = training_for(Framework::torchtitan);
+    fused.precision = precision;
+    TrainingSpec composite = fused;
+    composite.fused_norm = false;
+    const StageWork a = profile_work(llama_1b(), fused, gpu, config, efficiency).stages.front();
+    const StageWork b = profile_work(llama_1b(), composite, gpu, config, efficiency).stages.front();
+    const double extra_per_element = precision == Precision::bf16 ? 32 : 20;
+    const double per_layer = tokens * 2048 * 2 * extra_per_element / bandwidth;
+    EXPECT_NEAR(b.forward_compute_seconds - a.forward_compute_seconds, 24 * per_layer, 1e-9) << to_string(precision);
+    EXPECT_NEAR(b.backward_compute_seconds - a.backward_compute_seconds, 24 * 2 * per_layer, 1e-9) << to_string(precision);
+    EXPECT_DOUBLE_EQ(layer_activation_bytes(llama_1b(), composite, config) - layer_activation_bytes(llama_1b(), fused, config),
+                     tokens * 2048 * 2 * 4)
+        << to_string(precision);
+  }
+  // A LayerNorm model's norms are nn.LayerNorm's fused kernel whatever the switch says.
+  ModelSpec layernorm = llama_1b();
+  layernorm.norm_kind = NormKind::layernorm;
+  TrainingSpec composite = training_for(Framework::torchtitan);
+  composite.fused_norm = false;
+  EXPECT_DOUBLE_EQ(profile_work(layernorm, composite, gpu, config, efficiency).stages.front().forward_compute_seconds,
+                   profile_work(layernorm, training_for(Framework::torchtitan), gpu, config, efficiency).stages.front().forward_compute_seconds);
+}
+
 // At the loss nanotron holds an fp32 copy of the logits and its shifted copy (8 bytes per logit,
 // models/llama.py l.934, tensor_parallel/functional.py l.43); Megatron-DeepSpeed also the 16-bit
 // logits its caller keeps (10, gpt_model.py l.68, cross_entropy.py l.25); Megatron-core 6.

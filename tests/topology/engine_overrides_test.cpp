@@ -47,10 +47,12 @@ TEST(EngineOverrides, BadInputIsOneLineNamingTheKeyAndTheAcceptedValues) {
       {"tp-comm-overlap=2", "tp-comm-overlap must be on or off"},
       {"tp-recompute-allgather=no", "tp-recompute-allgather must be on or off"},
       {"ce-fusion=fused", "ce-fusion must be on or off (got \"fused\")"},
+      {"fused-norm=triton", "fused-norm must be on or off (got \"triton\")"},
       {"pp-schedule=gpipe", "pp-schedule must be 1f1b or afab (got \"gpipe\")"},
       {"nvls=2", "nvls must be on or off (got \"2\")"},
       {"overlap-grad-reduce=on", "unknown key \"overlap-grad-reduce\"; keys are precision, attention, fp8-params, fp32-grads, "
-                                 "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather, ce-fusion, pp-schedule, nvls"},
+                                 "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather, ce-fusion, fused-norm, pp-schedule, "
+                                 "nvls"},
       {"dp-overlap", "expected key=value"},
       {"dp-overlap=on,,tp-overlap=on", "empty item"},
       {"dp-overlap=on,dp-overlap=off", "dp-overlap is given twice; keep one"},
@@ -365,6 +367,10 @@ TEST_F(EngineSources, WhatAStackCannotRunIsRefusedWithTheReason) {
       {"nanotron", "ce-fusion=on", "",
        "engine ce-fusion=on (job) cannot run on nanotron: ce-fusion is Megatron-core's --cross-entropy-loss-fusion"},
       {"torchtitan", "ce-fusion=off", "", ""},
+      // torchtitan's composite RMSNorm on an older PyTorch; every other stack's norms are fused kernels.
+      {"torchtitan", "fused-norm=off", "", ""},
+      {"megatron-core", "fused-norm=off", "", "megatron-core's norms are fused kernels"},
+      {"nanotron", "fused-norm=on", "", ""},
       {"torchtitan", "pp-schedule=afab", "",
        "engine pp-schedule=afab (job) cannot run on torchtitan: afab (all forward, then all backward) is nanotron's"},
       {"megatron-core", "pp-schedule=1f1b", "", ""},

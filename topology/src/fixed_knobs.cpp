@@ -150,6 +150,7 @@ std::optional<std::string> set_engine_override(EngineOverrides& overrides, const
   if (key == "tp-comm-overlap") return boolean(overrides.tp_comm_overlap);
   if (key == "tp-recompute-allgather") return boolean(overrides.tp_recompute_allgather);
   if (key == "ce-fusion") return boolean(overrides.cross_entropy_fusion);
+  if (key == "fused-norm") return boolean(overrides.fused_norm);
   if (key == "fp8-params") return boolean(overrides.fp8_parameters);
   if (key == "nvls") return boolean(overrides.nvls);
   if (key == "pp-schedule") {
@@ -226,6 +227,7 @@ std::string format_engine_overrides(const EngineOverrides& overrides) {
   boolean("tp-comm-overlap", overrides.tp_comm_overlap);
   boolean("tp-recompute-allgather", overrides.tp_recompute_allgather);
   boolean("ce-fusion", overrides.cross_entropy_fusion);
+  boolean("fused-norm", overrides.fused_norm);
   if (overrides.pipeline_schedule) add("pp-schedule", to_string(*overrides.pipeline_schedule));
   boolean("nvls", overrides.nvls);
   return out;

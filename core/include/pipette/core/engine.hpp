@@ -1,7 +1,7 @@
 #pragma once
 // The engine's switches a user may set: how the training stack runs the job (precision, attention
 // kernel, fp8 weights, gradient precision, DP and TP overlaps, nanotron's TP re-gather and pipeline
-// engine, the fused cross entropy, NCCL's NVLink SHARP). Each comes from the stack's profile unless the site file (`defaults.engine`) or the job
+// engine, the fused cross entropy and norms, NCCL's NVLink SHARP). Each comes from the stack's profile unless the site file (`defaults.engine`) or the job
 // (`--engine`, `--pipette-engine`, `--precision`) says otherwise, job over site over stack.
 #include <optional>
 #include <string>
@@ -22,6 +22,7 @@ struct EngineOverrides {
   std::optional<bool> tp_recompute_allgather;      // TrainingSpec::tensor_parallel_recompute_allgather
   std::optional<bool> fp8_parameters;              // TrainingSpec::fp8_parameters
   std::optional<bool> cross_entropy_fusion;        // TrainingSpec::cross_entropy_fusion
+  std::optional<bool> fused_norm;                  // TrainingSpec::fused_norm
   std::optional<bool> nvls;                        // TrainingSpec::nccl_nvls
   std::optional<PipelineSchedule> pipeline_schedule;  // TrainingSpec::pipeline_schedule
 

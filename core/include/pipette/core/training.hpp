@@ -109,6 +109,11 @@ struct TrainingSpec {
   // the vocab-parallel cross entropy as a few compiled kernels instead of one pass per operation
   // (StackProfile::fused_loss). Set from the stack's profile.
   bool cross_entropy_fusion = false;
+  // Whether an RMSNorm runs as one fused kernel. Every stack's does (Transformer Engine, apex,
+  // nanotron's Triton kernel, PyTorch's aten::_fused_rms_norm), except torchtitan's on a PyTorch
+  // without that kernel or before torchtitan used nn.RMSNorm: eager composite ops over an fp32
+  // copy (composite_rms_norm_extra_bytes).
+  bool fused_norm = true;
   // Assumption, not a measurement: the busiest expert rank receives this many times the average
   // routed tokens (Megatron's dropless default, --moe-expert-capacity-factor unset, drops none, so
   // the imbalance the aux loss leaves lands on the expert GEMMs, the all-to-alls and the routed
