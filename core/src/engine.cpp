@@ -78,9 +78,13 @@ std::string refusal(const std::string& key, bool value, Framework framework) {
     // torchtitan's own composite RMSNorm until 2025 (torchtitan/models/norms.py @9dec370 l.77-102,
     // the llama configs' norm_type "rmsnorm"), nn.RMSNorm's composite rms_norm on a PyTorch without
     // the fused aten::_fused_rms_norm (pytorch/pytorch#153666).
-    if (framework == Framework::torchtitan) return {};
-    return name + "'s norms are fused kernels (Transformer Engine, apex's FusedLayerNorm, nanotron's Triton "
-           "RMSNorm); fused-norm=off describes torchtitan's eager RMSNorm on an older PyTorch";
+    // A model of the user's own under DeepSpeed runs whatever norm it has.
+    if (framework == Framework::torchtitan || framework == Framework::deepspeed) return {};
+    const char* kernel = megatron_stack(framework)            ? "Transformer Engine's fused norms"
+                         : framework == Framework::nanotron ? "TritonRMSNorm (models/llama.py @2411b022 l.729, 737)"
+                                                            : "apex's fused norms (megatron/model/__init__.py @4efb479d l.8-10)";
+    return name + " runs " + kernel + "; fused-norm=off describes an eager composite RMSNorm (torchtitan's on an older "
+           "PyTorch, or a DeepSpeed user's model)";
   }
   if (key == "tp-recompute-allgather") {
     if (framework == Framework::nanotron) return {};

@@ -369,7 +369,9 @@ TEST_F(EngineSources, WhatAStackCannotRunIsRefusedWithTheReason) {
       {"torchtitan", "ce-fusion=off", "", ""},
       // torchtitan's composite RMSNorm on an older PyTorch; every other stack's norms are fused kernels.
       {"torchtitan", "fused-norm=off", "", ""},
-      {"megatron-core", "fused-norm=off", "", "megatron-core's norms are fused kernels"},
+      {"megatron-core", "fused-norm=off", "", "megatron-core runs Transformer Engine's fused norms"},
+      {"nanotron", "fused-norm=off", "", "nanotron runs TritonRMSNorm"},
+      {"deepspeed", "fused-norm=off", "", ""},
       {"nanotron", "fused-norm=on", "", ""},
       {"torchtitan", "pp-schedule=afab", "",
        "engine pp-schedule=afab (job) cannot run on torchtitan: afab (all forward, then all backward) is nanotron's"},

@@ -39,7 +39,7 @@ constexpr OptionSpec kEngine{"engine", "SWITCHES",
                              "dp-overlap=off,tp-comm-overlap=on; keys: precision (fp32, fp16, bf16, fp8), attention "
                              "(flash, unfused), and on|off: fp8-params (fp8 weights, megatron-core and nemo), fp32-grads, "
                              "dp-overlap, tp-overlap, tp-comm-overlap, tp-recompute-allgather (nanotron), ce-fusion (megatron-core, nemo), "
-                             "fused-norm (torchtitan), "
+                             "fused-norm (torchtitan, deepspeed), "
                              "nvls (NCCL_NVLS_ENABLE); pp-schedule (1f1b, "
                              "afab: nanotron)",
                              "the site's, else the stack's"};
