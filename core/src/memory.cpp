@@ -249,7 +249,7 @@ LayerShape layer_shape_of(const ModelSpec& model, const TrainingSpec& training, 
           static_cast<double>(model.qk_pos_emb_head_dim), static_cast<double>(model.query_width()),
           static_cast<double>(model.key_width()),        static_cast<double>(model.value_width()),
           static_cast<double>(model.attention_output_width()),
-          !training.fused_norm && model.norm_kind == NormKind::rmsnorm};
+          composite_rms_norms(model, training)};
 }
 
 // What a block keeps under torchtitan's per-operator checkpointing

@@ -243,7 +243,7 @@ LayerCost layer_cost(const ModelSpec& model, const TrainingSpec& training, const
   double elementwise_bytes =
       tokens * (20 * hidden_per_rank + value_bytes * (swiglu ? stack.swiglu_forward_ffn_accesses : 2) * f / t);
   if (training.precision == Precision::fp8) elementwise_bytes += tokens * 3 * (h / t + f / t);
-  if (!training.fused_norm && model.norm_kind == NormKind::rmsnorm)
+  if (composite_rms_norms(model, training))
     elementwise_bytes += tokens * 2 * composite_rms_norm_extra_bytes(value_bytes) * hidden_per_rank;
   elementwise_bytes += tokens * value_bytes *
                        (2 * (stack.qkv_copy_passes * (q + (k + v)) + stack.kv_copy_passes * (k + v)) +

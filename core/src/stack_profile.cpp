@@ -111,6 +111,8 @@ StackProfile pytorch_layers_profile(Framework framework, std::string code) {
 StackProfile torchtitan_profile() {
   StackProfile profile = pytorch_layers_profile(Framework::torchtitan, "github.com/pytorch/torchtitan @b5bcd76c, torchtitan/");
   profile.rotary_extra_accesses = 8;
+  // An assumption (below): about what a fused cross entropy moves.
+  profile.loss = LossKernels{20, 10, false};
   // torchtitan's optimizer (torch.optim over FSDP2 / DDP) was not read for 16-bit gradients, which
   // Pipette does not export for it (engine.cpp): the fp32 copy is counted for the whole iteration.
   profile.main_gradient_copy = MainGradientCopy::whole_iteration;
@@ -457,6 +459,10 @@ void apply_stack_profile(TrainingSpec& training) {
   // Every stack's norms are fused kernels by default; the engine's fused-norm describes an older
   // torchtitan's composite RMSNorm.
   training.fused_norm = true;
+}
+
+bool composite_rms_norms(const ModelSpec& model, const TrainingSpec& training) {
+  return !training.fused_norm && model.norm_kind == NormKind::rmsnorm;
 }
 
 }  // namespace pipette

@@ -118,8 +118,8 @@ struct GradientBuckets {
 // 16-bit logits reach it through a cast kernel of their own (an fp32 copy: read 2, write 4 in the
 // forward, and the gradient cast back, read 4, write 2, in the backward), which the counts leave out.
 struct LossKernels {
-  double forward_bytes_per_logit = 20;
-  double backward_bytes_per_logit = 10;
+  double forward_bytes_per_logit = 0;
+  double backward_bytes_per_logit = 0;
   bool casts_logits_to_fp32 = false;
 };
 
@@ -173,7 +173,8 @@ struct StackProfile {
   double extra_logits_bytes_per_element = 0;
   // The cross entropy's kernels as the stack runs them by default, and its fused cross entropy
   // (the ce-fusion switch, TrainingSpec::cross_entropy_fusion) where it has one, with whether that
-  // is its default. Counted in each stack's code (stack_profile.cpp); torchtitan's is an assumption.
+  // is its default. Every profile sets its own, counted in the stack's code (stack_profile.cpp);
+  // torchtitan's is an assumption.
   LossKernels loss;
   std::optional<LossKernels> fused_loss;
   bool cross_entropy_fusion = false;
@@ -222,5 +223,9 @@ std::string unfused_attention_fallback(const ModelSpec& model, Framework framewo
 // sharded optimizer's collectives) from training.target.framework's profile. The reference
 // frameworks' profile holds the TrainingSpec defaults, so for them this changes nothing.
 void apply_stack_profile(TrainingSpec& training);
+
+// Whether the model's norms run as eager composite ops (TrainingSpec::fused_norm off): RMSNorms
+// only, since nn.LayerNorm is one fused kernel in every PyTorch.
+bool composite_rms_norms(const ModelSpec& model, const TrainingSpec& training);
 
 }  // namespace pipette
